@@ -1,0 +1,16 @@
+//! Zero-copy views over the bytes of network frames.
+//!
+//! Each protocol has a view type in the style of smoltcp's `wire` module: `new_unchecked`,
+//! `check_len`, `new_checked`; after `check_len` succeeds no accessor panics. The crate also
+//! holds Internet checksums and software segmentation of TSO/GSO super-frames.
+//! No I/O and no unsafe code.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod error;
+pub mod ethernet;
+pub mod offload;
+
+pub use error::{ParseError, Result};
+pub use ethernet::{EthernetFrame, MacAddr};
+pub use offload::{GsoKind, OffloadInfo};

@@ -1,0 +1,14 @@
+//! weft's data path core, after VALE and Hyper-Switch.
+//!
+//! Packets move in batches: a port's receive burst is collected and its headers read,
+//! each packet's destinations are computed (flow cache, flow table, learning bridge), and
+//! delivery happens per destination port, once per batch. No I/O, no unsafe, and no
+//! allocation per packet: ports do the I/O; this crate decides and counts.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod flow_key;
+pub mod types;
+
+pub use flow_key::FlowKey;
+pub use types::{PortId, Timestamp, VlanId, MAX_PORTS};
