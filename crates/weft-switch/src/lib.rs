@@ -7,8 +7,16 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod flow_cache;
 pub mod flow_key;
+pub mod flow_match;
+pub mod flow_table;
 pub mod types;
 
+pub use flow_cache::{FlowCache, FlowCacheStats};
 pub use flow_key::FlowKey;
+pub use flow_match::{FlowMatch, IpPrefix, MacMatch, MatchField};
+pub use flow_table::{
+    Action, ActionList, FlowError, FlowRule, FlowTable, RuleId, RuleStats, MAX_ACTIONS,
+};
 pub use types::{PortId, Timestamp, VlanId, MAX_PORTS};
