@@ -60,6 +60,9 @@ struct Entry<V> {
 /// one (dead anyway), else CLOCK within the window: entries hit since the hand last passed
 /// get a second chance. New entries start unreferenced, so a burst of one-packet flows
 /// (a scan) displaces itself before it displaces flows that keep hitting.
+///
+/// **Ownership**: one per worker thread, never shared; `get` takes `&mut self` because a
+/// hit updates the entry's reference bit and the counters.
 pub struct FlowCache<V: Copy> {
     slots: Box<[Option<Entry<V>>]>,
     /// `slots.len() - 1`; the length is a power of two.

@@ -93,6 +93,9 @@ struct Entry {
 ///
 /// **Generation**: [`generation`](Self::generation) bumps on every successful insert,
 /// remove and on every clear; caches keyed on it drop decisions made under older rules.
+///
+/// **Ownership**: no interior locking. One thread owns a table, or workers read an
+/// immutable snapshot the control plane published (see the design notes).
 #[derive(Debug)]
 pub struct FlowTable {
     /// Compiled matches in lookup order, apart from `entries` so the scan touches only them.
