@@ -7,8 +7,10 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod fdb;
 pub mod flow_key;
 pub mod types;
 
+pub use fdb::{Fdb, FdbConfig, FdbError, FdbStats, FlushFilter, IgnoreReason, LearnOutcome};
 pub use flow_key::FlowKey;
 pub use types::{PortId, Timestamp, VlanId, MAX_PORTS};
