@@ -6,7 +6,8 @@ use std::collections::{BTreeSet, HashMap};
 
 use proptest::prelude::*;
 
-use super::tests::{check_invariants, flood_next, mac};
+use super::eviction_tests::flood_next;
+use super::tests::{check_invariants, mac};
 use super::*;
 
 const VLANS: [VlanId; 3] = [0, 7, MAX_FDB_VLAN];

@@ -186,6 +186,12 @@ impl Slab {
         }
     }
 
+    /// The reserved size of the slot array (to check it never grows).
+    #[cfg(test)]
+    pub(super) fn reserved(&self) -> usize {
+        self.slots.capacity()
+    }
+
     /// Walks a list from oldest to newest (for invariant checks in tests).
     #[cfg(test)]
     pub(super) fn walk(&self, ends: Ends, chain: Chain) -> Vec<u32> {
