@@ -7,12 +7,14 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod fdb;
 pub mod flow_cache;
 pub mod flow_key;
 pub mod flow_match;
 pub mod flow_table;
 pub mod types;
 
+pub use fdb::{Fdb, FdbConfig, FdbError, FdbStats, FlushFilter, IgnoreReason, LearnOutcome};
 pub use flow_cache::{FlowCache, FlowCacheStats};
 pub use flow_key::FlowKey;
 pub use flow_match::{FlowMatch, IpPrefix, MacMatch, MatchField};
