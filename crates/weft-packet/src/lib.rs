@@ -10,7 +10,9 @@
 pub mod error;
 pub mod ethernet;
 pub mod offload;
+pub mod vxlan;
 
 pub use error::{ParseError, Result};
 pub use ethernet::{EthernetFrame, MacAddr};
 pub use offload::{GsoKind, OffloadInfo};
+pub use vxlan::{Vni, VxlanHeader};
