@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod checksum;
 pub mod error;
 pub mod ethernet;
 pub mod offload;
