@@ -10,10 +10,13 @@
 pub mod checksum;
 pub mod error;
 pub mod ethernet;
+pub mod gso;
 pub mod offload;
+pub mod virtio_net;
 pub mod vxlan;
 
 pub use error::{ParseError, Result};
 pub use ethernet::{EthernetFrame, MacAddr};
 pub use offload::{GsoKind, OffloadInfo};
 pub use vxlan::{Vni, VxlanHeader};
+pub use virtio_net::{VirtioNetHeader, VirtioNetHeaderError};
