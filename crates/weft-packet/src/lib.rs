@@ -13,6 +13,7 @@ pub mod ethernet;
 pub mod gso;
 pub mod offload;
 pub mod virtio_net;
+pub mod vlan;
 pub mod vxlan;
 
 pub use error::{ParseError, Result};
