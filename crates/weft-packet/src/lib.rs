@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod arp;
 pub mod checksum;
 pub mod error;
 pub mod ethernet;
