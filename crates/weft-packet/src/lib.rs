@@ -13,6 +13,7 @@ pub mod error;
 pub mod ethernet;
 pub mod gso;
 pub mod icmp;
+pub mod ipv4;
 pub mod offload;
 pub mod tcp;
 pub mod udp;
