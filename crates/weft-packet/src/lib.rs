@@ -16,6 +16,7 @@ pub mod icmp;
 pub mod ipv4;
 pub mod ipv6;
 pub mod offload;
+pub mod summary;
 pub mod tcp;
 pub mod udp;
 pub mod virtio_net;
