@@ -31,3 +31,4 @@ pub use virtio_net::{VirtioNetHeader, VirtioNetHeaderError};
 pub use udp::UdpPacket;
 pub use tcp::TcpPacket;
 pub use icmp::{Icmpv4Packet, Icmpv6Packet};
+pub use gso::{complete_checksum, GsoError, Segmenter};
