@@ -32,3 +32,9 @@ pub use udp::UdpPacket;
 pub use tcp::TcpPacket;
 pub use icmp::{Icmpv4Packet, Icmpv6Packet};
 pub use gso::{complete_checksum, GsoError, Segmenter};
+
+pub use arp::{ArpOperation, ArpPacket, ArpRepr};
+pub use ipv4::Ipv4Packet;
+pub use ipv6::{Ipv6Fragment, Ipv6Packet, Ipv6UpperLayer};
+pub use summary::{FragmentKind, FrameSummary, L3Summary, L4Summary};
+pub use vlan::{VlanHeader, VlanStack, VlanTag, VlanTci};
