@@ -11,6 +11,8 @@ pub mod arp;
 pub mod checksum;
 pub mod error;
 pub mod ethernet;
+#[doc(hidden)]
+pub mod fuzz_entry;
 pub mod gso;
 pub mod icmp;
 pub mod ipv4;
