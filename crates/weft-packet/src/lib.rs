@@ -7,10 +7,36 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod arp;
+pub mod checksum;
 pub mod error;
 pub mod ethernet;
+#[doc(hidden)]
+pub mod fuzz_entry;
+pub mod gso;
+pub mod icmp;
+pub mod ipv4;
+pub mod ipv6;
 pub mod offload;
+pub mod summary;
+pub mod tcp;
+pub mod udp;
+pub mod virtio_net;
+pub mod vlan;
+pub mod vxlan;
 
 pub use error::{ParseError, Result};
 pub use ethernet::{EthernetFrame, MacAddr};
 pub use offload::{GsoKind, OffloadInfo};
+pub use vxlan::{Vni, VxlanHeader};
+pub use virtio_net::{VirtioNetHeader, VirtioNetHeaderError};
+pub use udp::UdpPacket;
+pub use tcp::TcpPacket;
+pub use icmp::{Icmpv4Packet, Icmpv6Packet};
+pub use gso::{complete_checksum, GsoError, Segmenter};
+
+pub use arp::{ArpOperation, ArpPacket, ArpRepr};
+pub use ipv4::Ipv4Packet;
+pub use ipv6::{Ipv6Fragment, Ipv6Packet, Ipv6UpperLayer};
+pub use summary::{FragmentKind, FrameSummary, L3Summary, L4Summary};
+pub use vlan::{VlanHeader, VlanStack, VlanTag, VlanTci};
