@@ -228,7 +228,13 @@ mod tests {
     fn mac_text_round_trips_and_rejects_garbage() {
         let m: MacAddr = "02-00-5e-10-00-ff".parse().unwrap();
         assert_eq!(MacAddr::from_u64(m.to_u64()), m);
-        for bad in ["", "02:00", "02:00:5e:10:00:ff:11", "zz:00:00:00:00:00", "2:0:0:0:0:0"] {
+        for bad in [
+            "",
+            "02:00",
+            "02:00:5e:10:00:ff:11",
+            "zz:00:00:00:00:00",
+            "2:0:0:0:0:0",
+        ] {
             assert!(bad.parse::<MacAddr>().is_err(), "{bad}");
         }
         assert!(MacAddr::BROADCAST.is_multicast() && MacAddr::BROADCAST.is_broadcast());

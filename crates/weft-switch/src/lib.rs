@@ -4,16 +4,28 @@
 //! each packet's destinations are computed (flow cache, flow table, learning bridge), and
 //! delivery happens per destination port, once per batch. No I/O, no unsafe, and no
 //! allocation per packet: ports do the I/O; this crate decides and counts.
+//!
+//! Start at [`Switch`] (one L2 domain and its pipeline) and [`port`] (what a port is).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod counters;
+pub mod decision;
 pub mod fdb;
 pub mod flow_cache;
 pub mod flow_key;
 pub mod flow_match;
 pub mod flow_table;
+pub mod memory_port;
+pub mod port;
+pub mod registry;
+pub mod switch;
 pub mod types;
+pub mod upcall;
+pub mod vlan;
 
+pub use counters::{DropReason, PortCounters, PortCountersSnapshot};
+pub use decision::{Decision, Target, VlanState};
 pub use fdb::{Fdb, FdbConfig, FdbError, FdbStats, FlushFilter, IgnoreReason, LearnOutcome};
 pub use flow_cache::{FlowCache, FlowCacheStats};
 pub use flow_key::FlowKey;
@@ -21,4 +33,9 @@ pub use flow_match::{FlowMatch, IpPrefix, MacMatch, MatchField};
 pub use flow_table::{
     Action, ActionList, FlowError, FlowRule, FlowTable, RuleId, RuleStats, MAX_ACTIONS,
 };
+pub use port::{FrameHandle, PortCaps, PortHalves, PortRx, PortTx, RxBatch, RxDesc, TxFrame};
+pub use registry::{RegistryError, SwitchRegistry};
+pub use switch::{PortOptions, Switch, SwitchConfig, SwitchError, SwitchStats};
 pub use types::{PortId, Timestamp, VlanId, MAX_PORTS};
+pub use upcall::{Upcall, UpcallStats};
+pub use vlan::{PortVlanMode, VlanSet};

@@ -1,0 +1,275 @@
+//! What a port is to the core: a receive half that fills batches and lends out the bytes of
+//! the frames it received, and a transmit half that takes bursts of frames.
+//!
+//! The halves are separate because they have separate owners: the receive half belongs to
+//! the worker that polls it; the transmit half is a destination for every worker forwarding
+//! to the port (the daemon puts it behind one lock, taken once per batch per destination, as
+//! VALE does). Received frames stay where the port keeps them (a guest's buffer, a ring) until
+//! the batch is finished, so delivery can copy each frame exactly once, straight from the
+//! source port's memory into the destination's.
+
+use weft_packet::OffloadInfo;
+
+/// Identifies one received frame inside its port, until [`PortRx::finish`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct FrameHandle(pub u32);
+
+/// One received frame as the batch records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RxDesc {
+    /// Where the port keeps the bytes.
+    pub handle: FrameHandle,
+    /// Offload state the port read beside the frame (virtio-net header and the like).
+    pub offload: OffloadInfo,
+}
+
+/// The largest batch the core accepts.
+pub const MAX_BATCH: usize = 1024;
+/// The default batch size.
+pub const DEFAULT_BATCH: usize = 64;
+
+/// A receive burst: frame descriptors a port pushed, up to a fixed capacity.
+///
+/// Allocated once; `clear` and `push` never allocate.
+#[derive(Debug)]
+pub struct RxBatch {
+    descs: Vec<RxDesc>,
+    capacity: usize,
+}
+
+impl RxBatch {
+    /// A batch of `capacity` frames, clamped to 1..=[`MAX_BATCH`].
+    pub fn new(capacity: usize) -> Self {
+        let capacity = capacity.clamp(1, MAX_BATCH);
+        RxBatch {
+            descs: Vec::with_capacity(capacity),
+            capacity,
+        }
+    }
+    /// The most frames the batch holds.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+    /// Frames in the batch.
+    pub fn len(&self) -> usize {
+        self.descs.len()
+    }
+    /// True when no frame is in the batch.
+    pub fn is_empty(&self) -> bool {
+        self.descs.is_empty()
+    }
+    /// Room left.
+    pub fn room(&self) -> usize {
+        self.capacity - self.descs.len()
+    }
+    /// Adds a frame; gives it back when the batch is full.
+    #[inline]
+    pub fn push(&mut self, desc: RxDesc) -> Result<(), RxDesc> {
+        if self.descs.len() >= self.capacity {
+            return Err(desc);
+        }
+        self.descs.push(desc);
+        Ok(())
+    }
+    /// Empties the batch.
+    pub fn clear(&mut self) {
+        self.descs.clear();
+    }
+    /// The frames received.
+    pub fn descs(&self) -> &[RxDesc] {
+        &self.descs
+    }
+}
+
+/// What a port can take on transmit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortCaps {
+    /// Largest ordinary frame, Ethernet header included, FCS excluded (MTU + 14, + 4 per tag
+    /// the port may carry). Longer frames must be GSO frames the port accepts, or are
+    /// segmented or dropped.
+    pub max_frame_len: usize,
+    /// Accepts frames whose L4 checksum is still to be computed (virtio `NEEDS_CSUM`).
+    pub partial_csum: bool,
+    /// Accepts TCP/IPv4 super-frames.
+    pub tso4: bool,
+    /// Accepts TCP/IPv6 super-frames.
+    pub tso6: bool,
+    /// Accepts UDP (USO) super-frames.
+    pub uso: bool,
+    /// Largest super-frame it accepts.
+    pub max_gso_frame_len: usize,
+}
+
+impl PortCaps {
+    /// A plain Ethernet port with MTU `mtu`, no offloads.
+    pub const fn plain(mtu: usize) -> Self {
+        PortCaps {
+            max_frame_len: mtu + 18,
+            partial_csum: false,
+            tso4: false,
+            tso6: false,
+            uso: false,
+            max_gso_frame_len: 0,
+        }
+    }
+    /// A port that takes everything a virtio-net device can: partial checksums and 64 KB
+    /// TCP/UDP super-frames.
+    pub const fn full_offload(mtu: usize) -> Self {
+        PortCaps {
+            max_frame_len: mtu + 18,
+            partial_csum: true,
+            tso4: true,
+            tso6: true,
+            uso: true,
+            max_gso_frame_len: 65_535 + 18,
+        }
+    }
+    /// True when the port accepts super-frames of this kind.
+    pub fn accepts_gso(&self, kind: weft_packet::GsoKind) -> bool {
+        match kind {
+            weft_packet::GsoKind::None => true,
+            weft_packet::GsoKind::TcpV4 => self.tso4,
+            weft_packet::GsoKind::TcpV6 => self.tso6,
+            weft_packet::GsoKind::UdpL4 => self.uso,
+        }
+    }
+}
+
+/// The receive half of a port.
+pub trait PortRx: Send {
+    /// Pushes up to `batch.room()` received frames into `batch`. The frames stay valid (and
+    /// readable through [`PortRx::frame`]) until [`PortRx::finish`].
+    fn receive(&mut self, batch: &mut RxBatch);
+
+    /// The bytes of a frame pushed by the last `receive`. An unknown handle yields an empty
+    /// slice (which the core drops as malformed), never a panic.
+    fn frame(&self, handle: FrameHandle) -> &[u8];
+
+    /// Every frame of the last `receive` has been delivered or dropped: the port may reuse
+    /// their buffers (return descriptors to a guest, advance a ring...).
+    fn finish(&mut self);
+}
+
+/// A frame to transmit: a rewritten head (the Ethernet addresses and the VLAN tags the
+/// destination wants, at most [`TxFrame::MAX_HEAD`] bytes) followed by the rest of the frame
+/// where it lies. Copying `head` then `body` gives the frame.
+#[derive(Debug, Clone, Copy)]
+pub struct TxFrame<'a> {
+    head: [u8; TxFrame::MAX_HEAD],
+    head_len: u8,
+    /// The frame after the head, borrowed from the source.
+    pub body: &'a [u8],
+    /// Offload state, offsets already shifted for the rewritten head.
+    pub offload: OffloadInfo,
+}
+
+impl<'a> TxFrame<'a> {
+    /// Room for two MAC addresses and two VLAN tags.
+    pub const MAX_HEAD: usize = 20;
+
+    /// A frame sent as it is (no rewritten head).
+    pub fn whole(frame: &'a [u8], offload: OffloadInfo) -> Self {
+        TxFrame {
+            head: [0; Self::MAX_HEAD],
+            head_len: 0,
+            body: frame,
+            offload,
+        }
+    }
+
+    /// A frame with a head (at most [`TxFrame::MAX_HEAD`] bytes; longer is cut).
+    pub fn with_head(head: &[u8], body: &'a [u8], offload: OffloadInfo) -> Self {
+        let n = head.len().min(Self::MAX_HEAD);
+        let mut h = [0; Self::MAX_HEAD];
+        h[..n].copy_from_slice(&head[..n]);
+        // n <= MAX_HEAD = 20, fits in u8.
+        let head_len = u8::try_from(n).unwrap_or(0);
+        TxFrame {
+            head: h,
+            head_len,
+            body,
+            offload,
+        }
+    }
+
+    /// The rewritten head.
+    pub fn head(&self) -> &[u8] {
+        &self.head[..usize::from(self.head_len)]
+    }
+
+    /// Total length in bytes.
+    pub fn len(&self) -> usize {
+        usize::from(self.head_len) + self.body.len()
+    }
+
+    /// True for an empty frame.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Copies the frame into `out`; returns the bytes written, or `None` when `out` is too
+    /// small (nothing is written then).
+    #[inline]
+    pub fn copy_to(&self, out: &mut [u8]) -> Option<usize> {
+        let (h, b) = (self.head(), self.body);
+        let total = h.len() + b.len();
+        let out = out.get_mut(..total)?;
+        let (oh, ob) = out.split_at_mut(h.len());
+        oh.copy_from_slice(h);
+        ob.copy_from_slice(b);
+        Some(total)
+    }
+}
+
+/// The transmit half of a port.
+pub trait PortTx: Send {
+    /// What the port can take.
+    fn caps(&self) -> PortCaps;
+
+    /// Transmits a burst. Returns how many frames, from the front, the port accepted; the
+    /// rest are dropped by the caller and counted as [`crate::DropReason::TxQueueFull`]. A
+    /// port never blocks here.
+    fn transmit(&mut self, frames: &[TxFrame<'_>]) -> usize;
+}
+
+/// The two halves of a detached port, given back by `remove_port`.
+pub struct PortHalves {
+    /// The receive half, when the switch held it.
+    pub rx: Option<Box<dyn PortRx>>,
+    /// The transmit half.
+    pub tx: Box<dyn PortTx>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rx_batch_refuses_past_capacity() {
+        let mut b = RxBatch::new(2);
+        assert!(b.push(RxDesc::default()).is_ok());
+        assert!(b.push(RxDesc::default()).is_ok());
+        assert!(b.push(RxDesc::default()).is_err());
+        assert_eq!(b.room(), 0);
+        b.clear();
+        assert_eq!(b.room(), 2);
+    }
+
+    #[test]
+    fn rx_batch_capacity_is_clamped() {
+        assert_eq!(RxBatch::new(0).capacity(), 1);
+        assert_eq!(RxBatch::new(1 << 20).capacity(), MAX_BATCH);
+    }
+
+    #[test]
+    fn tx_frame_copies_head_then_body() {
+        let body = [9u8; 10];
+        let f = TxFrame::with_head(&[1, 2, 3], &body, OffloadInfo::default());
+        assert_eq!(f.len(), 13);
+        let mut out = [0u8; 13];
+        assert_eq!(f.copy_to(&mut out), Some(13));
+        assert_eq!(&out[..3], &[1, 2, 3]);
+        assert_eq!(&out[3..], &body);
+        assert_eq!(f.copy_to(&mut [0u8; 12]), None);
+    }
+}

@@ -1,0 +1,457 @@
+//! Stage 3 of the pipeline: hand each destination port its packets, once per batch (one
+//! `transmit` per destination per chunk of [`CHUNK`] frames), in arrival order; rewrite VLAN
+//! tags on the way by scatter/gather (a new head, the body where it lies); complete
+//! checksums or segment super-frames only for destinations that cannot take them.
+
+use weft_packet::gso::{complete_checksum, Segmenter};
+use weft_packet::OffloadInfo;
+
+use crate::counters::{BatchDrops, DropReason, PortCounters};
+use crate::decision::{Decision, Output, Target, VlanState};
+use crate::port::{PortCaps, PortRx, PortTx, TxFrame};
+use crate::types::{PortId, MAX_PORTS};
+
+use super::{PortSlot, Switch};
+
+/// Frames handed to a port per `transmit` call.
+pub(crate) const CHUNK: usize = 64;
+/// The largest frame the slow path (checksum completion, segmentation) can take.
+const MAX_SLOW_FRAME: usize = 65_535 + 64;
+const NONE: u16 = u16::MAX;
+
+/// Per-destination lists and buffers used by stage 3, allocated once per switch.
+pub(crate) struct DeliverScratch {
+    /// Next packet in the same destination's unicast list.
+    next: Vec<u16>,
+    head: Vec<u16>,
+    tail: Vec<u16>,
+    /// Packets with several outputs or a flood, in arrival order.
+    multi: Vec<u16>,
+    /// Copies delivered per multi-output packet (to count floods that reached no one).
+    emitted: Vec<u16>,
+    /// A linear copy of one frame for the slow path.
+    linear: Vec<u8>,
+    /// Segments produced by the slow path.
+    segments: Vec<u8>,
+}
+
+impl DeliverScratch {
+    pub(crate) fn new(batch: usize) -> Self {
+        DeliverScratch {
+            next: vec![NONE; batch],
+            head: vec![NONE; MAX_PORTS],
+            tail: vec![NONE; MAX_PORTS],
+            multi: Vec::with_capacity(batch),
+            emitted: vec![0; batch],
+            linear: Vec::new(),
+            segments: Vec::new(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Default)]
+struct PortBits([u64; MAX_PORTS / 64]);
+
+impl PortBits {
+    fn set(&mut self, p: usize) {
+        if let Some(w) = self.0.get_mut(p / 64) {
+            *w |= 1 << (p % 64);
+        }
+    }
+    fn iter(self) -> impl Iterator<Item = usize> {
+        (0..MAX_PORTS / 64).flat_map(move |w| {
+            let mut bits = self.0[w];
+            core::iter::from_fn(move || {
+                if bits == 0 {
+                    return None;
+                }
+                let b = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                Some(w * 64 + b)
+            })
+        })
+    }
+}
+
+impl Switch {
+    /// Stage 3 for the batch classified in `self.scratch`.
+    pub(super) fn deliver(&mut self, in_port: PortId, rx: &dyn PortRx) {
+        let Switch {
+            ports,
+            scratch,
+            deliver: ds,
+            upcalls,
+            batch,
+            ..
+        } = self;
+        let n = scratch.decisions.len();
+        let mut in_drops = BatchDrops::default();
+        let mut active = PortBits::default();
+        let mut flood = false;
+        ds.multi.clear();
+
+        // Build the per-destination lists.
+        for i in 0..n {
+            let d = &scratch.decisions[i];
+            if let Some(reason) = d.drop {
+                in_drops.note(reason, 1);
+                continue;
+            }
+            if d.to_controller
+                && !upcalls.offer(&scratch.keys[i], rx.frame(batch.descs()[i].handle))
+            {
+                in_drops.note(DropReason::UpcallQueueFull, 1);
+            }
+            let idx = u16::try_from(i).unwrap_or(NONE);
+            if let Some(p) = d.single_port() {
+                if ports.get(p.index()).and_then(Option::as_ref).is_none() {
+                    in_drops.note(DropReason::PortGone, 1);
+                    continue;
+                }
+                let pi = p.index();
+                ds.next[i] = NONE;
+                if ds.head[pi] == NONE {
+                    ds.head[pi] = idx;
+                } else if let Some(t) = ds.next.get_mut(usize::from(ds.tail[pi])) {
+                    *t = idx;
+                }
+                ds.tail[pi] = idx;
+                active.set(pi);
+            } else if !d.outputs().is_empty() {
+                ds.multi.push(idx);
+                ds.emitted[i] = 0;
+                for o in d.outputs() {
+                    match o.target {
+                        Target::Port(p)
+                            if ports.get(p.index()).and_then(Option::as_ref).is_some() =>
+                        {
+                            active.set(p.index())
+                        }
+                        Target::Port(_) => in_drops.note(DropReason::PortGone, 1),
+                        Target::Flood { .. } => flood = true,
+                    }
+                }
+            }
+        }
+        if flood {
+            for (p, slot) in ports.iter().enumerate() {
+                if slot.is_some() && p != in_port.index() {
+                    active.set(p);
+                }
+            }
+        }
+
+        // One pass per destination, merging its unicast list with the multi list so that
+        // the destination sees packets in arrival order.
+        let empty: &[u8] = &[];
+        let mut chunk = [TxFrame::whole(empty, OffloadInfo::default()); CHUNK];
+        for p in active.iter() {
+            let Some(slot) = ports.get_mut(p).and_then(Option::as_mut) else {
+                continue;
+            };
+            let mut out = Outbox {
+                chunk: &mut chunk,
+                len: 0,
+                drops: BatchDrops::default(),
+            };
+            let mut u = ds.head[p];
+            let mut m = 0usize;
+            loop {
+                let next_multi = ds.multi.get(m).copied().unwrap_or(NONE);
+                if u == NONE && next_multi == NONE {
+                    break;
+                }
+                if u != NONE && (next_multi == NONE || u < next_multi) {
+                    let i = usize::from(u);
+                    if let Some(o) = scratch.decisions[i].outputs().first() {
+                        let frame = rx.frame(batch.descs()[i].handle);
+                        out.emit(
+                            slot,
+                            &mut ds.linear,
+                            &mut ds.segments,
+                            frame,
+                            &scratch.meta[i],
+                            o.vlan,
+                            true,
+                        );
+                    }
+                    u = ds.next[i];
+                } else {
+                    let i = usize::from(next_multi);
+                    let d: &Decision = &scratch.decisions[i];
+                    for o in d.outputs() {
+                        if let Some(explicit) = goes_to(o, p, in_port, slot) {
+                            let frame = rx.frame(batch.descs()[i].handle);
+                            if out.emit(
+                                slot,
+                                &mut ds.linear,
+                                &mut ds.segments,
+                                frame,
+                                &scratch.meta[i],
+                                o.vlan,
+                                explicit,
+                            ) {
+                                ds.emitted[i] = ds.emitted[i].saturating_add(1);
+                            }
+                        }
+                    }
+                    m += 1;
+                }
+            }
+            out.flush(slot);
+            out.drops.flush(&slot.counters.drops);
+            ds.head[p] = NONE;
+            ds.tail[p] = NONE;
+        }
+
+        for &i in &ds.multi {
+            let i = usize::from(i);
+            if ds.emitted[i] == 0 && !scratch.decisions[i].to_controller {
+                in_drops.note(DropReason::NoDestination, 1);
+            }
+        }
+        if let Some(slot) = ports.get(in_port.index()).and_then(Option::as_ref) {
+            in_drops.flush(&slot.counters.drops);
+        }
+    }
+}
+
+/// Whether output `o` sends to port `p`: `Some(explicit)` where `explicit` says the port was
+/// named (so a VLAN mismatch is a counted drop), `None` when it does not go there.
+fn goes_to(o: &Output, p: usize, in_port: PortId, slot: &PortSlot) -> Option<bool> {
+    match o.target {
+        Target::Port(q) => (q.index() == p).then_some(true),
+        Target::Flood { unknown_unicast } => {
+            let member = p != in_port.index()
+                && slot.options.vlan.admits(o.vlan.vid)
+                && (!unknown_unicast || slot.options.flood_unknown_unicast);
+            member.then_some(false)
+        }
+    }
+}
+
+/// Frames on their way to one destination.
+struct Outbox<'c, 'a> {
+    chunk: &'c mut [TxFrame<'a>; CHUNK],
+    len: usize,
+    drops: BatchDrops,
+}
+
+impl<'a> Outbox<'_, 'a> {
+    /// Queues `frame` for `slot` with VLAN state `vlan`. Returns false when it was dropped.
+    #[allow(clippy::too_many_arguments)]
+    fn emit(
+        &mut self,
+        slot: &mut PortSlot,
+        linear: &mut Vec<u8>,
+        segments: &mut Vec<u8>,
+        frame: &'a [u8],
+        meta: &super::classify::PacketMeta,
+        vlan: VlanState,
+        explicit: bool,
+    ) -> bool {
+        if !slot.options.vlan.admits(vlan.vid) {
+            if explicit {
+                self.drops.note(DropReason::VlanEgressDenied, 1);
+            }
+            return false;
+        }
+        let (Some(macs), Some(body)) = (frame.get(..12), frame.get(meta.body_offset..)) else {
+            self.drops.note(DropReason::Malformed, 1);
+            return false;
+        };
+        let mut head = [0u8; TxFrame::MAX_HEAD];
+        head[..12].copy_from_slice(macs);
+        let mut head_len = 12;
+        if slot.options.vlan.tags(vlan.vid) {
+            let tci = (u16::from(meta.pcp) << 13) | vlan.vid;
+            head[head_len..head_len + 4].copy_from_slice(&tag(tci));
+            head_len += 4;
+        }
+        if let Some(inner) = vlan.inner {
+            head[head_len..head_len + 4].copy_from_slice(&tag(inner));
+            head_len += 4;
+        }
+        let Some(offload) = shift_offload(meta.offload, meta.body_offset, head_len) else {
+            self.drops.note(DropReason::BadOffload, 1);
+            return false;
+        };
+        let tx = TxFrame::with_head(&head[..head_len], body, offload);
+        let caps = slot.caps;
+        let fits = if offload.is_gso() {
+            caps.accepts_gso(offload.gso) && tx.len() <= caps.max_gso_frame_len
+        } else {
+            tx.len() <= caps.max_frame_len && (!offload.needs_csum || caps.partial_csum)
+        };
+        if fits {
+            self.chunk[self.len] = tx;
+            self.len += 1;
+            if self.len == CHUNK {
+                self.flush(slot);
+            }
+            return true;
+        }
+        if !offload.is_gso() && tx.len() > caps.max_frame_len {
+            self.drops.note(DropReason::FrameTooBig, 1);
+            return false;
+        }
+        // Slow path: keep order by sending what is queued first.
+        self.flush(slot);
+        match slow_path(
+            slot.tx.as_mut(),
+            &caps,
+            &tx,
+            linear,
+            segments,
+            &slot.counters,
+        ) {
+            Ok(()) => true,
+            Err(reason) => {
+                self.drops.note(reason, 1);
+                false
+            }
+        }
+    }
+
+    /// Transmits what is queued, counting what the port accepted and refused.
+    fn flush(&mut self, slot: &mut PortSlot) {
+        if self.len == 0 {
+            return;
+        }
+        let frames = &self.chunk[..self.len];
+        let accepted = slot.tx.transmit(frames).min(frames.len());
+        count_tx(&slot.counters, &frames[..accepted]);
+        self.drops
+            .note(DropReason::TxQueueFull, (frames.len() - accepted) as u64);
+        self.len = 0;
+    }
+}
+
+fn count_tx(counters: &PortCounters, frames: &[TxFrame<'_>]) {
+    counters.tx_packets.add(frames.len() as u64);
+    counters
+        .tx_bytes
+        .add(frames.iter().map(|f| f.len() as u64).sum());
+}
+
+fn tag(tci: u16) -> [u8; 4] {
+    let [a, b] = tci.to_be_bytes();
+    [0x81, 0x00, a, b]
+}
+
+/// Moves the offload offsets by the difference between the old head (`old_len` bytes) and the
+/// new one. `None` when they would fall before the end of the new head.
+fn shift_offload(mut o: OffloadInfo, old_len: usize, new_len: usize) -> Option<OffloadInfo> {
+    if !o.needs_csum && !o.is_gso() {
+        return Some(o);
+    }
+    let shift = |v: u16| -> Option<u16> {
+        let v = usize::from(v).checked_sub(old_len)?.checked_add(new_len)?;
+        u16::try_from(v).ok()
+    };
+    o.csum_start = shift(o.csum_start)?;
+    if o.is_gso() {
+        o.hdr_len = shift(o.hdr_len).unwrap_or(o.hdr_len);
+    }
+    Some(o)
+}
+
+/// Completes the checksum of, or segments, a frame the destination cannot take as it is.
+fn slow_path(
+    tx: &mut dyn PortTx,
+    caps: &PortCaps,
+    frame: &TxFrame<'_>,
+    linear: &mut Vec<u8>,
+    segments: &mut Vec<u8>,
+    counters: &PortCounters,
+) -> Result<(), DropReason> {
+    if frame.len() > MAX_SLOW_FRAME {
+        return Err(DropReason::FrameTooBig);
+    }
+    linear.resize(frame.len(), 0);
+    let len = frame.copy_to(linear).ok_or(DropReason::BadOffload)?;
+    let bytes = &mut linear[..len];
+    if !frame.offload.is_gso() {
+        complete_checksum(bytes, &frame.offload).map_err(|_| DropReason::BadOffload)?;
+        let out = [TxFrame::whole(bytes, OffloadInfo::default())];
+        return send_all(tx, &out, counters);
+    }
+    let seg_len = caps.max_frame_len;
+    let mut seg =
+        Segmenter::new(bytes, &frame.offload, seg_len).map_err(|_| DropReason::BadOffload)?;
+    segments.resize(seg_len * CHUNK, 0);
+    loop {
+        // Fill up to CHUNK segments, then hand them over in one call.
+        let mut lens = [0usize; CHUNK];
+        let mut count = 0;
+        for (slot, len) in segments.chunks_mut(seg_len).zip(lens.iter_mut()) {
+            match seg.next_segment(slot) {
+                None => break,
+                Some(Ok(n)) => {
+                    *len = n;
+                    count += 1;
+                }
+                Some(Err(_)) => return Err(DropReason::BadOffload),
+            }
+        }
+        if count == 0 {
+            return Ok(());
+        }
+        let empty: &[u8] = &[];
+        let mut out = [TxFrame::whole(empty, OffloadInfo::default()); CHUNK];
+        for ((o, chunk), len) in out
+            .iter_mut()
+            .zip(segments.chunks(seg_len))
+            .zip(lens)
+            .take(count)
+        {
+            *o = TxFrame::whole(&chunk[..len], OffloadInfo::default());
+        }
+        send_all(tx, &out[..count], counters)?;
+        if count < CHUNK {
+            return Ok(());
+        }
+    }
+}
+
+/// Hands `frames` to the port; what it refuses is counted as [`DropReason::TxQueueFull`].
+fn send_all(
+    tx: &mut dyn PortTx,
+    frames: &[TxFrame<'_>],
+    counters: &PortCounters,
+) -> Result<(), DropReason> {
+    let accepted = tx.transmit(frames).min(frames.len());
+    count_tx(counters, &frames[..accepted]);
+    counters
+        .drops
+        .add(DropReason::TxQueueFull, (frames.len() - accepted) as u64);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_bits_iterate_in_order() {
+        let mut b = PortBits::default();
+        for p in [200, 3, 64, 0, 255] {
+            b.set(p);
+        }
+        assert_eq!(b.iter().collect::<Vec<_>>(), vec![0, 3, 64, 200, 255]);
+    }
+
+    #[test]
+    fn offload_offsets_follow_the_new_head() {
+        let o = OffloadInfo {
+            needs_csum: true,
+            csum_start: 34,
+            csum_offset: 16,
+            ..OffloadInfo::default()
+        };
+        assert_eq!(shift_offload(o, 12, 16).map(|o| o.csum_start), Some(38));
+        assert_eq!(shift_offload(o, 16, 12).map(|o| o.csum_start), Some(30));
+        let bad = OffloadInfo { csum_start: 4, ..o };
+        assert_eq!(shift_offload(bad, 12, 16), None);
+    }
+}

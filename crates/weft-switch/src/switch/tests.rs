@@ -1,0 +1,447 @@
+//! Behaviour of a switch with in-memory ports.
+
+use weft_packet::{GsoKind, MacAddr, OffloadInfo};
+
+use super::*;
+use crate::counters::DropReason;
+use crate::flow_match::FlowMatch;
+use crate::flow_table::{Action, ActionList, FlowRule};
+use crate::memory_port::{memory_port, MemoryPortHandle};
+use crate::port::PortCaps;
+use crate::vlan::PortVlanMode;
+
+const T0: Timestamp = Timestamp(1_000_000_000);
+
+fn mac(last: u8) -> MacAddr {
+    MacAddr([0x02, 0, 0, 0, 0, last])
+}
+
+/// An untagged frame of `len` bytes from `src` to `dst` (EtherType 0x88b5, local experimental).
+fn frame(dst: MacAddr, src: MacAddr, len: usize) -> Vec<u8> {
+    let mut f = vec![0u8; len.max(14)];
+    f[..6].copy_from_slice(&dst.0);
+    f[6..12].copy_from_slice(&src.0);
+    f[12..14].copy_from_slice(&[0x88, 0xb5]);
+    for (i, b) in f.iter_mut().enumerate().skip(14) {
+        *b = u8::try_from(i % 251).unwrap();
+    }
+    f
+}
+
+/// The same frame with an 802.1Q tag.
+fn tagged(dst: MacAddr, src: MacAddr, vid: u16, len: usize) -> Vec<u8> {
+    let mut f = frame(dst, src, len);
+    let [a, b] = vid.to_be_bytes();
+    f.splice(12..12, [0x81, 0x00, a, b]);
+    f
+}
+
+fn vlan_of(f: &[u8]) -> Option<u16> {
+    (f.get(12..14) == Some(&[0x81, 0x00][..])).then(|| u16::from_be_bytes([f[14], f[15]]) & 0x0fff)
+}
+
+struct Rig {
+    sw: Switch,
+    ports: Vec<(PortId, MemoryPortHandle)>,
+}
+
+impl Rig {
+    fn new(n: usize) -> Rig {
+        Self::with(n, SwitchConfig::default(), |_| PortOptions::default())
+    }
+
+    fn with(n: usize, config: SwitchConfig, options: impl Fn(usize) -> PortOptions) -> Rig {
+        let mut sw = Switch::new("br0", config).unwrap();
+        let ports = (0..n)
+            .map(|i| {
+                let (rx, tx, h) = memory_port(PortCaps::plain(1500), 1024);
+                let id = sw
+                    .add_port(
+                        &format!("p{i}"),
+                        Some(Box::new(rx)),
+                        Box::new(tx),
+                        options(i),
+                    )
+                    .unwrap();
+                (id, h)
+            })
+            .collect();
+        Rig { sw, ports }
+    }
+
+    fn send(&mut self, port: usize, f: &[u8]) {
+        assert!(self.ports[port].1.inject(f));
+        while self.sw.poll(self.ports[port].0, T0) > 0 {}
+    }
+
+    fn sent(&self, port: usize) -> Vec<Vec<u8>> {
+        self.ports[port]
+            .1
+            .take_sent()
+            .into_iter()
+            .map(|(f, _)| f)
+            .collect()
+    }
+
+    fn counters(&self, port: usize) -> crate::counters::PortCountersSnapshot {
+        self.sw
+            .port_counters(self.ports[port].0)
+            .unwrap()
+            .snapshot()
+    }
+}
+
+#[test]
+fn unknown_unicast_floods_to_every_other_port() {
+    let mut r = Rig::new(4);
+    let f = frame(mac(9), mac(1), 60);
+    r.send(0, &f);
+    assert!(r.sent(0).is_empty(), "never back out of the ingress port");
+    for p in 1..4 {
+        assert_eq!(r.sent(p), vec![f.clone()], "port {p}");
+    }
+}
+
+#[test]
+fn learned_destination_gets_unicast_only() {
+    let mut r = Rig::new(4);
+    r.send(2, &frame(MacAddr::BROADCAST, mac(2), 60));
+    for p in [0, 1, 3] {
+        r.sent(p);
+    }
+    let f = frame(mac(2), mac(1), 100);
+    r.send(0, &f);
+    assert_eq!(r.sent(2), vec![f]);
+    assert!(r.sent(1).is_empty() && r.sent(3).is_empty());
+    assert_eq!(r.sw.fdb().lookup(0, mac(1), T0), Some(r.ports[0].0));
+}
+
+#[test]
+fn frames_to_a_station_on_the_ingress_port_are_dropped_and_counted() {
+    let mut r = Rig::new(2);
+    r.send(0, &frame(MacAddr::BROADCAST, mac(1), 60));
+    r.send(0, &frame(mac(1), mac(2), 60));
+    assert!(r.sent(1).len() == 1, "only the broadcast");
+    assert_eq!(r.counters(0).drops(DropReason::SamePort), 1);
+}
+
+#[test]
+fn multicast_source_and_runt_frames_are_dropped_by_reason() {
+    let mut r = Rig::new(2);
+    r.send(0, &frame(mac(2), MacAddr([1, 0, 0x5e, 0, 0, 1]), 60));
+    r.send(0, &[0u8; 10]);
+    let c = r.counters(0);
+    assert_eq!(c.drops(DropReason::InvalidSourceMac), 1);
+    assert_eq!(c.drops(DropReason::Malformed), 1);
+    assert_eq!(c.rx_packets, 2);
+    assert!(r.sent(1).is_empty());
+}
+
+#[test]
+fn broadcast_on_a_single_port_switch_counts_no_destination() {
+    let mut r = Rig::new(1);
+    r.send(0, &frame(MacAddr::BROADCAST, mac(1), 60));
+    assert_eq!(r.counters(0).drops(DropReason::NoDestination), 1);
+}
+
+#[test]
+fn port_that_opts_out_gets_no_unknown_unicast_but_still_broadcast() {
+    let mut r = Rig::with(3, SwitchConfig::default(), |i| PortOptions {
+        flood_unknown_unicast: i != 2,
+        ..PortOptions::default()
+    });
+    r.send(0, &frame(mac(7), mac(1), 60));
+    assert!(r.sent(2).is_empty());
+    assert_eq!(r.sent(1).len(), 1);
+    r.send(0, &frame(MacAddr::BROADCAST, mac(1), 60));
+    assert_eq!(r.sent(2).len(), 1);
+}
+
+#[test]
+fn counters_match_traffic() {
+    let mut r = Rig::new(2);
+    for _ in 0..10 {
+        r.send(0, &frame(MacAddr::BROADCAST, mac(1), 100));
+    }
+    let c0 = r.counters(0);
+    let c1 = r.counters(1);
+    assert_eq!((c0.rx_packets, c0.rx_bytes), (10, 1000));
+    assert_eq!((c1.tx_packets, c1.tx_bytes), (10, 1000));
+    assert_eq!(c0.total_drops() + c1.total_drops(), 0);
+}
+
+#[test]
+fn full_destination_drops_and_counts_instead_of_blocking() {
+    let mut sw = Switch::new(
+        "br0",
+        SwitchConfig {
+            batch_size: 256,
+            ..SwitchConfig::default()
+        },
+    )
+    .unwrap();
+    let (rx0, tx0, h0) = memory_port(PortCaps::plain(1500), 1024);
+    let (rx1, tx1, h1) = memory_port(PortCaps::plain(1500), 5);
+    let p0 = sw
+        .add_port(
+            "a",
+            Some(Box::new(rx0)),
+            Box::new(tx0),
+            PortOptions::default(),
+        )
+        .unwrap();
+    let p1 = sw
+        .add_port(
+            "b",
+            Some(Box::new(rx1)),
+            Box::new(tx1),
+            PortOptions::default(),
+        )
+        .unwrap();
+    for _ in 0..20 {
+        h0.inject(&frame(MacAddr::BROADCAST, mac(1), 60));
+    }
+    assert_eq!(sw.poll(p0, T0), 20);
+    assert_eq!(h1.take_sent().len(), 5);
+    let c = sw.port_counters(p1).unwrap().snapshot();
+    assert_eq!(c.tx_packets, 5);
+    assert_eq!(c.drops(DropReason::TxQueueFull), 15);
+}
+
+#[test]
+fn access_ports_only_talk_within_their_vlan_and_trunk_tags() {
+    // p0, p1 access VLAN 10; p2 access VLAN 20; p3 trunk {10, 20}.
+    let modes = [
+        PortVlanMode::access(10).unwrap(),
+        PortVlanMode::access(10).unwrap(),
+        PortVlanMode::access(20).unwrap(),
+        PortVlanMode::trunk([10, 20], None).unwrap(),
+    ];
+    let mut r = Rig::with(4, SwitchConfig::default(), |i| PortOptions {
+        vlan: modes[i].clone(),
+        ..PortOptions::default()
+    });
+    let f = frame(MacAddr::BROADCAST, mac(1), 60);
+    r.send(0, &f);
+    assert_eq!(r.sent(1), vec![f.clone()], "same access VLAN, untagged");
+    assert!(r.sent(2).is_empty(), "other VLAN");
+    let on_trunk = r.sent(3);
+    assert_eq!(on_trunk.len(), 1);
+    assert_eq!(vlan_of(&on_trunk[0]), Some(10));
+    assert_eq!(on_trunk[0], tagged(MacAddr::BROADCAST, mac(1), 10, 60));
+
+    // Tagged VLAN 20 from the trunk reaches p2 untagged.
+    let t20 = tagged(MacAddr::BROADCAST, mac(3), 20, 64);
+    r.send(3, &t20);
+    let mut untagged = t20.clone();
+    untagged.drain(12..16);
+    assert_eq!(r.sent(2), vec![untagged]);
+    assert!(r.sent(0).is_empty() && r.sent(1).is_empty());
+
+    // The trunk drops untagged (no native VLAN) and VLANs it does not carry.
+    r.send(3, &frame(MacAddr::BROADCAST, mac(3), 60));
+    r.send(3, &tagged(MacAddr::BROADCAST, mac(3), 30, 64));
+    r.send(0, &tagged(MacAddr::BROADCAST, mac(1), 20, 64));
+    assert_eq!(r.counters(3).drops(DropReason::VlanIngressDenied), 2);
+    assert_eq!(r.counters(0).drops(DropReason::VlanIngressDenied), 1);
+}
+
+#[test]
+fn fdb_is_separate_per_vlan() {
+    let mut r = Rig::new(3);
+    // mac(5) is learned on p1 in VLAN 7 only.
+    r.send(1, &tagged(MacAddr::BROADCAST, mac(5), 7, 64));
+    r.sent(0);
+    r.sent(2);
+    r.send(0, &frame(mac(5), mac(1), 60));
+    assert_eq!(r.sent(1).len(), 1);
+    assert_eq!(
+        r.sent(2).len(),
+        1,
+        "untagged traffic to mac(5) is unknown unicast"
+    );
+}
+
+#[test]
+fn plain_ports_pass_tagged_frames_unchanged() {
+    let mut r = Rig::new(2);
+    let f = tagged(MacAddr::BROADCAST, mac(1), 42, 80);
+    r.send(0, &f);
+    assert_eq!(r.sent(1), vec![f]);
+}
+
+fn rule(priority: u16, matches: FlowMatch, actions: &[Action]) -> FlowRule {
+    FlowRule {
+        priority,
+        matches,
+        actions: ActionList::from_slice(actions).unwrap(),
+        cookie: 0,
+    }
+}
+
+#[test]
+fn flow_rule_output_overrides_the_bridge_and_priority_decides() {
+    let mut r = Rig::new(3);
+    let m = FlowMatch {
+        in_port: Some(r.ports[0].0),
+        ..FlowMatch::default()
+    };
+    r.sw.add_rule(rule(10, m, &[Action::Output(r.ports[2].0)]))
+        .unwrap();
+    let f = frame(MacAddr::BROADCAST, mac(1), 60);
+    r.send(0, &f);
+    assert!(r.sent(1).is_empty());
+    assert_eq!(r.sent(2), vec![f.clone()]);
+    let id = r.sw.add_rule(rule(20, m, &[Action::Drop])).unwrap();
+    r.send(0, &f);
+    assert!(r.sent(2).is_empty());
+    assert_eq!(r.counters(0).drops(DropReason::FlowRuleDrop), 1);
+    r.sw.remove_rule(id);
+    r.send(0, &f);
+    assert_eq!(r.sent(2).len(), 1, "the cache forgot the removed rule");
+}
+
+#[test]
+fn push_and_pop_vlan_actions_rewrite_the_tag() {
+    let mut r = Rig::new(3);
+    let from0 = FlowMatch {
+        in_port: Some(r.ports[0].0),
+        ..FlowMatch::default()
+    };
+    let from1 = FlowMatch {
+        in_port: Some(r.ports[1].0),
+        ..FlowMatch::default()
+    };
+    r.sw.add_rule(rule(
+        1,
+        from0,
+        &[Action::PushVlan(100), Action::Output(r.ports[1].0)],
+    ))
+    .unwrap();
+    r.sw.add_rule(rule(
+        1,
+        from1,
+        &[Action::PopVlan, Action::Output(r.ports[2].0)],
+    ))
+    .unwrap();
+    r.send(0, &frame(mac(2), mac(1), 60));
+    let out = r.sent(1);
+    assert_eq!(out, vec![tagged(mac(2), mac(1), 100, 60)]);
+    r.send(1, &out[0]);
+    assert_eq!(r.sent(2), vec![frame(mac(2), mac(1), 60)]);
+}
+
+#[test]
+fn controller_action_queues_an_upcall_and_counts_when_full() {
+    let config = SwitchConfig {
+        upcall_queue_len: 2,
+        ..SwitchConfig::default()
+    };
+    let mut r = Rig::with(2, config, |_| PortOptions::default());
+    r.sw.add_rule(rule(1, FlowMatch::default(), &[Action::Controller]))
+        .unwrap();
+    for _ in 0..3 {
+        r.send(0, &frame(mac(2), mac(1), 60));
+    }
+    assert!(r.sent(1).is_empty());
+    assert_eq!(r.counters(0).drops(DropReason::UpcallQueueFull), 1);
+    let mut n = 0;
+    r.sw.drain_upcalls(|u| {
+        assert_eq!(u.key.src_mac, mac(1));
+        assert_eq!(u.orig_len, 60);
+        n += 1;
+    });
+    assert_eq!(n, 2);
+}
+
+#[test]
+fn removing_a_port_forgets_its_macs() {
+    let mut r = Rig::new(3);
+    r.send(1, &frame(MacAddr::BROADCAST, mac(5), 60));
+    r.sw.remove_port(r.ports[1].0).unwrap();
+    assert_eq!(r.sw.fdb().lookup(0, mac(5), T0), None);
+    r.sent(2);
+    r.send(0, &frame(mac(5), mac(1), 60));
+    assert_eq!(r.sent(2).len(), 1, "flooded again");
+}
+
+#[test]
+fn oversized_frame_is_dropped_as_too_big() {
+    let mut r = Rig::new(2);
+    r.send(0, &frame(MacAddr::BROADCAST, mac(1), 1600));
+    assert_eq!(r.counters(1).drops(DropReason::FrameTooBig), 1);
+}
+
+#[test]
+fn arrival_order_is_kept_per_destination_across_unicast_and_flood() {
+    let mut r = Rig::new(3);
+    r.send(1, &frame(MacAddr::BROADCAST, mac(2), 60));
+    r.sent(0);
+    r.sent(2);
+    let frames: Vec<Vec<u8>> = (0..40u8)
+        .map(|i| {
+            let dst = if i % 3 == 0 {
+                MacAddr::BROADCAST
+            } else {
+                mac(2)
+            };
+            let mut f = frame(dst, mac(1), 60);
+            f[20] = i;
+            f
+        })
+        .collect();
+    for f in &frames {
+        assert!(r.ports[0].1.inject(f));
+    }
+    assert_eq!(r.sw.poll(r.ports[0].0, T0), 40);
+    assert_eq!(r.sent(1), frames);
+}
+
+#[test]
+fn bad_batch_size_is_rejected() {
+    assert!(matches!(
+        Switch::new(
+            "x",
+            SwitchConfig {
+                batch_size: 0,
+                ..SwitchConfig::default()
+            }
+        ),
+        Err(SwitchError::BadBatchSize(0))
+    ));
+}
+
+#[test]
+fn cache_generation_changes_with_ports() {
+    let mut r = Rig::new(1);
+    let g = r.sw.generation();
+    let (rx, tx, _h) = memory_port(PortCaps::plain(1500), 4);
+    r.sw.add_port(
+        "new",
+        Some(Box::new(rx)),
+        Box::new(tx),
+        PortOptions::default(),
+    )
+    .unwrap();
+    assert_ne!(g, r.sw.generation());
+}
+
+#[test]
+fn gso_frame_to_port_without_tso_is_segmented_or_dropped_counted() {
+    // A fake "super-frame" that is not TCP: segmentation must refuse it, counted as bad offload.
+    let mut r = Rig::new(2);
+    let f = frame(MacAddr::BROADCAST, mac(1), 3000);
+    let o = OffloadInfo {
+        gso: GsoKind::TcpV4,
+        gso_size: 1400,
+        needs_csum: true,
+        csum_start: 34,
+        csum_offset: 16,
+        hdr_len: 54,
+        data_valid: false,
+    };
+    assert!(r.ports[0].1.inject_with(&f, o));
+    r.sw.poll(r.ports[0].0, T0);
+    assert!(r.sent(1).is_empty());
+    assert_eq!(r.counters(1).drops(DropReason::BadOffload), 1);
+}
