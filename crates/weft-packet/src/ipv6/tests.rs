@@ -346,7 +346,13 @@ proptest! {
         let theirs = etherparse::Ipv6Slice::from_slice(&buf).unwrap();
         prop_assert_eq!(ours.protocol, theirs.payload().ip_number.0);
         prop_assert_eq!(ours.offset, offset);
-        prop_assert_eq!(buf.len() - pad - ours.offset, theirs.payload().payload.len());
+        // etherparse reads a zero payload length as "the rest of the slice" (jumbogram style),
+        // so it counts the padding then; only compare lengths when there is a payload.
+        if chain.is_empty() {
+            prop_assert_eq!(ours.offset, HEADER_LEN);
+        } else {
+            prop_assert_eq!(buf.len() - pad - ours.offset, theirs.payload().payload.len());
+        }
         prop_assert_eq!(ours.is_fragment(), theirs.is_payload_fragmented());
     }
 
