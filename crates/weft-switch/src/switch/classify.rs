@@ -90,7 +90,14 @@ impl Switch {
                 let generation =
                     super::cache_generation(&self.fdb, &self.table, self.port_generation);
                 match self.cache.get(&key, generation) {
-                    Some(d) => d,
+                    Some(d) => {
+                        // Tests check the cache against the uncached decision, packet by packet.
+                        #[cfg(test)]
+                        if d != decide(&key, &self.fdb, &self.table, now) {
+                            self.cache_mismatches += 1;
+                        }
+                        d
+                    }
                     None => {
                         let d = decide(&key, &self.fdb, &self.table, now);
                         self.cache.insert(key, generation, d);

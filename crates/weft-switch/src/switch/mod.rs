@@ -145,6 +145,9 @@ pub struct Switch {
     drops: DropCounters,
     batches: u64,
     rx_packets: u64,
+    /// Cache hits whose decision differed from the uncached one (tests only; must stay 0).
+    #[cfg(test)]
+    cache_mismatches: u64,
 }
 
 impl Switch {
@@ -170,6 +173,8 @@ impl Switch {
             drops: DropCounters::default(),
             batches: 0,
             rx_packets: 0,
+            #[cfg(test)]
+            cache_mismatches: 0,
         })
     }
 
