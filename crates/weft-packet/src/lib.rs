@@ -27,13 +27,13 @@ pub mod vxlan;
 
 pub use error::{ParseError, Result};
 pub use ethernet::{EthernetFrame, MacAddr};
-pub use offload::{GsoKind, OffloadInfo};
-pub use vxlan::{Vni, VxlanHeader};
-pub use virtio_net::{VirtioNetHeader, VirtioNetHeaderError};
-pub use udp::UdpPacket;
-pub use tcp::TcpPacket;
-pub use icmp::{Icmpv4Packet, Icmpv6Packet};
 pub use gso::{complete_checksum, GsoError, Segmenter};
+pub use icmp::{Icmpv4Packet, Icmpv6Packet};
+pub use offload::{GsoKind, OffloadInfo};
+pub use tcp::TcpPacket;
+pub use udp::UdpPacket;
+pub use virtio_net::{VirtioNetHeader, VirtioNetHeaderError};
+pub use vxlan::{Vni, VxlanHeader};
 
 pub use arp::{ArpOperation, ArpPacket, ArpRepr};
 pub use ipv4::Ipv4Packet;
