@@ -707,6 +707,90 @@ fn csum_start_before_the_l3_header_is_dropped_at_ingress() {
     }
 }
 
+/// Offload metadata that passes the ingress check but that segmentation or checksum
+/// completion refuses.
+fn inconsistent_metadata() -> Vec<(Vec<u8>, OffloadInfo)> {
+    let (frame, info) = offloaded(Ip::V4, L4::Tcp, 700, GsoKind::None, 0);
+    let (superframe, gso_info) = tcp_superframe(Ip::V4);
+    let (udp_superframe, _) = offloaded(Ip::V4, L4::Udp, PAYLOAD, GsoKind::UdpL4, 1472);
+    let len = u16::try_from(frame.len()).unwrap();
+    vec![
+        // Checksum start past the end of the frame.
+        (
+            frame.clone(),
+            OffloadInfo {
+                csum_start: len + 10,
+                ..info
+            },
+        ),
+        // Checksum field straddling the end of the frame.
+        (
+            frame,
+            OffloadInfo {
+                csum_offset: len - info.csum_start - 1,
+                ..info
+            },
+        ),
+        // Segments of zero bytes.
+        (
+            superframe.clone(),
+            OffloadInfo {
+                gso_size: 0,
+                ..gso_info
+            },
+        ),
+        // TCP/IPv6 segmentation of a TCP/IPv4 frame.
+        (
+            superframe,
+            OffloadInfo {
+                gso: GsoKind::TcpV6,
+                ..gso_info
+            },
+        ),
+        // TCP segmentation of a UDP frame.
+        (
+            udp_superframe,
+            OffloadInfo {
+                gso: GsoKind::TcpV4,
+                ..gso_info
+            },
+        ),
+    ]
+}
+
+#[test]
+fn inconsistent_offload_metadata_is_dropped_once_at_the_egress_that_needs_it() {
+    // The same counts whether the destination is known (unicast) or not (flooded): the one
+    // port the packet could go to refused it, and that is the one drop counted.
+    for learned in [true, false] {
+        let mut r = Rig::pair(PortCaps::plain(1500));
+        if learned {
+            let mut hello = packet(Ip::V4, L4::Udp, 10);
+            hello[..6].copy_from_slice(&SRC_MAC);
+            hello[6..12].copy_from_slice(&DST_MAC);
+            r.send(1, &[(hello, OffloadInfo::default())]);
+            assert_eq!(r.sent(0).len(), 1);
+        }
+        let hostile = inconsistent_metadata();
+        r.send(0, &interleaved(&hostile));
+        let n = hostile.len() as u64;
+        let (c0, c1) = (r.counters(0), r.counters(1));
+        assert_eq!(c1.drops(DropReason::BadOffload), n, "learned: {learned}");
+        assert_eq!(c1.total_drops(), n, "learned: {learned}");
+        assert_eq!(
+            c0.total_drops(),
+            0,
+            "nothing at ingress, learned: {learned}"
+        );
+        let out: Vec<Vec<u8>> = r.sent(1).into_iter().map(|(f, _)| f).collect();
+        assert_eq!(
+            out,
+            good_frames(hostile.len() + 1),
+            "the good frames, in order, nothing else"
+        );
+    }
+}
+
 #[test]
 fn offsets_that_overflow_when_shifted_for_a_tag_are_dropped_at_egress() {
     let mut r = Rig::new(&[

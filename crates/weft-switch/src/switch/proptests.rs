@@ -907,6 +907,14 @@ impl Harness {
                 prop_assert_eq!(total_drops, 1);
                 prop_assert!(reached.is_empty());
             }
+            // NoDestination means no port was named that could take the packet: never
+            // on top of a drop some port counted for it.
+            if ingress_drops
+                .iter()
+                .any(|(r, _)| *r == DropReason::NoDestination)
+            {
+                prop_assert_eq!(total_drops, 1, "{:?}", ingress_drops);
+            }
             if !delivered.is_empty() {
                 prop_assert!(ingress_drops
                     .iter()
