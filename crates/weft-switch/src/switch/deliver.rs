@@ -27,7 +27,9 @@ pub(crate) struct DeliverScratch {
     tail: Vec<u16>,
     /// Packets with several outputs or a flood, in arrival order.
     multi: Vec<u16>,
-    /// Copies delivered per multi-output packet (to count floods that reached no one).
+    /// Copies per multi-output packet that a port took or counted as its own drop (a gone
+    /// port's `PortGone` included): a packet with none reached no one (`NoDestination`), and
+    /// one with some is not counted twice.
     emitted: Vec<u16>,
     /// A linear copy of one frame for the slow path.
     linear: Vec<u8>,
@@ -127,7 +129,10 @@ impl Switch {
                         {
                             active.set(p.index())
                         }
-                        Target::Port(_) => in_drops.note(DropReason::PortGone, 1),
+                        Target::Port(_) => {
+                            in_drops.note(DropReason::PortGone, 1);
+                            ds.emitted[i] = ds.emitted[i].saturating_add(1);
+                        }
                         Target::Flood { .. } => flood = true,
                     }
                 }
@@ -182,7 +187,10 @@ impl Switch {
                     for o in d.outputs() {
                         if let Some(explicit) = goes_to(o, p, in_port, slot) {
                             let frame = rx.frame(batch.descs()[i].handle);
-                            if out.emit(
+                            // Sent, or dropped and counted by this port (`goes_to` only
+                            // names ports whose VLAN check `emit` counts): either way the
+                            // packet had a destination.
+                            out.emit(
                                 slot,
                                 &mut ds.linear,
                                 &mut ds.segments,
@@ -190,9 +198,8 @@ impl Switch {
                                 &scratch.meta[i],
                                 o.vlan,
                                 explicit,
-                            ) {
-                                ds.emitted[i] = ds.emitted[i].saturating_add(1);
-                            }
+                            );
+                            ds.emitted[i] = ds.emitted[i].saturating_add(1);
                         }
                     }
                     m += 1;
