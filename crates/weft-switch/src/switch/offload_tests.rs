@@ -834,3 +834,18 @@ fn jumbo_frame_passes_between_9000_mtu_ports_and_is_too_big_for_a_1500_port() {
     assert_eq!(r.counters(2).total_drops(), 1);
     assert_eq!(r.counters(0).total_drops() + r.counters(1).total_drops(), 0);
 }
+
+#[test]
+fn segments_for_a_1500_mtu_port_never_exceed_its_mtu() {
+    // Senders with a larger MTU (or a wrong MSS) ask for segments the port cannot carry:
+    // the port's MTU decides, and an untagged segment carries at most 1500 IP bytes.
+    for (ip, gso_size) in [(Ip::V4, 8948), (Ip::V6, 8928), (Ip::V6, MSS4)] {
+        let mut r = Rig::pair(PortCaps::plain(1500));
+        let (frame, info) = offloaded(ip, L4::Tcp, PAYLOAD, tso_kind(ip), gso_size);
+        r.send(0, &[(frame.clone(), info)]);
+        let segments = r.sent(1);
+        let room = usize::from(mss(ip));
+        assert_eq!(segments.len(), PAYLOAD.div_ceil(room), "{ip:?} {gso_size}");
+        check_segments(&frame, &segments, room, MAX_UNTAGGED_1500, &[]);
+    }
+}

@@ -1007,3 +1007,41 @@ fn cached_decisions_equal_uncached_ones_and_every_packet_is_accounted_for() {
         cases_run.get()
     );
 }
+
+proptest! {
+    #![proptest_config(Config::with_cases(64))]
+
+    /// Plain ports do no VLAN processing ("tagged frames keep their tag"): a tagged frame
+    /// crosses two of them byte for byte, whatever its TPID (802.1Q, 802.1ad, the legacy
+    /// 0x9100), priority, drop-eligible bit or VID (0: a priority tag).
+    #[test]
+    fn plain_ports_forward_tagged_frames_byte_for_byte(
+        tpid in select(vec![0x8100u16, 0x88a8, 0x9100]),
+        pcp in 0u16..8,
+        dei in any::<bool>(),
+        vid in 0u16..4095,
+    ) {
+        let mut sw = Switch::new("br0", SwitchConfig::default()).unwrap();
+        let mut handles = Vec::new();
+        for name in ["a", "b"] {
+            let (rx, tx, h) = memory_port(PortCaps::plain(1500), 8);
+            let id = sw
+                .add_port(name, Some(Box::new(rx)), Box::new(tx), PortOptions::default())
+                .unwrap();
+            handles.push((id, h));
+        }
+        let spec = PacketSpec {
+            src: 0,
+            dst: 8,
+            tag: None,
+            l3: L3Spec::V4 { src: 0, dst: 1, l4: L4Spec::Udp(0, 1) },
+        };
+        let mut frame = build_frame(&spec, 1);
+        let tci = (pcp << 13) | (u16::from(dei) << 12) | vid;
+        frame.splice(12..12, tpid.to_be_bytes().into_iter().chain(tci.to_be_bytes()));
+        prop_assert!(handles[0].1.inject(&frame));
+        sw.poll(handles[0].0, T0);
+        let out: Vec<Vec<u8>> = handles[1].1.take_sent().into_iter().map(|(f, _)| f).collect();
+        prop_assert_eq!(out, vec![frame]);
+    }
+}
