@@ -116,6 +116,11 @@ pub struct PortInfo {
     pub mtu: u32,
     /// Offloads the port accepts on transmit (`csum`, `tso4`, `tso6`, `uso`).
     pub offloads: Vec<String>,
+    /// Set when the port's device could not be created (on a restart, say): why. The port
+    /// stays configured (with its rules and FDB entries) and drops what it is sent; absent
+    /// when the port works.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
 }
 
 /// A port's counters.
