@@ -7,6 +7,8 @@ use crate::rule::RuleSpec;
 use crate::state::{PortKind, PortSettings, State, SwitchSettings};
 
 /// A successful response. Serialized with its name in `kind`.
+// One response is built per request and serialized at once: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Response {
