@@ -138,17 +138,18 @@ pub fn run(args: &RunArgs) -> ExitCode {
         Ok(p) => p,
         Err(e) => return fail(e),
     };
-    let metrics_listen =
-        match args.metrics_listen.as_deref() {
-            None => config.metrics.enabled.then_some(config.metrics.listen),
-            Some("off") => None,
-            Some(addr) => match addr.parse::<SocketAddr>() {
-                Ok(a) => Some(a),
-                Err(_) => return fail(format!(
+    let metrics_listen = match args.metrics_listen.as_deref() {
+        None => config.metrics.enabled.then_some(config.metrics.listen),
+        Some("off") => None,
+        Some(addr) => match addr.parse::<SocketAddr>() {
+            Ok(a) => Some(a),
+            Err(_) => {
+                return fail(format!(
                     "--metrics-listen {addr:?}: expected ADDR:PORT (e.g. 127.0.0.1:9490) or off"
-                )),
-            },
-        };
+                ))
+            }
+        },
+    };
     if args.check_config {
         return check(&config, &paths);
     }
