@@ -454,13 +454,14 @@ fn start(
     }
     fs::write(&paths.pid_file, format!("{}\n", std::process::id()))
         .map_err(|e| format!("cannot write {}: {e}", paths.pid_file.display()))?;
+    announce_ready(ready, paths)?;
     tracing::info!(
+        pid = std::process::id(),
         socket = %paths.socket.display(),
         state_file = %paths.state_file.display(),
         workers = config.workers.count.0,
         "weftd ready"
     );
-    announce_ready(ready, paths)?;
 
     loop {
         match signals.wait() {
