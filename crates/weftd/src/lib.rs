@@ -12,6 +12,8 @@ pub mod control;
 pub mod daemon;
 pub mod demo;
 pub mod devices;
+#[doc(hidden)]
+pub mod fuzz_entry;
 pub mod metrics;
 pub mod model;
 pub mod persist;
