@@ -154,14 +154,16 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
 
     /// Destination MAC address.
     pub fn dst_addr(&self) -> MacAddr {
-        let d = self.buffer.as_ref();
-        MacAddr([d[0], d[1], d[2], d[3], d[4], d[5]])
+        let mut a = [0u8; 6];
+        a.copy_from_slice(&self.buffer.as_ref()[field::DESTINATION]);
+        MacAddr(a)
     }
 
     /// Source MAC address.
     pub fn src_addr(&self) -> MacAddr {
-        let d = &self.buffer.as_ref()[field::SOURCE];
-        MacAddr([d[0], d[1], d[2], d[3], d[4], d[5]])
+        let mut a = [0u8; 6];
+        a.copy_from_slice(&self.buffer.as_ref()[field::SOURCE]);
+        MacAddr(a)
     }
 
     /// The EtherType (or the TPID of the first VLAN tag).

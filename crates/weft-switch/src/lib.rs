@@ -16,6 +16,8 @@ pub mod flow_cache;
 pub mod flow_key;
 pub mod flow_match;
 pub mod flow_table;
+#[doc(hidden)]
+pub mod fuzz_entry;
 pub mod memory_port;
 pub mod port;
 pub mod registry;

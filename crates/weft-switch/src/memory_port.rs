@@ -116,7 +116,10 @@ impl PortRx for MemoryRx {
                     {
                         break;
                     }
-                    *next = (*next + 1) % frames.len();
+                    *next += 1;
+                    if *next == frames.len() {
+                        *next = 0;
+                    }
                 }
             }
         }
@@ -169,7 +172,10 @@ impl PortTx for MemoryTx {
                     if f.copy_to(slot).is_none() {
                         break;
                     }
-                    *next = (*next + 1) % 256;
+                    *next += 1;
+                    if *next == slots.len() {
+                        *next = 0;
+                    }
                     accepted += 1;
                 }
                 accepted

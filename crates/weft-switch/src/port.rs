@@ -212,6 +212,10 @@ impl<'a> TxFrame<'a> {
     #[inline]
     pub fn copy_to(&self, out: &mut [u8]) -> Option<usize> {
         let (h, b) = (self.head(), self.body);
+        if h.is_empty() {
+            out.get_mut(..b.len())?.copy_from_slice(b);
+            return Some(b.len());
+        }
         let total = h.len() + b.len();
         let out = out.get_mut(..total)?;
         let (oh, ob) = out.split_at_mut(h.len());

@@ -1,16 +1,21 @@
-//! Stages 1 and 2 of the pipeline: read each packet's headers into its key, learn its
-//! source, and decide where it goes (flow cache → flow table → learning bridge).
+//! Stages 1 and 2 of the pipeline: read each packet's headers, learn its source, and decide
+//! where it goes (flow cache → flow table → learning bridge).
+//!
+//! Two loops share the per-packet steps. Without flow rules (the plain learning bridge) only
+//! the Ethernet header and tag are read and the verdict is computed in the same pass, with
+//! no flow key at all. With rules, the full key is built, and decisions are cached per key.
 
-use weft_packet::{FrameSummary, L3Summary, L4Summary, OffloadInfo};
+use weft_packet::vlan::{tpid, VlanStack};
+use weft_packet::{EthernetFrame, FrameSummary, L3Summary, L4Summary, MacAddr, OffloadInfo};
 
 use crate::counters::DropReason;
-use crate::decision::{Decision, Target, VlanState};
+use crate::decision::{Decision, Output, Target, VlanState};
 use crate::fdb::Fdb;
 use crate::flow_key::FlowKey;
-use crate::flow_table::{Action, FlowRule};
+use crate::flow_table::{Action, FlowRule, FlowTable};
 use crate::port::PortRx;
 use crate::types::{PortId, Timestamp, VlanId};
-use crate::vlan::Ingress;
+use crate::vlan::{Ingress, PortVlanMode};
 
 use super::Switch;
 
@@ -18,78 +23,216 @@ use super::Switch;
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct PacketMeta {
     /// Where the part of the frame sent unchanged starts: after the MAC addresses and the
-    /// outer VLAN tag, if any.
+    /// outer VLAN tag, if any (12 or 16).
     pub(crate) body_offset: usize,
     /// Priority bits of the outer tag, kept when the packet is tagged again.
     pub(crate) pcp: u8,
+    /// The VLAN id of the frame's outer 802.1Q (0x8100) tag as received: a destination that
+    /// renders the same tag can take the frame exactly as it is.
+    pub(crate) wire_vid: Option<VlanId>,
     /// Offload state from the receiving port.
     pub(crate) offload: OffloadInfo,
 }
 
+/// The verdict for one packet of a batch: most packets have a single output, kept inline;
+/// the few with several outputs or an upcall keep their whole [`Decision`] aside.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Verdict {
+    /// Dropped, for this reason.
+    Drop(DropReason),
+    /// One output, no upcall.
+    Single(Output),
+    /// Index into [`BatchScratch::multi`].
+    Multi(u16),
+    /// Read in stage 1, to be decided in stage 2 (never left after stage 2).
+    Pending,
+}
+
 /// Per-batch working memory, allocated once per switch.
+///
+/// The per-packet arrays are sized once to the batch capacity and written by index (no
+/// `push` on the hot path); `len` says how many entries the current batch uses.
 pub struct BatchScratch {
+    pub(crate) len: usize,
+    /// Flow keys (filled only when flow rules are present: upcalls need them).
     pub(crate) keys: Vec<FlowKey>,
     pub(crate) meta: Vec<PacketMeta>,
-    pub(crate) decisions: Vec<Decision>,
+    pub(crate) verdicts: Vec<Verdict>,
+    /// Full decisions of the packets whose verdict is [`Verdict::Multi`].
+    pub(crate) multi: Vec<Decision>,
 }
 
 impl BatchScratch {
     /// Room for batches of `capacity` packets.
     pub fn new(capacity: usize) -> Self {
         BatchScratch {
-            keys: Vec::with_capacity(capacity),
-            meta: Vec::with_capacity(capacity),
-            decisions: Vec::with_capacity(capacity),
+            len: 0,
+            keys: vec![FlowKey::default(); capacity],
+            meta: vec![PacketMeta::default(); capacity],
+            verdicts: vec![Verdict::Pending; capacity],
+            multi: Vec::with_capacity(capacity),
         }
     }
+
+    fn clear(&mut self) {
+        self.len = 0;
+        self.multi.clear();
+    }
+
+    /// The verdict for decision `d`, keeping `d` aside when it has several outputs.
+    fn verdict_of(&mut self, d: Decision) -> Verdict {
+        match (d.drop, d.outputs(), d.to_controller) {
+            (Some(reason), _, _) => Verdict::Drop(reason),
+            (None, [one], false) => Verdict::Single(*one),
+            _ => match u16::try_from(self.multi.len()) {
+                Ok(k) => {
+                    self.multi.push(d);
+                    Verdict::Multi(k)
+                }
+                Err(_) => Verdict::Drop(DropReason::NoDestination),
+            },
+        }
+    }
+}
+
+/// The last destination looked up in a batch: packets of a batch mostly go where the one
+/// before went. Valid while the FDB generation is unchanged.
+#[derive(Clone, Copy)]
+struct DstMemo {
+    /// [`vlan_mac_key`] of the destination.
+    key: u64,
+    generation: u64,
+    verdict: Result<Output, DropReason>,
 }
 
 impl Switch {
     /// Stages 1 and 2 for the batch in `self.batch`, received on `in_port`.
     pub(super) fn classify(&mut self, in_port: PortId, rx: &dyn PortRx, now: Timestamp) {
+        self.scratch.clear();
+        let rx_bytes = if self.table.is_empty() {
+            self.classify_bridge(in_port, rx, now)
+        } else {
+            self.classify_flows(in_port, rx, now)
+        };
         let Some(slot) = self.ports.get(in_port.index()).and_then(Option::as_ref) else {
             return;
         };
-        let vlan_mode = &slot.options.vlan;
-        let learning = slot.options.learning;
-        let s = &mut self.scratch;
-        s.keys.clear();
-        s.meta.clear();
-        s.decisions.clear();
-
-        // Stage 1: read every header first (VALE's prefetch stage: the loop touches each
-        // frame's first cache lines while they are hot).
-        let mut rx_bytes = 0u64;
-        for desc in self.batch.descs() {
-            let frame = rx.frame(desc.handle);
-            rx_bytes += frame.len() as u64;
-            let (key, meta, verdict) = read_packet(in_port, frame, desc.offload, vlan_mode);
-            s.keys.push(key);
-            s.meta.push(meta);
-            s.decisions
-                .push(verdict.map_or(Decision::empty(), Decision::dropped));
-        }
         slot.counters.rx_packets.add(self.batch.len() as u64);
         slot.counters.rx_bytes.add(rx_bytes);
         slot.counters.rx_batches.add(1);
+    }
 
+    /// The learning-bridge loop: L2 header only, one pass. Returns the bytes received.
+    fn classify_bridge(&mut self, in_port: PortId, rx: &dyn PortRx, now: Timestamp) -> u64 {
+        let Some(slot) = self.ports.get(in_port.index()).and_then(Option::as_ref) else {
+            return 0;
+        };
+        let (vlan_mode, learning) = (&slot.options.vlan, slot.options.learning);
+        let s = &mut self.scratch;
+        let mut rx_bytes = 0u64;
+        let mut last_learned = u64::MAX;
+        let mut memo: Option<DstMemo> = None;
+        let descs = self.batch.descs();
+        for ((desc, meta), verdict) in descs
+            .iter()
+            .zip(s.meta.iter_mut())
+            .zip(s.verdicts.iter_mut())
+        {
+            let frame = rx.frame(desc.handle);
+            rx_bytes += frame.len() as u64;
+            *meta = PacketMeta {
+                body_offset: 12,
+                offload: desc.offload,
+                ..PacketMeta::default()
+            };
+            *verdict = match read_l2(frame, vlan_mode, meta) {
+                Err(reason) => Verdict::Drop(reason),
+                Ok((dst, src, vid)) => {
+                    let src_key = vlan_mac_key(vid, src);
+                    if learning && last_learned != src_key {
+                        self.fdb.learn(vid, src, in_port, now);
+                        last_learned = src_key;
+                    }
+                    let dst_key = vlan_mac_key(vid, dst);
+                    let generation = self.fdb.generation();
+                    let out = match memo {
+                        Some(m) if m.key == dst_key && m.generation == generation => m.verdict,
+                        _ => {
+                            let v = bridge_output(
+                                in_port,
+                                dst,
+                                VlanState { vid, inner: None },
+                                &self.fdb,
+                                now,
+                            );
+                            memo = Some(DstMemo {
+                                key: dst_key,
+                                generation,
+                                verdict: v,
+                            });
+                            v
+                        }
+                    };
+                    match out {
+                        Ok(o) => Verdict::Single(o),
+                        Err(reason) => Verdict::Drop(reason),
+                    }
+                }
+            };
+        }
+        s.len = descs.len().min(s.verdicts.len());
+        rx_bytes
+    }
+
+    /// The flow loop: full key, flow cache in front of the rules. Returns the bytes received.
+    fn classify_flows(&mut self, in_port: PortId, rx: &dyn PortRx, now: Timestamp) -> u64 {
+        let Some(slot) = self.ports.get(in_port.index()).and_then(Option::as_ref) else {
+            return 0;
+        };
+        let (vlan_mode, learning) = (&slot.options.vlan, slot.options.learning);
+        let mut rx_bytes = 0u64;
+        // Stage 1: read every header first (VALE's prefetch stage).
+        let s = &mut self.scratch;
+        let descs = self.batch.descs();
+        for (((desc, key), meta), verdict) in descs
+            .iter()
+            .zip(s.keys.iter_mut())
+            .zip(s.meta.iter_mut())
+            .zip(s.verdicts.iter_mut())
+        {
+            let frame = rx.frame(desc.handle);
+            rx_bytes += frame.len() as u64;
+            *meta = PacketMeta {
+                body_offset: 12,
+                offload: desc.offload,
+                ..PacketMeta::default()
+            };
+            *verdict = match read_key(in_port, frame, vlan_mode, meta) {
+                Ok(k) => {
+                    *key = k;
+                    Verdict::Pending
+                }
+                Err((k, reason)) => {
+                    *key = k;
+                    Verdict::Drop(reason)
+                }
+            };
+        }
+        s.len = descs.len().min(s.verdicts.len());
         // Stage 2: learn and decide, in arrival order (a source learned by one packet is
         // known to the next).
-        let rules_present = !self.table.is_empty();
-        let mut last_learned: Option<(VlanId, weft_packet::MacAddr)> = None;
-        for i in 0..s.keys.len() {
-            if s.decisions[i].drop.is_some() {
-                continue;
-            }
-            let key = s.keys[i];
-            if learning && last_learned != Some((key.vlan, key.src_mac)) {
-                self.fdb.learn(key.vlan, key.src_mac, in_port, now);
-                last_learned = Some((key.vlan, key.src_mac));
-            }
-            s.decisions[i] = if rules_present {
+        let mut last_learned = u64::MAX;
+        for i in 0..self.scratch.len {
+            if matches!(self.scratch.verdicts[i], Verdict::Pending) {
+                let key = self.scratch.keys[i];
+                let src_key = vlan_mac_key(key.vlan, key.src_mac);
+                if learning && last_learned != src_key {
+                    self.fdb.learn(key.vlan, key.src_mac, in_port, now);
+                    last_learned = src_key;
+                }
                 let generation =
                     super::cache_generation(&self.fdb, &self.table, self.port_generation);
-                match self.cache.get(&key, generation) {
+                let d = match self.cache.get(&key, generation) {
                     Some(d) => {
                         // Tests check the cache against the uncached decision, packet by packet.
                         #[cfg(test)]
@@ -103,55 +246,85 @@ impl Switch {
                         self.cache.insert(key, generation, d);
                         d
                     }
-                }
-            } else {
-                bridge(
-                    &key,
-                    VlanState {
-                        vid: key.vlan,
-                        inner: None,
-                    },
-                    &self.fdb,
-                    now,
-                )
-            };
+                };
+                self.scratch.verdicts[i] = self.scratch.verdict_of(d);
+            }
         }
+        rx_bytes
     }
 }
 
-/// Stage 1 for one frame: its key, what delivery needs, and a drop reason if it cannot go on.
-fn read_packet(
+/// VLAN and MAC in one word, for cheap comparisons.
+#[inline]
+fn vlan_mac_key(vid: VlanId, mac: MacAddr) -> u64 {
+    (u64::from(vid) << 48) | mac.to_u64()
+}
+
+/// Ingress checks shared by both loops: a valid source, a VLAN the port admits, offload
+/// offsets past the headers the switch may rewrite. Fills `meta`; returns the packet's VLAN.
+#[inline]
+fn admit(
+    src: MacAddr,
+    stack: &VlanStack,
+    vlan_mode: &PortVlanMode,
+    meta: &mut PacketMeta,
+) -> Result<VlanId, DropReason> {
+    if !src.is_unicast() {
+        return Err(DropReason::InvalidSourceMac);
+    }
+    let outer = stack.outer;
+    if let Some(tag) = outer {
+        meta.body_offset = 16;
+        meta.pcp = tag.tci.pcp();
+        if tag.tpid == tpid::CTAG && tag.tci.vid() != 0 {
+            meta.wire_vid = Some(tag.tci.vid());
+        }
+    }
+    let offload = meta.offload;
+    // Offload offsets must lie past the part of the frame the switch rewrites, or shifting
+    // them for a new head would point them into the MAC addresses.
+    if (offload.needs_csum || offload.is_gso())
+        && usize::from(offload.csum_start) < stack.payload_offset()
+    {
+        return Err(DropReason::BadOffload);
+    }
+    match vlan_mode.ingress(outer.map(|t| t.tci.vid())) {
+        Ingress::Vlan(v) => Ok(v),
+        Ingress::Denied => Err(DropReason::VlanIngressDenied),
+    }
+}
+
+/// Stage 1 of the bridge loop: destination, source and VLAN.
+#[inline]
+fn read_l2(
+    frame: &[u8],
+    vlan_mode: &PortVlanMode,
+    meta: &mut PacketMeta,
+) -> Result<(MacAddr, MacAddr, VlanId), DropReason> {
+    let eth = EthernetFrame::new_checked(frame).map_err(|_| DropReason::Malformed)?;
+    let stack = VlanStack::parse(frame).map_err(|_| DropReason::Malformed)?;
+    let src = eth.src_addr();
+    let vid = admit(src, &stack, vlan_mode, meta)?;
+    Ok((eth.dst_addr(), src, vid))
+}
+
+/// Stage 1 of the flow loop: the whole key. On a drop, the key read so far and the reason.
+fn read_key(
     in_port: PortId,
     frame: &[u8],
-    offload: OffloadInfo,
-    vlan_mode: &crate::vlan::PortVlanMode,
-) -> (FlowKey, PacketMeta, Option<DropReason>) {
+    vlan_mode: &PortVlanMode,
+    meta: &mut PacketMeta,
+) -> Result<FlowKey, (FlowKey, DropReason)> {
     let mut key = FlowKey {
         in_port,
         ..FlowKey::default()
     };
-    let mut meta = PacketMeta {
-        body_offset: 12,
-        pcp: 0,
-        offload,
-    };
-    let Ok(sum) = FrameSummary::parse(frame) else {
-        return (key, meta, Some(DropReason::Malformed));
+    let (Ok(sum), Ok(stack)) = (FrameSummary::parse(frame), VlanStack::parse(frame)) else {
+        return Err((key, DropReason::Malformed));
     };
     key.dst_mac = sum.dst;
     key.src_mac = sum.src;
-    if !sum.src.is_unicast() {
-        return (key, meta, Some(DropReason::InvalidSourceMac));
-    }
-    let tag = sum.outer_vlan;
-    if let Some(t) = tag {
-        meta.body_offset = 16;
-        meta.pcp = t.pcp();
-    }
-    match vlan_mode.ingress(tag.map(|t| t.vid())) {
-        Ingress::Vlan(v) => key.vlan = v,
-        Ingress::Denied => return (key, meta, Some(DropReason::VlanIngressDenied)),
-    }
+    key.vlan = admit(sum.src, &stack, vlan_mode, meta).map_err(|r| (key, r))?;
     key.ethertype = sum.ethertype;
     match sum.l3 {
         L3Summary::Ipv4 {
@@ -184,56 +357,52 @@ fn read_packet(
         }
         _ => {}
     }
-    // Offload offsets must lie past the part of the frame the switch rewrites, or shifting
-    // them for a new head would point them into the MAC addresses.
-    if (offload.needs_csum || offload.is_gso())
-        && usize::from(offload.csum_start) < usize::from(sum.l3_offset)
-    {
-        return (key, meta, Some(DropReason::BadOffload));
-    }
-    (key, meta, None)
+    Ok(key)
 }
 
-/// The learning bridge's verdict (the `normal` action) for a packet with VLAN state `vlan`.
-pub(crate) fn bridge(key: &FlowKey, vlan: VlanState, fdb: &Fdb, now: Timestamp) -> Decision {
-    if key.dst_mac.is_multicast() {
-        return Decision::single(
-            Target::Flood {
-                unknown_unicast: false,
-            },
-            vlan,
-        );
-    }
-    match fdb.lookup(vlan.vid, key.dst_mac, now) {
-        Some(p) if p == key.in_port => Decision::dropped(DropReason::SamePort),
-        Some(p) => Decision::single(Target::Port(p), vlan),
-        None => Decision::single(
-            Target::Flood {
+/// The learning bridge (the `normal` action): the one output for a packet to `dst` with
+/// VLAN state `vlan`, or why it goes nowhere.
+#[inline]
+fn bridge_output(
+    in_port: PortId,
+    dst: MacAddr,
+    vlan: VlanState,
+    fdb: &Fdb,
+    now: Timestamp,
+) -> Result<Output, DropReason> {
+    let target = if dst.is_multicast() {
+        Target::Flood {
+            unknown_unicast: false,
+        }
+    } else {
+        match fdb.lookup(vlan.vid, dst, now) {
+            Some(p) if p == in_port => return Err(DropReason::SamePort),
+            Some(p) => Target::Port(p),
+            None => Target::Flood {
                 unknown_unicast: true,
             },
-            vlan,
-        ),
-    }
+        }
+    };
+    Ok(Output { target, vlan })
 }
 
 /// The full uncached decision: the highest-priority matching rule's actions, or the
 /// learning bridge when no rule matches.
-pub(crate) fn decide(
-    key: &FlowKey,
-    fdb: &Fdb,
-    table: &crate::flow_table::FlowTable,
-    now: Timestamp,
-) -> Decision {
+pub(crate) fn decide(key: &FlowKey, fdb: &Fdb, table: &FlowTable, now: Timestamp) -> Decision {
     match table.lookup(key) {
-        None => bridge(
-            key,
+        None => match bridge_output(
+            key.in_port,
+            key.dst_mac,
             VlanState {
                 vid: key.vlan,
                 inner: None,
             },
             fdb,
             now,
-        ),
+        ) {
+            Ok(o) => Decision::single(o.target, o.vlan),
+            Err(reason) => Decision::dropped(reason),
+        },
         Some((_, rule)) => apply_actions(key, rule, fdb, now),
     }
 }
@@ -259,15 +428,12 @@ fn apply_actions(key: &FlowKey, rule: &FlowRule, fdb: &Fdb, now: Timestamp) -> D
                     vlan,
                 );
             }
-            Action::Normal => {
-                let b = bridge(key, vlan, fdb, now);
-                match b.outputs().first() {
-                    Some(o) => {
-                        d.push(o.target, o.vlan);
-                    }
-                    None => why_none = b.drop,
+            Action::Normal => match bridge_output(key.in_port, key.dst_mac, vlan, fdb, now) {
+                Ok(o) => {
+                    d.push(o.target, o.vlan);
                 }
-            }
+                Err(reason) => why_none = Some(reason),
+            },
             Action::Drop => why_none = Some(DropReason::FlowRuleDrop),
             Action::PushVlan(v) => vlan = vlan.push(v),
             Action::PopVlan => vlan = vlan.pop(),

@@ -7,10 +7,11 @@ use weft_packet::gso::{complete_checksum, Segmenter};
 use weft_packet::OffloadInfo;
 
 use crate::counters::{BatchDrops, DropReason, PortCounters};
-use crate::decision::{Decision, Output, Target, VlanState};
+use crate::decision::{Output, Target, VlanState};
 use crate::port::{PortCaps, PortRx, PortTx, TxFrame};
 use crate::types::{PortId, MAX_PORTS};
 
+use super::classify::Verdict;
 use super::{PortSlot, Switch};
 
 /// Frames handed to a port per `transmit` call.
@@ -84,52 +85,67 @@ impl Switch {
             batch,
             ..
         } = self;
-        let n = scratch.decisions.len();
+        let n = scratch.len;
         let mut in_drops = BatchDrops::default();
         let mut active = PortBits::default();
         let mut flood = false;
         ds.multi.clear();
 
-        // Build the per-destination lists.
+        // Build the per-destination lists: single-port packets on their port's list, the
+        // rest (floods, several outputs) on one shared list.
         for i in 0..n {
-            let d = &scratch.decisions[i];
-            if let Some(reason) = d.drop {
-                in_drops.note(reason, 1);
-                continue;
-            }
-            if d.to_controller
-                && !upcalls.offer(&scratch.keys[i], rx.frame(batch.descs()[i].handle))
-            {
-                in_drops.note(DropReason::UpcallQueueFull, 1);
-            }
             let idx = u16::try_from(i).unwrap_or(NONE);
-            if let Some(p) = d.single_port() {
-                if ports.get(p.index()).and_then(Option::as_ref).is_none() {
-                    in_drops.note(DropReason::PortGone, 1);
+            let outputs = match scratch.verdicts[i] {
+                Verdict::Drop(reason) => {
+                    in_drops.note(reason, 1);
                     continue;
                 }
-                let pi = p.index();
-                ds.next[i] = NONE;
-                if ds.head[pi] == NONE {
-                    ds.head[pi] = idx;
-                } else if let Some(t) = ds.next.get_mut(usize::from(ds.tail[pi])) {
-                    *t = idx;
+                Verdict::Pending => {
+                    in_drops.note(DropReason::NoDestination, 1);
+                    continue;
                 }
-                ds.tail[pi] = idx;
-                active.set(pi);
-            } else if !d.outputs().is_empty() {
-                ds.multi.push(idx);
-                ds.emitted[i] = 0;
-                for o in d.outputs() {
-                    match o.target {
-                        Target::Port(p)
-                            if ports.get(p.index()).and_then(Option::as_ref).is_some() =>
-                        {
-                            active.set(p.index())
-                        }
-                        Target::Port(_) => in_drops.note(DropReason::PortGone, 1),
-                        Target::Flood { .. } => flood = true,
+                Verdict::Single(Output {
+                    target: Target::Port(p),
+                    ..
+                }) => {
+                    let pi = p.index();
+                    if ports.get(pi).and_then(Option::as_ref).is_none() {
+                        in_drops.note(DropReason::PortGone, 1);
+                        continue;
                     }
+                    ds.next[i] = NONE;
+                    if ds.head[pi] == NONE {
+                        ds.head[pi] = idx;
+                    } else if let Some(t) = ds.next.get_mut(usize::from(ds.tail[pi])) {
+                        *t = idx;
+                    }
+                    ds.tail[pi] = idx;
+                    active.set(pi);
+                    continue;
+                }
+                Verdict::Single(ref o) => core::slice::from_ref(o),
+                Verdict::Multi(k) => {
+                    let d = &scratch.multi[usize::from(k)];
+                    if d.to_controller
+                        && !upcalls.offer(&scratch.keys[i], rx.frame(batch.descs()[i].handle))
+                    {
+                        in_drops.note(DropReason::UpcallQueueFull, 1);
+                    }
+                    d.outputs()
+                }
+            };
+            if outputs.is_empty() {
+                continue;
+            }
+            ds.multi.push(idx);
+            ds.emitted[i] = 0;
+            for o in outputs {
+                match o.target {
+                    Target::Port(p) if ports.get(p.index()).and_then(Option::as_ref).is_some() => {
+                        active.set(p.index())
+                    }
+                    Target::Port(_) => in_drops.note(DropReason::PortGone, 1),
+                    Target::Flood { .. } => flood = true,
                 }
             }
         }
@@ -141,7 +157,7 @@ impl Switch {
             }
         }
 
-        // One pass per destination, merging its unicast list with the multi list so that
+        // One pass per destination, merging its unicast list with the shared list so that
         // the destination sees packets in arrival order.
         let empty: &[u8] = &[];
         let mut chunk = [TxFrame::whole(empty, OffloadInfo::default()); CHUNK];
@@ -163,7 +179,7 @@ impl Switch {
                 }
                 if u != NONE && (next_multi == NONE || u < next_multi) {
                     let i = usize::from(u);
-                    if let Some(o) = scratch.decisions[i].outputs().first() {
+                    if let Verdict::Single(o) = scratch.verdicts[i] {
                         let frame = rx.frame(batch.descs()[i].handle);
                         out.emit(
                             slot,
@@ -178,8 +194,12 @@ impl Switch {
                     u = ds.next[i];
                 } else {
                     let i = usize::from(next_multi);
-                    let d: &Decision = &scratch.decisions[i];
-                    for o in d.outputs() {
+                    let outputs = match &scratch.verdicts[i] {
+                        Verdict::Single(o) => core::slice::from_ref(o),
+                        Verdict::Multi(k) => scratch.multi[usize::from(*k)].outputs(),
+                        Verdict::Drop(_) | Verdict::Pending => &[],
+                    };
+                    for o in outputs {
                         if let Some(explicit) = goes_to(o, p, in_port, slot) {
                             let frame = rx.frame(batch.descs()[i].handle);
                             if out.emit(
@@ -206,7 +226,8 @@ impl Switch {
 
         for &i in &ds.multi {
             let i = usize::from(i);
-            if ds.emitted[i] == 0 && !scratch.decisions[i].to_controller {
+            let upcalled = matches!(scratch.verdicts[i], Verdict::Multi(k) if scratch.multi[usize::from(k)].to_controller);
+            if ds.emitted[i] == 0 && !upcalled {
                 in_drops.note(DropReason::NoDestination, 1);
             }
         }
@@ -240,6 +261,7 @@ struct Outbox<'c, 'a> {
 impl<'a> Outbox<'_, 'a> {
     /// Queues `frame` for `slot` with VLAN state `vlan`. Returns false when it was dropped.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn emit(
         &mut self,
         slot: &mut PortSlot,
@@ -256,6 +278,17 @@ impl<'a> Outbox<'_, 'a> {
             }
             return false;
         }
+        let wants_tag = slot.options.vlan.tags(vlan.vid);
+        let unchanged = vlan.inner.is_none()
+            && if wants_tag {
+                meta.wire_vid == Some(vlan.vid)
+            } else {
+                meta.body_offset == 12
+            };
+        if unchanged {
+            // The frame leaves exactly as it came: no new head, no offset shift.
+            return self.queue(slot, linear, segments, TxFrame::whole(frame, meta.offload));
+        }
         let (Some(macs), Some(body)) = (frame.get(..12), frame.get(meta.body_offset..)) else {
             self.drops.note(DropReason::Malformed, 1);
             return false;
@@ -263,7 +296,7 @@ impl<'a> Outbox<'_, 'a> {
         let mut head = [0u8; TxFrame::MAX_HEAD];
         head[..12].copy_from_slice(macs);
         let mut head_len = 12;
-        if slot.options.vlan.tags(vlan.vid) {
+        if wants_tag {
             let tci = (u16::from(meta.pcp) << 13) | vlan.vid;
             head[head_len..head_len + 4].copy_from_slice(&tag(tci));
             head_len += 4;
@@ -277,6 +310,20 @@ impl<'a> Outbox<'_, 'a> {
             return false;
         };
         let tx = TxFrame::with_head(&head[..head_len], body, offload);
+        self.queue(slot, linear, segments, tx)
+    }
+
+    /// Queues `tx` for `slot` if it can take it as it is, else completes or segments it.
+    /// Returns false when it was dropped.
+    #[inline(always)]
+    fn queue(
+        &mut self,
+        slot: &mut PortSlot,
+        linear: &mut Vec<u8>,
+        segments: &mut Vec<u8>,
+        tx: TxFrame<'a>,
+    ) -> bool {
+        let offload = tx.offload;
         let caps = slot.caps;
         let fits = if offload.is_gso() {
             caps.accepts_gso(offload.gso) && tx.len() <= caps.max_gso_frame_len
@@ -291,16 +338,31 @@ impl<'a> Outbox<'_, 'a> {
             }
             return true;
         }
-        if !offload.is_gso() && tx.len() > caps.max_frame_len {
+        self.queue_slow(slot, linear, segments, &tx)
+    }
+
+    /// A frame the destination cannot take as it is: too big, or needing its checksum
+    /// completed or segmentation. Returns false when it was dropped.
+    #[cold]
+    #[inline(never)]
+    fn queue_slow(
+        &mut self,
+        slot: &mut PortSlot,
+        linear: &mut Vec<u8>,
+        segments: &mut Vec<u8>,
+        tx: &TxFrame<'a>,
+    ) -> bool {
+        let caps = slot.caps;
+        if !tx.offload.is_gso() && tx.len() > caps.max_frame_len {
             self.drops.note(DropReason::FrameTooBig, 1);
             return false;
         }
-        // Slow path: keep order by sending what is queued first.
+        // Keep order: send what is queued first.
         self.flush(slot);
         match slow_path(
             slot.tx.as_mut(),
             &caps,
-            &tx,
+            tx,
             linear,
             segments,
             &slot.counters,
@@ -357,6 +419,8 @@ fn shift_offload(mut o: OffloadInfo, old_len: usize, new_len: usize) -> Option<O
 }
 
 /// Completes the checksum of, or segments, a frame the destination cannot take as it is.
+#[cold]
+#[inline(never)]
 fn slow_path(
     tx: &mut dyn PortTx,
     caps: &PortCaps,
