@@ -84,9 +84,11 @@ impl RxBatch {
 /// What a port can take on transmit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PortCaps {
-    /// Largest ordinary frame, Ethernet header included, FCS excluded (MTU + 14, + 4 per tag
-    /// the port may carry). Longer frames must be GSO frames the port accepts, or are
-    /// segmented or dropped.
+    /// Largest L3 packet (IP header and payload) in an ordinary frame: the port's MTU.
+    pub mtu: usize,
+    /// Largest ordinary frame, Ethernet header and up to two VLAN tags included, FCS
+    /// excluded (MTU + 22). Frames whose L3 packet exceeds the MTU must be GSO frames the
+    /// port accepts, or are segmented or dropped.
     pub max_frame_len: usize,
     /// Accepts frames whose L4 checksum is still to be computed (virtio `NEEDS_CSUM`).
     pub partial_csum: bool,
@@ -104,7 +106,8 @@ impl PortCaps {
     /// A plain Ethernet port with MTU `mtu`, no offloads.
     pub const fn plain(mtu: usize) -> Self {
         PortCaps {
-            max_frame_len: mtu + 18,
+            mtu,
+            max_frame_len: mtu + 22,
             partial_csum: false,
             tso4: false,
             tso6: false,
@@ -116,12 +119,13 @@ impl PortCaps {
     /// TCP/UDP super-frames.
     pub const fn full_offload(mtu: usize) -> Self {
         PortCaps {
-            max_frame_len: mtu + 18,
+            mtu,
+            max_frame_len: mtu + 22,
             partial_csum: true,
             tso4: true,
             tso6: true,
             uso: true,
-            max_gso_frame_len: 65_535 + 18,
+            max_gso_frame_len: 65_535 + 22,
         }
     }
     /// True when the port accepts super-frames of this kind.

@@ -5,7 +5,7 @@
 //! the Ethernet header and tag are read and the verdict is computed in the same pass, with
 //! no flow key at all. With rules, the full key is built, and decisions are cached per key.
 
-use weft_packet::vlan::{tpid, VlanStack};
+use weft_packet::vlan::VlanStack;
 use weft_packet::{EthernetFrame, FrameSummary, L3Summary, L4Summary, MacAddr, OffloadInfo};
 
 use crate::counters::DropReason;
@@ -25,11 +25,14 @@ pub(crate) struct PacketMeta {
     /// Where the part of the frame sent unchanged starts: after the MAC addresses and the
     /// outer VLAN tag, if any (12 or 16).
     pub(crate) body_offset: usize,
-    /// Priority bits of the outer tag, kept when the packet is tagged again.
-    pub(crate) pcp: u8,
-    /// The VLAN id of the frame's outer 802.1Q (0x8100) tag as received: a destination that
-    /// renders the same tag can take the frame exactly as it is.
+    /// Where the L3 header starts (after every tag): 14, 18 or 22.
+    pub(crate) l3_offset: usize,
+    /// The VLAN id of the frame's outer tag as received (0 for a priority tag): a destination
+    /// that renders the same VLAN keeps this very tag, TPID, PCP and DEI included.
     pub(crate) wire_vid: Option<VlanId>,
+    /// The outer tag's TPID and TCI as received (meaningful when `wire_vid` is set).
+    pub(crate) wire_tpid: u16,
+    pub(crate) wire_tci: u16,
     /// Offload state from the receiving port.
     pub(crate) offload: OffloadInfo,
 }
@@ -265,6 +268,7 @@ fn vlan_mac_key(vid: VlanId, mac: MacAddr) -> u64 {
 #[inline]
 fn admit(
     src: MacAddr,
+    frame_len: usize,
     stack: &VlanStack,
     vlan_mode: &PortVlanMode,
     meta: &mut PacketMeta,
@@ -273,24 +277,47 @@ fn admit(
         return Err(DropReason::InvalidSourceMac);
     }
     let outer = stack.outer;
+    meta.l3_offset = stack.payload_offset();
     if let Some(tag) = outer {
         meta.body_offset = 16;
-        meta.pcp = tag.tci.pcp();
-        if tag.tpid == tpid::CTAG && tag.tci.vid() != 0 {
-            meta.wire_vid = Some(tag.tci.vid());
-        }
+        meta.wire_vid = Some(tag.tci.vid());
+        meta.wire_tpid = tag.tpid;
+        meta.wire_tci = tag.tci.to_bits();
     }
-    let offload = meta.offload;
-    // Offload offsets must lie past the part of the frame the switch rewrites, or shifting
-    // them for a new head would point them into the MAC addresses.
-    if (offload.needs_csum || offload.is_gso())
-        && usize::from(offload.csum_start) < stack.payload_offset()
-    {
-        return Err(DropReason::BadOffload);
+    if meta.offload.needs_csum || meta.offload.is_gso() {
+        check_offload(&meta.offload, stack, frame_len)?;
     }
     match vlan_mode.ingress(outer.map(|t| t.tci.vid())) {
         Ingress::Vlan(v) => Ok(v),
         Ingress::Denied => Err(DropReason::VlanIngressDenied),
+    }
+}
+
+/// What a port said about a frame's checksum or segmentation, checked against the frame
+/// before anyone relies on it: offsets past the headers the switch may rewrite (or
+/// shifting them for a new head would point them into the MAC addresses) and inside the
+/// frame; a segment size; a GSO kind that fits the EtherType. The rest (that the L4 header
+/// is really there) is checked where segmentation or checksumming happens.
+#[cold]
+fn check_offload(o: &OffloadInfo, stack: &VlanStack, frame_len: usize) -> Result<(), DropReason> {
+    use weft_packet::ethernet::ethertype;
+    use weft_packet::GsoKind;
+    let start = usize::from(o.csum_start);
+    let field_end = start + usize::from(o.csum_offset) + 2;
+    let kind_fits = match o.gso {
+        GsoKind::None => true,
+        GsoKind::TcpV4 => stack.ethertype == ethertype::IPV4,
+        GsoKind::TcpV6 => stack.ethertype == ethertype::IPV6,
+        GsoKind::UdpL4 => matches!(stack.ethertype, ethertype::IPV4 | ethertype::IPV6),
+    };
+    let ok = start >= stack.payload_offset()
+        && field_end <= frame_len
+        && kind_fits
+        && (!o.is_gso() || (o.needs_csum && o.gso_size != 0));
+    if ok {
+        Ok(())
+    } else {
+        Err(DropReason::BadOffload)
     }
 }
 
@@ -304,7 +331,7 @@ fn read_l2(
     let eth = EthernetFrame::new_checked(frame).map_err(|_| DropReason::Malformed)?;
     let stack = VlanStack::parse(frame).map_err(|_| DropReason::Malformed)?;
     let src = eth.src_addr();
-    let vid = admit(src, &stack, vlan_mode, meta)?;
+    let vid = admit(src, frame.len(), &stack, vlan_mode, meta)?;
     Ok((eth.dst_addr(), src, vid))
 }
 
@@ -324,7 +351,7 @@ fn read_key(
     };
     key.dst_mac = sum.dst;
     key.src_mac = sum.src;
-    key.vlan = admit(sum.src, &stack, vlan_mode, meta).map_err(|r| (key, r))?;
+    key.vlan = admit(sum.src, frame.len(), &stack, vlan_mode, meta).map_err(|r| (key, r))?;
     key.ethertype = sum.ethertype;
     match sum.l3 {
         L3Summary::Ipv4 {

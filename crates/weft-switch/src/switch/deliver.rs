@@ -28,7 +28,9 @@ pub(crate) struct DeliverScratch {
     tail: Vec<u16>,
     /// Packets with several outputs or a flood, in arrival order.
     multi: Vec<u16>,
-    /// Copies delivered per multi-output packet (to count floods that reached no one).
+    /// Copies per multi-output packet that a port took or counted as its own drop (a gone
+    /// port's `PortGone` included): a packet with none reached no one (`NoDestination`), and
+    /// one with some is not counted twice.
     emitted: Vec<u16>,
     /// A linear copy of one frame for the slow path.
     linear: Vec<u8>,
@@ -144,7 +146,10 @@ impl Switch {
                     Target::Port(p) if ports.get(p.index()).and_then(Option::as_ref).is_some() => {
                         active.set(p.index())
                     }
-                    Target::Port(_) => in_drops.note(DropReason::PortGone, 1),
+                    Target::Port(_) => {
+                        in_drops.note(DropReason::PortGone, 1);
+                        ds.emitted[i] = ds.emitted[i].saturating_add(1);
+                    }
                     Target::Flood { .. } => flood = true,
                 }
             }
@@ -202,7 +207,10 @@ impl Switch {
                     for o in outputs {
                         if let Some(explicit) = goes_to(o, p, in_port, slot) {
                             let frame = rx.frame(batch.descs()[i].handle);
-                            if out.emit(
+                            // Sent, or dropped and counted by this port (`goes_to` only
+                            // names ports whose VLAN check `emit` counts): either way the
+                            // packet had a destination.
+                            out.emit(
                                 slot,
                                 &mut ds.linear,
                                 &mut ds.segments,
@@ -210,9 +218,8 @@ impl Switch {
                                 &scratch.meta[i],
                                 o.vlan,
                                 explicit,
-                            ) {
-                                ds.emitted[i] = ds.emitted[i].saturating_add(1);
-                            }
+                            );
+                            ds.emitted[i] = ds.emitted[i].saturating_add(1);
                         }
                     }
                     m += 1;
@@ -279,15 +286,18 @@ impl<'a> Outbox<'_, 'a> {
             return false;
         }
         let wants_tag = slot.options.vlan.tags(vlan.vid);
+        // The frame can leave exactly as it came when the destination wants the tag it has
+        // (TPID, PCP and DEI kept), or no tag and it has none. A priority tag (VID 0) stays
+        // on a port that does not tag VLAN 0.
         let unchanged = vlan.inner.is_none()
             && if wants_tag {
                 meta.wire_vid == Some(vlan.vid)
             } else {
-                meta.body_offset == 12
+                meta.body_offset == 12 || (vlan.vid == 0 && meta.wire_vid == Some(0))
             };
         if unchanged {
-            // The frame leaves exactly as it came: no new head, no offset shift.
-            return self.queue(slot, linear, segments, TxFrame::whole(frame, meta.offload));
+            let tx = TxFrame::whole(frame, meta.offload);
+            return self.queue(slot, linear, segments, tx, meta.l3_offset);
         }
         let (Some(macs), Some(body)) = (frame.get(..12), frame.get(meta.body_offset..)) else {
             self.drops.note(DropReason::Malformed, 1);
@@ -297,20 +307,31 @@ impl<'a> Outbox<'_, 'a> {
         head[..12].copy_from_slice(macs);
         let mut head_len = 12;
         if wants_tag {
-            let tci = (u16::from(meta.pcp) << 13) | vlan.vid;
-            head[head_len..head_len + 4].copy_from_slice(&tag(tci));
+            // Re-tagging with the VLAN it came with keeps its tag's bits; a new VLAN gets an
+            // 802.1Q tag with the old priority.
+            let tag = if meta.wire_vid == Some(vlan.vid) {
+                tag_bytes(meta.wire_tpid, meta.wire_tci)
+            } else {
+                let pcp_dei = meta.wire_tci & 0xf000;
+                tag_bytes(
+                    CTAG,
+                    if meta.wire_vid.is_some() { pcp_dei } else { 0 } | vlan.vid,
+                )
+            };
+            head[head_len..head_len + 4].copy_from_slice(&tag);
             head_len += 4;
         }
         if let Some(inner) = vlan.inner {
-            head[head_len..head_len + 4].copy_from_slice(&tag(inner));
+            head[head_len..head_len + 4].copy_from_slice(&tag_bytes(CTAG, inner));
             head_len += 4;
         }
         let Some(offload) = shift_offload(meta.offload, meta.body_offset, head_len) else {
             self.drops.note(DropReason::BadOffload, 1);
             return false;
         };
+        let l3_offset = meta.l3_offset - meta.body_offset + head_len;
         let tx = TxFrame::with_head(&head[..head_len], body, offload);
-        self.queue(slot, linear, segments, tx)
+        self.queue(slot, linear, segments, tx, l3_offset)
     }
 
     /// Queues `tx` for `slot` if it can take it as it is, else completes or segments it.
@@ -322,13 +343,16 @@ impl<'a> Outbox<'_, 'a> {
         linear: &mut Vec<u8>,
         segments: &mut Vec<u8>,
         tx: TxFrame<'a>,
+        l3_offset: usize,
     ) -> bool {
         let offload = tx.offload;
         let caps = slot.caps;
         let fits = if offload.is_gso() {
             caps.accepts_gso(offload.gso) && tx.len() <= caps.max_gso_frame_len
         } else {
-            tx.len() <= caps.max_frame_len && (!offload.needs_csum || caps.partial_csum)
+            tx.len() <= caps.max_frame_len
+                && tx.len().saturating_sub(l3_offset) <= caps.mtu
+                && (!offload.needs_csum || caps.partial_csum)
         };
         if fits {
             self.chunk[self.len] = tx;
@@ -338,7 +362,7 @@ impl<'a> Outbox<'_, 'a> {
             }
             return true;
         }
-        self.queue_slow(slot, linear, segments, &tx)
+        self.queue_slow(slot, linear, segments, &tx, l3_offset)
     }
 
     /// A frame the destination cannot take as it is: too big, or needing its checksum
@@ -351,9 +375,12 @@ impl<'a> Outbox<'_, 'a> {
         linear: &mut Vec<u8>,
         segments: &mut Vec<u8>,
         tx: &TxFrame<'a>,
+        l3_offset: usize,
     ) -> bool {
         let caps = slot.caps;
-        if !tx.offload.is_gso() && tx.len() > caps.max_frame_len {
+        let too_big =
+            tx.len() > caps.max_frame_len || tx.len().saturating_sub(l3_offset) > caps.mtu;
+        if !tx.offload.is_gso() && too_big {
             self.drops.note(DropReason::FrameTooBig, 1);
             return false;
         }
@@ -363,6 +390,7 @@ impl<'a> Outbox<'_, 'a> {
             slot.tx.as_mut(),
             &caps,
             tx,
+            l3_offset,
             linear,
             segments,
             &slot.counters,
@@ -396,9 +424,12 @@ fn count_tx(counters: &PortCounters, frames: &[TxFrame<'_>]) {
         .add(frames.iter().map(|f| f.len() as u64).sum());
 }
 
-fn tag(tci: u16) -> [u8; 4] {
-    let [a, b] = tci.to_be_bytes();
-    [0x81, 0x00, a, b]
+const CTAG: u16 = 0x8100;
+
+fn tag_bytes(tpid: u16, tci: u16) -> [u8; 4] {
+    let [a, b] = tpid.to_be_bytes();
+    let [c, d] = tci.to_be_bytes();
+    [a, b, c, d]
 }
 
 /// Moves the offload offsets by the difference between the old head (`old_len` bytes) and the
@@ -425,6 +456,7 @@ fn slow_path(
     tx: &mut dyn PortTx,
     caps: &PortCaps,
     frame: &TxFrame<'_>,
+    l3_offset: usize,
     linear: &mut Vec<u8>,
     segments: &mut Vec<u8>,
     counters: &PortCounters,
@@ -440,7 +472,8 @@ fn slow_path(
         let out = [TxFrame::whole(bytes, OffloadInfo::default())];
         return send_all(tx, &out, counters);
     }
-    let seg_len = caps.max_frame_len;
+    // Segments carry at most an MTU of L3 packet behind this frame's own L2 header.
+    let seg_len = (l3_offset + caps.mtu).min(caps.max_frame_len);
     let mut seg =
         Segmenter::new(bytes, &frame.offload, seg_len).map_err(|_| DropReason::BadOffload)?;
     segments.resize(seg_len * CHUNK, 0);

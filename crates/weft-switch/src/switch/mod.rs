@@ -9,6 +9,10 @@
 mod classify;
 mod deliver;
 #[cfg(test)]
+mod offload_tests;
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;
 
 use std::sync::Arc;

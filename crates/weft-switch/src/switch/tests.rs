@@ -427,8 +427,8 @@ fn cache_generation_changes_with_ports() {
 }
 
 #[test]
-fn gso_frame_to_port_without_tso_is_segmented_or_dropped_counted() {
-    // A fake "super-frame" that is not TCP: segmentation must refuse it, counted as bad offload.
+fn gso_metadata_on_a_non_ip_frame_is_dropped_at_ingress() {
+    // A "TCP/IPv4 super-frame" whose EtherType is not IPv4: refused before forwarding.
     let mut r = Rig::new(2);
     let f = frame(MacAddr::BROADCAST, mac(1), 3000);
     let o = OffloadInfo {
@@ -443,5 +443,5 @@ fn gso_frame_to_port_without_tso_is_segmented_or_dropped_counted() {
     assert!(r.ports[0].1.inject_with(&f, o));
     r.sw.poll(r.ports[0].0, T0);
     assert!(r.sent(1).is_empty());
-    assert_eq!(r.counters(1).drops(DropReason::BadOffload), 1);
+    assert_eq!(r.counters(0).drops(DropReason::BadOffload), 1);
 }
