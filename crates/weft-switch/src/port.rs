@@ -152,6 +152,13 @@ pub trait PortRx: Send {
     /// Every frame of the last `receive` has been delivered or dropped: the port may reuse
     /// their buffers (return descriptors to a guest, advance a ring...).
     fn finish(&mut self);
+
+    /// A file descriptor that becomes readable when the port may have frames to receive, so
+    /// that an idle worker can sleep on it (epoll) instead of polling. `None`: the port has
+    /// no such descriptor and must be polled.
+    fn readiness_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
 }
 
 /// A frame to transmit: a rewritten head (the Ethernet addresses and the VLAN tags the

@@ -377,6 +377,24 @@ impl Switch {
         n
     }
 
+    /// The readiness descriptors of the receive halves the switch holds (see
+    /// [`PortRx::readiness_fd`]), and whether some port has none and must be polled.
+    pub fn readiness_fds(&self, out: &mut Vec<std::os::fd::RawFd>) -> bool {
+        let mut must_poll = false;
+        for rx in self.rx.iter().flatten() {
+            match rx.readiness_fd() {
+                Some(fd) => out.push(fd),
+                None => must_poll = true,
+            }
+        }
+        must_poll
+    }
+
+    /// A number that changes whenever ports are added, removed or reconfigured.
+    pub fn port_generation(&self) -> u64 {
+        self.port_generation
+    }
+
     /// Polls every port once. Returns the frames received.
     pub fn poll_all(&mut self, now: Timestamp) -> usize {
         let mut total = 0;

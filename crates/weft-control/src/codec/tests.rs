@@ -1,0 +1,157 @@
+use proptest::prelude::*;
+
+use super::*;
+use crate::rule::{ActionSpec, MatchSpec, RuleSpec};
+use crate::state::{PortKind, PortSettings, VlanMode};
+
+fn round_trip(request: Request) {
+    let env = RequestEnvelope {
+        version: PROTOCOL_VERSION,
+        id: 42,
+        token: None,
+        request,
+    };
+    let line = encode_request(&env);
+    assert!(line.ends_with('\n'));
+    assert_eq!(decode_request(line.trim_end().as_bytes()).unwrap(), env);
+}
+
+#[test]
+fn every_request_kind_round_trips() {
+    round_trip(Request::Hello);
+    round_trip(Request::SwitchList);
+    round_trip(Request::PortAdd {
+        switch: "br0".into(),
+        name: "tap1".into(),
+        kind: PortKind::Tap {
+            ifname: None,
+            netns: Some("ns1".into()),
+            queues: 2,
+            mtu: 9000,
+            offloads: false,
+        },
+        options: PortSettings {
+            vlan: VlanMode::Trunk {
+                vlans: vec![10, 20],
+                native: Some(1),
+            },
+            ..PortSettings::default()
+        },
+    });
+    round_trip(Request::RuleAdd {
+        switch: "br0".into(),
+        rule: RuleSpec {
+            priority: 10,
+            matches: MatchSpec {
+                in_port: Some("tap1".into()),
+                ip_dst: Some("10.0.0.0/8".into()),
+                ..MatchSpec::default()
+            },
+            actions: vec![
+                ActionSpec::PushVlan(5),
+                ActionSpec::Output("tap2".into()),
+                ActionSpec::Controller,
+            ],
+            cookie: 7,
+        },
+    });
+}
+
+#[test]
+fn request_wire_form_is_the_documented_one() {
+    let env = decode_request(br#"{"version":1,"id":7,"request":{"op":"switch_add","name":"br1"}}"#)
+        .unwrap();
+    assert_eq!(env.id, 7);
+    assert!(matches!(env.request, Request::SwitchAdd { ref name, .. } if name == "br1"));
+}
+
+fn error_of(line: &[u8]) -> (Option<u64>, ErrorKind) {
+    let e = decode_request(line).unwrap_err();
+    (e.id, e.error.kind)
+}
+
+#[test]
+fn malformed_requests_get_typed_errors() {
+    use ErrorKind::*;
+    let cases: &[(&[u8], Option<u64>, ErrorKind)] = &[
+        (b"", None, BadRequest),
+        (b"not json", None, BadRequest),
+        (b"{", None, BadRequest),
+        (b"[]", None, BadRequest),
+        (b"null", None, BadRequest),
+        (b"{}", None, BadRequest),
+        (br#"{"id":3,"request":{"op":"hello"}}"#, Some(3), BadRequest),
+        (br#"{"version":"1","id":3,"request":{"op":"hello"}}"#, Some(3), BadRequest),
+        (br#"{"version":2,"id":3,"request":{"op":"hello"}}"#, Some(3), UnsupportedVersion),
+        (br#"{"version":1,"request":{"op":"hello"}}"#, None, BadRequest),
+        (br#"{"version":1,"id":-1,"request":{"op":"hello"}}"#, None, BadRequest),
+        (br#"{"version":1,"id":3}"#, Some(3), BadRequest),
+        (br#"{"version":1,"id":3,"request":{}}"#, Some(3), BadRequest),
+        (br#"{"version":1,"id":3,"request":{"op":"explode"}}"#, Some(3), BadRequest),
+        (br#"{"version":1,"id":3,"request":{"op":"switch_add"}}"#, Some(3), BadRequest),
+        (br#"{"version":1,"id":3,"request":{"op":"switch_add","name":7}}"#, Some(3), BadRequest),
+        (br#"{"version":1,"id":3,"request":{"op":"switch_add","name":"a","colour":"red"}}"#, Some(3), BadRequest),
+        (br#"{"version":1,"id":3,"extra":1,"request":{"op":"hello"}}"#, Some(3), BadRequest),
+        (br#"{"version":1,"id":3,"request":{"op":"port_add","switch":"b","name":"p","kind":{"type":"warp"}}}"#, Some(3), BadRequest),
+        (br#"{"version":1,"id":3,"request":{"op":"fdb_add","switch":"b","vlan":70000,"mac":"x","port":"p"}}"#, Some(3), BadRequest),
+        (br#"{"version":1,"id":3,"request":{"op":"rule_del","switch":"b","id":"seven"}}"#, Some(3), BadRequest),
+        (br#"{"version":1,"id":3,"request":{"op":"rule_add","switch":"b","rule":{"actions":[{"teleport":1}]}}}"#, Some(3), BadRequest),
+    ];
+    for (line, id, kind) in cases {
+        assert_eq!(
+            error_of(line),
+            (*id, *kind),
+            "{}",
+            String::from_utf8_lossy(line)
+        );
+    }
+}
+
+#[test]
+fn oversized_request_is_too_large() {
+    let line = vec![b' '; MAX_REQUEST_BYTES + 1];
+    assert_eq!(error_of(&line), (None, ErrorKind::TooLarge));
+}
+
+#[test]
+fn responses_round_trip_ok_and_error() {
+    for result in [
+        Ok(Response::Done),
+        Ok(Response::RuleAdded { id: 9 }),
+        Err(ControlError::not_found("no switch \"x\"").with_hint("weft switch list")),
+    ] {
+        let env = ResponseEnvelope {
+            version: PROTOCOL_VERSION,
+            id: 5,
+            result,
+        };
+        let line = encode_response(&env);
+        assert_eq!(decode_response(line.as_bytes()).unwrap(), env);
+    }
+    assert!(decode_response(br#"{"version":1,"id":1}"#).is_err());
+    assert!(decode_response(
+        br#"{"version":1,"id":1,"ok":{"kind":"done"},"error":{"kind":"internal","message":"x"}}"#
+    )
+    .is_err());
+}
+
+#[test]
+fn hex_round_trips_and_rejects_garbage() {
+    assert_eq!(hex_encode(&[0, 0xab, 0xff]), "00abff");
+    assert_eq!(hex_decode("00abff"), Some(vec![0, 0xab, 0xff]));
+    assert_eq!(hex_decode("0"), None);
+    assert_eq!(hex_decode("zz"), None);
+}
+
+proptest! {
+    #[test]
+    fn arbitrary_lines_never_panic(line in proptest::collection::vec(any::<u8>(), 0..512)) {
+        let _ = decode_request(&line);
+        let _ = decode_response(&line);
+    }
+
+    #[test]
+    fn hex_round_trips(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+        prop_assert_eq!(hex_decode(&hex_encode(&bytes)), Some(bytes));
+    }
+}

@@ -1,0 +1,198 @@
+//! Requests a client sends.
+
+use serde::{Deserialize, Serialize};
+
+use crate::rule::RuleSpec;
+use crate::state::{PortKind, PortSettings, State, SwitchSettings};
+
+/// Which way captured packets went through the port, as seen from the switch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CaptureDirection {
+    /// Received from the port.
+    In,
+    /// Sent to the port.
+    Out,
+    /// Both.
+    #[default]
+    Both,
+}
+
+/// A request. Serialized with its name in `op`, e.g. `{"op":"port_list","switch":"br0"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Request {
+    /// Versions of the daemon and the protocol.
+    Hello,
+    /// Creates a switch.
+    SwitchAdd {
+        /// Name.
+        name: String,
+        /// Settings (defaults when absent).
+        #[serde(default)]
+        settings: SwitchSettings,
+    },
+    /// Deletes a switch; with `force` even when it has ports.
+    SwitchDel {
+        /// Name.
+        name: String,
+        /// Delete its ports too.
+        #[serde(default)]
+        force: bool,
+    },
+    /// Lists switches.
+    SwitchList,
+    /// Creates a port on a switch.
+    PortAdd {
+        /// Switch.
+        switch: String,
+        /// Port name.
+        name: String,
+        /// What the port is.
+        kind: PortKind,
+        /// Switch-side options.
+        #[serde(default)]
+        options: PortSettings,
+    },
+    /// Deletes a port.
+    PortDel {
+        /// Switch.
+        switch: String,
+        /// Port name.
+        name: String,
+    },
+    /// Changes a port's switch-side options.
+    PortSet {
+        /// Switch.
+        switch: String,
+        /// Port name.
+        name: String,
+        /// The new options.
+        options: PortSettings,
+    },
+    /// Lists ports (of one switch, or all).
+    PortList {
+        /// Only this switch.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        switch: Option<String>,
+    },
+    /// One port in detail, counters included.
+    PortShow {
+        /// Switch.
+        switch: String,
+        /// Port name.
+        name: String,
+    },
+    /// FDB entries of a switch.
+    FdbShow {
+        /// Switch.
+        switch: String,
+        /// Only this VLAN.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        vlan: Option<u16>,
+        /// Only this port.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        port: Option<String>,
+    },
+    /// Adds a static FDB entry.
+    FdbAdd {
+        /// Switch.
+        switch: String,
+        /// VLAN (0 = none).
+        #[serde(default)]
+        vlan: u16,
+        /// MAC address.
+        mac: String,
+        /// Port name.
+        port: String,
+    },
+    /// Removes an FDB entry (static or learned).
+    FdbDel {
+        /// Switch.
+        switch: String,
+        /// VLAN.
+        #[serde(default)]
+        vlan: u16,
+        /// MAC address.
+        mac: String,
+    },
+    /// Removes learned (and, unless `dynamic_only`, static) entries.
+    FdbFlush {
+        /// Switch.
+        switch: String,
+        /// Only this port's entries.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        port: Option<String>,
+        /// Only this VLAN's entries.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        vlan: Option<u16>,
+        /// Keep static entries.
+        #[serde(default)]
+        dynamic_only: bool,
+    },
+    /// Adds a flow rule.
+    RuleAdd {
+        /// Switch.
+        switch: String,
+        /// The rule.
+        rule: RuleSpec,
+    },
+    /// Removes a flow rule by id.
+    RuleDel {
+        /// Switch.
+        switch: String,
+        /// Rule id (from `rule_add` or `rule_list`).
+        id: u64,
+    },
+    /// Lists flow rules with their counters.
+    RuleList {
+        /// Switch.
+        switch: String,
+    },
+    /// Counters: per switch, per port (drops by reason), per worker.
+    Stats {
+        /// Only this switch.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        switch: Option<String>,
+    },
+    /// Starts capturing a port's packets; returns a capture id.
+    CaptureStart {
+        /// Switch.
+        switch: String,
+        /// Port name.
+        port: String,
+        /// Direction.
+        #[serde(default)]
+        direction: CaptureDirection,
+        /// Bytes kept per packet (default 65535).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        snaplen: Option<u32>,
+    },
+    /// Takes up to `max` captured packets, waiting up to `wait_ms` for the first one.
+    CaptureRead {
+        /// Capture id.
+        id: u64,
+        /// Most packets to return (default 256).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max: Option<u32>,
+        /// Longest wait for a packet, in ms (default 0, at most 5000).
+        #[serde(default)]
+        wait_ms: u32,
+    },
+    /// Stops a capture.
+    CaptureStop {
+        /// Capture id.
+        id: u64,
+    },
+    /// The whole configuration, as persisted.
+    ConfigShow,
+    /// Makes the configuration equal to `state` (validated as a whole first: an invalid
+    /// state changes nothing). With `dry_run`, only validates and reports.
+    ConfigApply {
+        /// The desired configuration.
+        state: State,
+        /// Only check.
+        #[serde(default)]
+        dry_run: bool,
+    },
+}

@@ -1,0 +1,230 @@
+//! Responses the daemon sends.
+
+use serde::{Deserialize, Serialize};
+
+use crate::request::CaptureDirection;
+use crate::rule::RuleSpec;
+use crate::state::{PortKind, PortSettings, State, SwitchSettings};
+
+/// A successful response. Serialized with its name in `kind`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Response {
+    /// Answer to `hello`.
+    Hello {
+        /// weftd's version.
+        daemon_version: String,
+        /// The protocol version.
+        protocol_version: u32,
+    },
+    /// The change was made.
+    Done,
+    /// Switches.
+    Switches {
+        /// One per switch.
+        switches: Vec<SwitchInfo>,
+    },
+    /// Ports.
+    Ports {
+        /// One per port.
+        ports: Vec<PortInfo>,
+    },
+    /// One port in detail.
+    Port {
+        /// The port.
+        port: PortInfo,
+        /// Its counters.
+        counters: PortCounters,
+    },
+    /// FDB entries.
+    Fdb {
+        /// The entries.
+        entries: Vec<FdbEntry>,
+    },
+    /// A rule was added.
+    RuleAdded {
+        /// Its id.
+        id: u64,
+    },
+    /// Rules.
+    Rules {
+        /// In lookup order.
+        rules: Vec<RuleInfo>,
+    },
+    /// Counters.
+    Stats {
+        /// Per switch.
+        switches: Vec<SwitchStats>,
+        /// Per worker thread.
+        workers: Vec<WorkerStats>,
+    },
+    /// A capture started.
+    CaptureStarted {
+        /// Its id, for `capture_read` and `capture_stop`.
+        id: u64,
+    },
+    /// Captured packets.
+    CapturePackets {
+        /// Oldest first.
+        packets: Vec<CapturedPacket>,
+        /// Packets the capture lost because its buffer was full, so far.
+        lost: u64,
+    },
+    /// The configuration.
+    Config {
+        /// As persisted.
+        state: State,
+    },
+    /// What `config_apply` did (or would do, on a dry run).
+    Applied {
+        /// One line per change.
+        changes: Vec<String>,
+    },
+}
+
+/// A switch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchInfo {
+    /// Name.
+    pub name: String,
+    /// Settings.
+    pub settings: SwitchSettings,
+    /// Ports.
+    pub ports: usize,
+    /// FDB entries.
+    pub fdb_entries: usize,
+    /// Flow rules.
+    pub rules: usize,
+    /// The worker thread that runs it.
+    pub worker: usize,
+}
+
+/// A port.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortInfo {
+    /// Its switch.
+    pub switch: String,
+    /// Its name.
+    pub name: String,
+    /// What it is.
+    pub kind: PortKind,
+    /// Switch-side options.
+    pub options: PortSettings,
+    /// MTU.
+    pub mtu: u32,
+    /// Offloads the port accepts on transmit (`csum`, `tso4`, `tso6`, `uso`).
+    pub offloads: Vec<String>,
+}
+
+/// A port's counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortCounters {
+    /// Frames received.
+    pub rx_packets: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Frames sent.
+    pub tx_packets: u64,
+    /// Bytes sent.
+    pub tx_bytes: u64,
+    /// Drops by reason (`reason` → count), zeros left out.
+    pub drops: std::collections::BTreeMap<String, u64>,
+}
+
+/// Counters of one switch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchStats {
+    /// Name.
+    pub name: String,
+    /// Batches processed.
+    pub batches: u64,
+    /// Frames received, all ports.
+    pub rx_packets: u64,
+    /// FDB entries.
+    pub fdb_entries: usize,
+    /// Flow cache hits.
+    pub flow_cache_hits: u64,
+    /// Flow cache misses.
+    pub flow_cache_misses: u64,
+    /// Upcalls queued.
+    pub upcalls: u64,
+    /// Per port.
+    pub ports: Vec<PortStats>,
+}
+
+/// Counters of one port, with its name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortStats {
+    /// Port name.
+    pub name: String,
+    /// Counters.
+    #[serde(flatten)]
+    pub counters: PortCounters,
+}
+
+/// Counters of one worker thread.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerStats {
+    /// Worker index.
+    pub id: usize,
+    /// CPU it is pinned to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<usize>,
+    /// Fraction of time spent on batches since start, 0 to 1.
+    pub busy_fraction: f64,
+    /// Batches processed.
+    pub batches: u64,
+    /// Switches it runs.
+    pub switches: Vec<String>,
+}
+
+/// An FDB entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FdbEntry {
+    /// VLAN.
+    pub vlan: u16,
+    /// MAC address.
+    pub mac: String,
+    /// Port name.
+    pub port: String,
+    /// Configured, not learned.
+    pub is_static: bool,
+    /// Seconds since last seen (learned entries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub age_secs: Option<u64>,
+}
+
+/// A rule with its id and counters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleInfo {
+    /// Id.
+    pub id: u64,
+    /// The rule.
+    pub rule: RuleSpec,
+    /// Packets that matched (on the uncached path and through the cache).
+    pub packets: u64,
+    /// Bytes that matched.
+    pub bytes: u64,
+}
+
+/// A captured packet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CapturedPacket {
+    /// Nanoseconds since the Unix epoch.
+    pub time_ns: u64,
+    /// Which way it went.
+    pub direction: CaptureDirection,
+    /// Length on the wire.
+    pub orig_len: u32,
+    /// The bytes kept, hex-encoded (two lowercase digits per byte).
+    pub data: String,
+}

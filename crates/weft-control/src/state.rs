@@ -1,0 +1,183 @@
+//! The configuration weftd keeps and persists: switches, their ports, static FDB entries and
+//! flow rules. The same types appear in requests (`switch_add`, `port_add`, ...), in
+//! `config_show` / `config_apply`, and in the state file.
+
+use serde::{Deserialize, Serialize};
+
+use crate::rule::RuleSpec;
+
+/// Everything weftd restores on start.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct State {
+    /// Format version of this document (1).
+    #[serde(default = "state_version")]
+    pub version: u32,
+    /// The switches, by name order.
+    #[serde(default)]
+    pub switches: Vec<SwitchState>,
+}
+
+fn state_version() -> u32 {
+    1
+}
+
+/// One switch and what hangs off it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchState {
+    /// Name (1 to 32 of `A-Za-z0-9-_.`).
+    pub name: String,
+    /// Settings.
+    #[serde(default)]
+    pub settings: SwitchSettings,
+    /// Ports, in creation order.
+    #[serde(default)]
+    pub ports: Vec<PortState>,
+    /// Static FDB entries.
+    #[serde(default)]
+    pub static_macs: Vec<StaticMac>,
+    /// Flow rules, in insertion order (which breaks priority ties).
+    #[serde(default)]
+    pub rules: Vec<RuleSpec>,
+}
+
+/// Tunables of a switch; every field has a default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SwitchSettings {
+    /// Frames per batch (1 to 1024).
+    pub batch_size: usize,
+    /// Most FDB entries.
+    pub fdb_max_entries: usize,
+    /// Most learned FDB entries per port.
+    pub fdb_max_per_port: usize,
+    /// FDB ageing time in seconds.
+    pub fdb_ageing_secs: u64,
+    /// Most flow rules.
+    pub max_rules: usize,
+    /// Flow cache entries.
+    pub flow_cache_capacity: usize,
+}
+
+impl Default for SwitchSettings {
+    fn default() -> Self {
+        SwitchSettings {
+            batch_size: 64,
+            fdb_max_entries: 8192,
+            fdb_max_per_port: 1024,
+            fdb_ageing_secs: 300,
+            max_rules: 4096,
+            flow_cache_capacity: 4096,
+        }
+    }
+}
+
+/// One port.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortState {
+    /// Name, unique on its switch (1 to 64 characters, no ':' or whitespace).
+    pub name: String,
+    /// What the port is.
+    pub kind: PortKind,
+    /// Switch-side options.
+    #[serde(default)]
+    pub options: PortSettings,
+}
+
+/// The kinds of port weftd can create.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum PortKind {
+    /// A TAP device (created, or attached to when it exists).
+    Tap {
+        /// Device name; defaults to the port name.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ifname: Option<String>,
+        /// Network namespace (a name under /run/netns) to move the device into.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        netns: Option<String>,
+        /// Queues (multiqueue TAP), 1 to 16.
+        #[serde(default = "one")]
+        queues: u16,
+        /// MTU of the device.
+        #[serde(default = "default_mtu")]
+        mtu: u32,
+        /// Negotiate checksum and segmentation offloads with the kernel.
+        #[serde(default = "yes")]
+        offloads: bool,
+    },
+    /// An existing interface (veth or physical) used through an AF_PACKET socket.
+    AfPacket {
+        /// The interface.
+        ifname: String,
+    },
+}
+
+fn one() -> u16 {
+    1
+}
+fn default_mtu() -> u32 {
+    1500
+}
+fn yes() -> bool {
+    true
+}
+
+/// Switch-side options of a port.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PortSettings {
+    /// VLAN mode.
+    pub vlan: VlanMode,
+    /// Flood unknown unicast to this port.
+    pub flood_unknown_unicast: bool,
+    /// Learn source addresses seen on this port.
+    pub learning: bool,
+}
+
+impl Default for PortSettings {
+    fn default() -> Self {
+        PortSettings {
+            vlan: VlanMode::Plain,
+            flood_unknown_unicast: true,
+            learning: true,
+        }
+    }
+}
+
+/// A port's VLAN mode.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case", deny_unknown_fields)]
+pub enum VlanMode {
+    /// Frames pass as they are.
+    #[default]
+    Plain,
+    /// Untagged on the wire, in VLAN `vlan`.
+    Access {
+        /// The VLAN (1 to 4094).
+        vlan: u16,
+    },
+    /// Tagged on the wire for `vlans`; untagged frames belong to `native` when set.
+    Trunk {
+        /// Allowed VLANs (1 to 4094).
+        vlans: Vec<u16>,
+        /// The VLAN of untagged frames.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        native: Option<u16>,
+    },
+}
+
+/// A static FDB entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StaticMac {
+    /// VLAN (0 = none).
+    #[serde(default)]
+    pub vlan: u16,
+    /// MAC address, `xx:xx:xx:xx:xx:xx`.
+    pub mac: String,
+    /// Port name.
+    pub port: String,
+}
