@@ -13,11 +13,10 @@ use crate::decision::{Decision, Output, Target, VlanState};
 use crate::fdb::Fdb;
 use crate::flow_key::FlowKey;
 use crate::flow_table::{Action, FlowRule, FlowTable};
-use crate::port::PortRx;
 use crate::types::{PortId, Timestamp, VlanId};
 use crate::vlan::{Ingress, PortVlanMode};
 
-use super::Switch;
+use super::{Frames, Switch};
 
 /// What the pipeline keeps per packet between stages.
 #[derive(Debug, Clone, Copy, Default)]
@@ -110,12 +109,12 @@ struct DstMemo {
 
 impl Switch {
     /// Stages 1 and 2 for the batch in `self.batch`, received on `in_port`.
-    pub(super) fn classify(&mut self, in_port: PortId, rx: &dyn PortRx, now: Timestamp) {
+    pub(super) fn classify(&mut self, in_port: PortId, frames: &Frames<'_>, now: Timestamp) {
         self.scratch.clear();
         let rx_bytes = if self.table.is_empty() {
-            self.classify_bridge(in_port, rx, now)
+            self.classify_bridge(in_port, frames, now)
         } else {
-            self.classify_flows(in_port, rx, now)
+            self.classify_flows(in_port, frames, now)
         };
         let Some(slot) = self.ports.get(in_port.index()).and_then(Option::as_ref) else {
             return;
@@ -126,7 +125,7 @@ impl Switch {
     }
 
     /// The learning-bridge loop: L2 header only, one pass. Returns the bytes received.
-    fn classify_bridge(&mut self, in_port: PortId, rx: &dyn PortRx, now: Timestamp) -> u64 {
+    fn classify_bridge(&mut self, in_port: PortId, frames: &Frames<'_>, now: Timestamp) -> u64 {
         let Some(slot) = self.ports.get(in_port.index()).and_then(Option::as_ref) else {
             return 0;
         };
@@ -136,12 +135,13 @@ impl Switch {
         let mut last_learned = u64::MAX;
         let mut memo: Option<DstMemo> = None;
         let descs = self.batch.descs();
-        for ((desc, meta), verdict) in descs
+        for (((desc, frame), meta), verdict) in descs
             .iter()
+            .zip(frames)
             .zip(s.meta.iter_mut())
             .zip(s.verdicts.iter_mut())
         {
-            let frame = rx.frame(desc.handle);
+            let frame: &[u8] = frame;
             rx_bytes += frame.len() as u64;
             *meta = PacketMeta {
                 body_offset: 12,
@@ -183,12 +183,12 @@ impl Switch {
                 }
             };
         }
-        s.len = descs.len().min(s.verdicts.len());
+        s.len = descs.len().min(frames.len()).min(s.verdicts.len());
         rx_bytes
     }
 
     /// The flow loop: full key, flow cache in front of the rules. Returns the bytes received.
-    fn classify_flows(&mut self, in_port: PortId, rx: &dyn PortRx, now: Timestamp) -> u64 {
+    fn classify_flows(&mut self, in_port: PortId, frames: &Frames<'_>, now: Timestamp) -> u64 {
         let Some(slot) = self.ports.get(in_port.index()).and_then(Option::as_ref) else {
             return 0;
         };
@@ -197,13 +197,14 @@ impl Switch {
         // Stage 1: read every header first (VALE's prefetch stage).
         let s = &mut self.scratch;
         let descs = self.batch.descs();
-        for (((desc, key), meta), verdict) in descs
+        for ((((desc, frame), key), meta), verdict) in descs
             .iter()
+            .zip(frames)
             .zip(s.keys.iter_mut())
             .zip(s.meta.iter_mut())
             .zip(s.verdicts.iter_mut())
         {
-            let frame = rx.frame(desc.handle);
+            let frame: &[u8] = frame;
             rx_bytes += frame.len() as u64;
             *meta = PacketMeta {
                 body_offset: 12,
@@ -221,7 +222,7 @@ impl Switch {
                 }
             };
         }
-        s.len = descs.len().min(s.verdicts.len());
+        s.len = descs.len().min(frames.len()).min(s.verdicts.len());
         // Stage 2: learn and decide, in arrival order (a source learned by one packet is
         // known to the next).
         let mut last_learned = u64::MAX;

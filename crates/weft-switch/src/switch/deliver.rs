@@ -9,11 +9,13 @@ use weft_packet::OffloadInfo;
 use crate::capture::CaptureDirection;
 use crate::counters::{BatchDrops, DropReason};
 use crate::decision::{Output, Target, VlanState};
-use crate::port::{PortRx, TxFrame};
+use arrayvec::ArrayVec;
+
+use crate::port::TxFrame;
 use crate::types::{PortId, Timestamp, MAX_PORTS};
 
 use super::classify::Verdict;
-use super::{PortSlot, Switch};
+use super::{Frames, PortSlot, Switch};
 
 /// Frames handed to a port per `transmit` call.
 pub(crate) const CHUNK: usize = 64;
@@ -79,13 +81,12 @@ impl PortBits {
 
 impl Switch {
     /// Stage 3 for the batch classified in `self.scratch`.
-    pub(super) fn deliver(&mut self, in_port: PortId, rx: &dyn PortRx, now: Timestamp) {
+    pub(super) fn deliver(&mut self, in_port: PortId, frames: &Frames<'_>, now: Timestamp) {
         let Switch {
             ports,
             scratch,
             deliver: ds,
             upcalls,
-            batch,
             ..
         } = self;
         let n = scratch.len;
@@ -130,7 +131,8 @@ impl Switch {
                 Verdict::Multi(k) => {
                     let d = &scratch.multi[usize::from(k)];
                     if d.to_controller
-                        && !upcalls.offer(&scratch.keys[i], rx.frame(batch.descs()[i].handle))
+                        && !upcalls
+                            .offer(&scratch.keys[i], frames.get(i).copied().unwrap_or_default())
                     {
                         in_drops.note(DropReason::UpcallQueueFull, 1);
                     }
@@ -165,15 +167,13 @@ impl Switch {
 
         // One pass per destination, merging its unicast list with the shared list so that
         // the destination sees packets in arrival order.
-        let empty: &[u8] = &[];
-        let mut chunk = [TxFrame::whole(empty, OffloadInfo::default()); CHUNK];
+        let mut chunk: ArrayVec<TxFrame<'_>, CHUNK> = ArrayVec::new();
         for p in active.iter() {
             let Some(slot) = ports.get_mut(p).and_then(Option::as_mut) else {
                 continue;
             };
             let mut out = Outbox {
                 chunk: &mut chunk,
-                len: 0,
                 drops: BatchDrops::default(),
                 now,
             };
@@ -187,7 +187,7 @@ impl Switch {
                 if u != NONE && (next_multi == NONE || u < next_multi) {
                     let i = usize::from(u);
                     if let Verdict::Single(o) = scratch.verdicts[i] {
-                        let frame = rx.frame(batch.descs()[i].handle);
+                        let frame = frames.get(i).copied().unwrap_or_default();
                         out.emit(
                             slot,
                             &mut ds.linear,
@@ -208,7 +208,7 @@ impl Switch {
                     };
                     for o in outputs {
                         if let Some(explicit) = goes_to(o, p, in_port, slot) {
-                            let frame = rx.frame(batch.descs()[i].handle);
+                            let frame = frames.get(i).copied().unwrap_or_default();
                             // Sent, or dropped and counted by this port (`goes_to` only
                             // names ports whose VLAN check `emit` counts): either way the
                             // packet had a destination.
@@ -262,8 +262,7 @@ fn goes_to(o: &Output, p: usize, in_port: PortId, slot: &PortSlot) -> Option<boo
 
 /// Frames on their way to one destination.
 struct Outbox<'c, 'a> {
-    chunk: &'c mut [TxFrame<'a>; CHUNK],
-    len: usize,
+    chunk: &'c mut ArrayVec<TxFrame<'a>, CHUNK>,
     drops: BatchDrops,
     now: Timestamp,
 }
@@ -358,11 +357,11 @@ impl<'a> Outbox<'_, 'a> {
                 && (!offload.needs_csum || caps.partial_csum)
         };
         if fits {
-            self.chunk[self.len] = tx;
-            self.len += 1;
-            if self.len == CHUNK {
+            if self.chunk.is_full() {
                 self.flush(slot);
             }
+            // Room was just made if there was none.
+            let _ = self.chunk.try_push(tx);
             return true;
         }
         self.queue_slow(slot, linear, segments, &tx, l3_offset)
@@ -400,15 +399,15 @@ impl<'a> Outbox<'_, 'a> {
 
     /// Transmits what is queued, counting what the port accepted and refused.
     fn flush(&mut self, slot: &mut PortSlot) {
-        if self.len == 0 {
+        if self.chunk.is_empty() {
             return;
         }
-        let frames = &self.chunk[..self.len];
+        let frames = self.chunk.as_slice();
         let accepted = slot.tx.transmit(frames).min(frames.len());
         count_tx(slot, &frames[..accepted], self.now);
         self.drops
             .note(DropReason::TxQueueFull, (frames.len() - accepted) as u64);
-        self.len = 0;
+        self.chunk.clear();
     }
 }
 

@@ -17,6 +17,8 @@ mod tests;
 
 use std::sync::Arc;
 
+use arrayvec::ArrayVec;
+
 use crate::capture::{CaptureBuffer, CaptureDirection};
 use crate::counters::{DropCounters, PortCounters};
 use crate::fdb::{Fdb, FdbConfig, FdbError};
@@ -28,6 +30,9 @@ use crate::upcall::{Upcall, UpcallQueue, UpcallStats};
 use crate::vlan::PortVlanMode;
 
 pub use classify::BatchScratch;
+
+/// The bytes of the frames of one batch, in arrival order.
+pub(crate) type Frames<'a> = ArrayVec<&'a [u8], MAX_BATCH>;
 
 /// Settings of one switch.
 #[derive(Debug, Clone)]
@@ -447,9 +452,19 @@ impl Switch {
         // Age first, so every lookup of this batch sees one FDB state at `now`: a cached
         // decision then always equals a fresh one.
         self.fdb.expire(now);
-        self.classify(port, &*rx, now);
-        self.capture_received(port, &*rx, now);
-        self.deliver(port, &*rx, now);
+        {
+            // The frames' bytes, looked up once per batch (an uninitialised array: free to
+            // set up, whatever the batch size).
+            let mut frames: Frames<'_> = ArrayVec::new();
+            for desc in self.batch.descs() {
+                if frames.try_push(rx.frame(desc.handle)).is_err() {
+                    break;
+                }
+            }
+            self.classify(port, &frames, now);
+            self.capture_received(port, &frames, now);
+            self.deliver(port, &frames, now);
+        }
         rx.finish();
         self.batches += 1;
         self.rx_packets += n as u64;
@@ -457,13 +472,13 @@ impl Switch {
     }
 
     /// Copies the batch just received on `port` into its receive-side captures.
-    fn capture_received(&self, port: PortId, rx: &dyn PortRx, now: Timestamp) {
+    fn capture_received(&self, port: PortId, frames: &Frames<'_>, now: Timestamp) {
         let Ok(slot) = self.slot(port) else { return };
         for (direction, buffer) in &slot.captures {
             if direction.takes(CaptureDirection::In) {
                 let mut w = buffer.writer();
-                for desc in self.batch.descs() {
-                    w.push(now, CaptureDirection::In, [&[], rx.frame(desc.handle)]);
+                for frame in frames {
+                    w.push(now, CaptureDirection::In, [&[], frame]);
                 }
             }
         }
