@@ -376,6 +376,14 @@ fn start(
     // Others reach the socket only if they may traverse the directory.
     let dir_mode = if mode & 0o077 != 0 { 0o711 } else { 0o700 };
     ensure_dir(&paths.runtime_dir, dir_mode)?;
+    if let Ok(meta) = fs::metadata(&paths.runtime_dir) {
+        if mode & 0o077 != 0 && meta.permissions().mode() & 0o011 == 0 {
+            tracing::warn!(
+                dir = %paths.runtime_dir.display(),
+                "socket_mode lets others use the socket, but they cannot reach it: the runtime directory is owner-only (chmod 711 it)"
+            );
+        }
+    }
     if let Some(parent) = paths
         .state_file
         .parent()

@@ -311,7 +311,7 @@ impl Controller {
                 format!("{} (the change was applied in part: restart weftd to run the saved configuration)", e.message),
             ));
         }
-        self.rebalance()?;
+        self.rebalance_or_log();
         Ok(Response::Applied { changes })
     }
 

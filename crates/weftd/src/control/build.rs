@@ -339,6 +339,14 @@ impl Controller {
         Ok(())
     }
 
+    /// [`Controller::rebalance`] after a change that is made already: a failure (a worker
+    /// gone, a bug) is logged, not reported as the change's failure.
+    pub(super) fn rebalance_or_log(&mut self) {
+        if let Err(e) = self.rebalance() {
+            tracing::error!(error = %e.message, "rebalancing the workers failed");
+        }
+    }
+
     /// Evens out the workers' loads by moving whole switches. A switch in transit misses
     /// a few polls; its ports' queues keep the frames meanwhile.
     pub(super) fn rebalance(&mut self) -> Result<(), ControlError> {

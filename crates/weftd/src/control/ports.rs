@@ -111,7 +111,7 @@ impl Controller {
             }
             Ok(())
         })?;
-        self.rebalance()?;
+        self.rebalance_or_log();
         Ok(Response::Done)
     }
 
@@ -145,7 +145,7 @@ impl Controller {
             Ok(())
         })?;
         self.commit_then(next, |c| c.detach_port(switch, name))?;
-        self.rebalance()?;
+        self.rebalance_or_log();
         Ok(Response::Done)
     }
 

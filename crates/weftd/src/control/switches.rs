@@ -37,7 +37,7 @@ impl Controller {
             let worker = c.next_worker();
             c.install(&switch, Vec::new(), worker)
         })?;
-        self.rebalance()?;
+        self.rebalance_or_log();
         Ok(Response::Done)
     }
 
@@ -56,7 +56,7 @@ impl Controller {
         let mut next = self.state.clone();
         next.switches.remove(i);
         self.commit_then(next, |c| c.uninstall(name))?;
-        self.rebalance()?;
+        self.rebalance_or_log();
         Ok(Response::Done)
     }
 

@@ -126,6 +126,37 @@ pub struct Context<'a> {
 }
 
 static BAD_REQUESTS: RateLimit = RateLimit::new(10, Duration::from_secs(60));
+static REFUSED: RateLimit = RateLimit::new(30, Duration::from_secs(60));
+static CHANGES: RateLimit = RateLimit::new(120, Duration::from_secs(60));
+
+/// True for the requests that change the configuration (and the state file).
+fn changes_configuration(request: &weft_control::Request) -> bool {
+    use weft_control::Request as R;
+    match request {
+        R::SwitchAdd { .. }
+        | R::SwitchDel { .. }
+        | R::PortAdd { .. }
+        | R::PortDel { .. }
+        | R::PortSet { .. }
+        | R::FdbAdd { .. }
+        | R::FdbDel { .. }
+        | R::FdbFlush { .. }
+        | R::RuleAdd { .. }
+        | R::RuleDel { .. } => true,
+        R::ConfigApply { dry_run, .. } => !dry_run,
+        R::Hello
+        | R::SwitchList
+        | R::PortList { .. }
+        | R::PortShow { .. }
+        | R::FdbShow { .. }
+        | R::RuleList { .. }
+        | R::Stats { .. }
+        | R::CaptureStart { .. }
+        | R::CaptureRead { .. }
+        | R::CaptureStop { .. }
+        | R::ConfigShow => false,
+    }
+}
 
 fn error_line(id: u64, error: ControlError) -> String {
     encode_response(&ResponseEnvelope {
@@ -160,11 +191,21 @@ pub fn respond(line: &[u8], ctx: &Context<'_>, session: &mut Session) -> (String
         }
     }
     let op = op_name(&envelope.request);
+    let changes = changes_configuration(&envelope.request);
     let result = control::serve(ctx.controller, envelope.request, session);
     match &result {
+        // Accepted changes are the audit trail; refusals say why. Both are rate limited:
+        // a client can send many.
+        Ok(_) if changes => {
+            if let Some(suppressed) = CHANGES.allow() {
+                tracing::info!(op, id = envelope.id, suppressed, "configuration changed");
+            }
+        }
         Ok(_) => tracing::debug!(op, id = envelope.id, "request done"),
         Err(e) => {
-            tracing::info!(op, id = envelope.id, kind = ?e.kind, error = %e.message, "request refused")
+            if let Some(suppressed) = REFUSED.allow() {
+                tracing::info!(op, id = envelope.id, kind = ?e.kind, error = %e.message, suppressed, "request refused");
+            }
         }
     }
     let line = encode_response(&ResponseEnvelope {
