@@ -100,11 +100,13 @@ pub fn save(path: &Path, state: &State) -> io::Result<()> {
     let tmp = dir.join(tmp_name);
     let mut text = serde_json::to_vec_pretty(state).map_err(io::Error::other)?;
     text.push(b'\n');
+    // A leftover of a crash is ours to remove; a new file only (O_EXCL) never follows a
+    // link someone else put there.
+    let _ = fs::remove_file(&tmp);
     let result = (|| {
         let mut file = OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .mode(0o600)
             .open(&tmp)?;
         file.write_all(&text)?;

@@ -15,6 +15,7 @@
 mod apply;
 mod build;
 mod capture;
+mod diff;
 mod fdb;
 pub mod pool;
 mod ports;

@@ -1,11 +1,13 @@
 //! Starting and stopping the daemon: paths, locks, the state file, the workers, the
 //! listeners, detaching, signals.
 
-use std::fs::{self, OpenOptions};
-use std::io::{IsTerminal, Read, Write};
+mod paths;
+mod process;
+
+use std::fs;
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -18,6 +20,9 @@ use crate::control::pool::WorkerPool;
 use crate::control::{self, Controller};
 use crate::persist::{self, StateFileError};
 use crate::server::{self, auth::UnixPolicy, ClientSlots, Shared};
+pub use paths::Paths;
+use paths::{ensure_dir, lock};
+use process::{announce_ready, detach, init_logging, sd_notify};
 
 /// Options of `weftd` (the daemon).
 #[derive(clap::Args, Debug, Default, Clone)]
@@ -47,65 +52,6 @@ pub struct RunArgs {
     /// Check the configuration file and the state file, then exit.
     #[arg(long)]
     pub check_config: bool,
-}
-
-/// Where weftd keeps its files.
-#[derive(Debug, Clone)]
-pub struct Paths {
-    /// The runtime directory.
-    pub runtime_dir: PathBuf,
-    /// The control socket.
-    pub socket: PathBuf,
-    /// The vhost-user socket directory.
-    pub vhost_dir: PathBuf,
-    /// The state file.
-    pub state_file: PathBuf,
-    /// The pid file.
-    pub pid_file: PathBuf,
-    /// The lock held while weftd runs.
-    pub lock_file: PathBuf,
-    /// The log of a detached weftd.
-    pub log_file: PathBuf,
-}
-
-impl Paths {
-    /// Resolves the paths from the options, the configuration and the environment.
-    pub fn resolve(args: &RunArgs, config: &Config) -> Result<Paths, String> {
-        let runtime_dir = match args.runtime_dir.clone().or_else(|| config.runtime_dir.clone()) {
-            Some(d) => d,
-            None if nix::unistd::geteuid().is_root() => PathBuf::from("/run/weft"),
-            None => match std::env::var_os("XDG_RUNTIME_DIR") {
-                Some(d) if !d.is_empty() => PathBuf::from(d).join("weft"),
-                _ => {
-                    return Err(
-                        "no runtime directory: XDG_RUNTIME_DIR is not set; pass --runtime-dir DIR (or set runtime_dir in the configuration)"
-                            .into(),
-                    )
-                }
-            },
-        };
-        Ok(Paths {
-            socket: config
-                .control
-                .socket
-                .clone()
-                .unwrap_or_else(|| runtime_dir.join("weftd.sock")),
-            vhost_dir: runtime_dir.join("vhost"),
-            state_file: args
-                .state_file
-                .clone()
-                .or_else(|| config.state_file.clone())
-                .unwrap_or_else(|| runtime_dir.join("state.json")),
-            pid_file: runtime_dir.join("weftd.pid"),
-            lock_file: runtime_dir.join("weftd.lock"),
-            log_file: config
-                .log
-                .file
-                .clone()
-                .unwrap_or_else(|| runtime_dir.join("weftd.log")),
-            runtime_dir,
-        })
-    }
 }
 
 /// Prints a startup failure and gives the exit code for it.
@@ -186,145 +132,6 @@ fn check(config: &Config, paths: &Paths) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn init_logging(config: &Config, foreground: bool) {
-    let filter = std::env::var("WEFTD_LOG")
-        .ok()
-        .and_then(|f| tracing_subscriber::EnvFilter::try_new(f).ok())
-        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(&config.log.level.0));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(foreground && std::io::stderr().is_terminal())
-        .try_init();
-}
-
-/// Forks: the parent waits until the child is ready (or failed) and exits accordingly;
-/// the child goes on in a new session and gets the write end of the readiness pipe.
-fn detach(paths: &Paths) -> Result<OwnedFd, ExitCode> {
-    let (read_end, write_end) = nix::unistd::pipe().map_err(|e| fail(format!("pipe: {e}")))?;
-    // SAFETY: no thread has been started yet (workers, listeners and loggers start after
-    // this), so the child is a complete copy of a single-threaded process.
-    match unsafe { nix::unistd::fork() } {
-        Err(e) => Err(fail(format!(
-            "cannot detach (fork: {e}); run with --foreground"
-        ))),
-        Ok(nix::unistd::ForkResult::Parent { child }) => {
-            drop(write_end);
-            let mut answer = Vec::new();
-            let _ = fs::File::from(read_end).read_to_end(&mut answer);
-            if answer.starts_with(b"R") {
-                println!(
-                    "weftd: running (pid {child}); control socket {}; log {}; stop it with: kill $(cat {})",
-                    paths.socket.display(),
-                    paths.log_file.display(),
-                    paths.pid_file.display()
-                );
-                std::process::exit(0);
-            }
-            // The child said why on the shared stderr; pass its exit status on.
-            let code = match nix::sys::wait::waitpid(child, None) {
-                Ok(nix::sys::wait::WaitStatus::Exited(_, code)) => code,
-                _ => 1,
-            };
-            std::process::exit(if code == 0 { 1 } else { code });
-        }
-        Ok(nix::unistd::ForkResult::Child) => {
-            drop(read_end);
-            let _ = nix::unistd::setsid();
-            Ok(write_end)
-        }
-    }
-}
-
-/// Tells whoever waits that weftd is ready: the parent of a detached weftd (then stdio
-/// leaves the terminal for /dev/null and the log file), or systemd (`NOTIFY_SOCKET`).
-fn announce_ready(ready: Option<OwnedFd>, paths: &Paths) -> Result<(), String> {
-    if let Some(fd) = ready {
-        let log = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .open(&paths.log_file)
-            .map_err(|e| format!("cannot open the log file {}: {e}", paths.log_file.display()))?;
-        let null = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open("/dev/null")
-            .map_err(|e| format!("/dev/null: {e}"))?;
-        let _ = nix::unistd::dup2_stdin(&null);
-        let _ = nix::unistd::dup2_stdout(&null);
-        let _ = nix::unistd::dup2_stderr(&log);
-        let _ = fs::File::from(fd).write_all(b"R");
-    }
-    sd_notify("READY=1");
-    Ok(())
-}
-
-/// Sends a state line to systemd, when it asked for them.
-fn sd_notify(state: &str) {
-    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
-        return;
-    };
-    let Ok(socket) = std::os::unix::net::UnixDatagram::unbound() else {
-        return;
-    };
-    let bytes = path.as_encoded_bytes();
-    let sent = if let Some(name) = bytes.strip_prefix(b"@") {
-        use std::os::linux::net::SocketAddrExt;
-        std::os::unix::net::SocketAddr::from_abstract_name(name)
-            .and_then(|addr| socket.send_to_addr(state.as_bytes(), &addr))
-    } else {
-        socket.send_to(state.as_bytes(), Path::new(&path))
-    };
-    if let Err(e) = sent {
-        tracing::warn!(error = %e, "cannot notify systemd");
-    }
-}
-
-/// Creates a directory owner-only (or as given), or checks an existing one is safe.
-fn ensure_dir(path: &Path, mode: u32) -> Result<(), String> {
-    match fs::symlink_metadata(path) {
-        Ok(meta) => {
-            if !meta.is_dir() {
-                return Err(format!("{} exists and is not a directory", path.display()));
-            }
-            if meta.permissions().mode() & 0o022 != 0 {
-                return Err(format!(
-                    "{} is writable by group or others: chmod go-w it (or use another --runtime-dir)",
-                    path.display()
-                ));
-            }
-            Ok(())
-        }
-        Err(_) => fs::DirBuilder::new()
-            .recursive(true)
-            .mode(mode)
-            .create(path)
-            .and_then(|()| fs::set_permissions(path, fs::Permissions::from_mode(mode)))
-            .map_err(|e| format!("cannot create {}: {e}", path.display())),
-    }
-}
-
-/// Takes the runtime directory's lock: one weftd per runtime directory.
-fn lock(paths: &Paths) -> Result<nix::fcntl::Flock<fs::File>, String> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(&paths.lock_file)
-        .map_err(|e| format!("cannot open {}: {e}", paths.lock_file.display()))?;
-    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|_| {
-        let pid = fs::read_to_string(&paths.pid_file).unwrap_or_default();
-        format!(
-            "another weftd (pid {}) runs with the runtime directory {}: stop it, or use another --runtime-dir",
-            pid.trim(),
-            paths.runtime_dir.display()
-        )
-    })
-}
-
 /// The state to start from, and whether it must be written (a first start).
 fn initial_state(
     config: &Config,
@@ -375,7 +182,7 @@ fn start(
     let mode = config.control.socket_mode.0;
     // Others reach the socket only if they may traverse the directory.
     let dir_mode = if mode & 0o077 != 0 { 0o711 } else { 0o700 };
-    ensure_dir(&paths.runtime_dir, dir_mode)?;
+    ensure_dir(&paths.runtime_dir, dir_mode, "the runtime directory")?;
     if let Ok(meta) = fs::metadata(&paths.runtime_dir) {
         if mode & 0o077 != 0 && meta.permissions().mode() & 0o011 == 0 {
             tracing::warn!(
@@ -389,10 +196,10 @@ fn start(
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
     {
-        ensure_dir(parent, 0o700)?;
+        ensure_dir(parent, 0o700, "the state file's directory")?;
     }
     let _lock = lock(paths)?;
-    ensure_dir(&paths.vhost_dir, 0o700)?;
+    ensure_dir(&paths.vhost_dir, 0o700, "the vhost-user socket directory")?;
     let (state, first_start) = initial_state(config, paths, reset)?;
 
     // Signals go to the main thread's sigwait only: block them before any thread starts,
