@@ -355,6 +355,7 @@ impl Config {
                 )
             })?;
         }
+        crate::model::validate::totals(&self.seed_switches()).map_err(|e| e.message)?;
         if self.switches.len() > crate::model::MAX_SWITCHES {
             return Err(format!(
                 "{} switches are configured; weftd runs at most {}",

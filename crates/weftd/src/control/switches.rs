@@ -33,6 +33,7 @@ impl Controller {
         let mut next = self.state.clone();
         let at = next.switches.partition_point(|s| s.name < switch.name);
         next.switches.insert(at, switch.clone());
+        validate::totals(&next.switches)?;
         self.commit_then(next, |c| {
             let worker = c.next_worker();
             c.install(&switch, Vec::new(), worker)

@@ -181,6 +181,42 @@ pub fn switch_state(switch: &SwitchState) -> Result<(), ControlError> {
     Ok(())
 }
 
+/// Tables are allocated at their configured size when a switch is built; these bound
+/// what all switches together may ask for (about 1.5 GB at worst).
+pub const MAX_TOTAL_FDB_ENTRIES: usize = 1 << 24;
+/// See [`MAX_TOTAL_FDB_ENTRIES`].
+pub const MAX_TOTAL_FLOW_CACHE: usize = 1 << 22;
+/// See [`MAX_TOTAL_FDB_ENTRIES`].
+pub const MAX_TOTAL_RULES: usize = 1 << 20;
+
+/// The table sizes of all switches together, against the daemon's bounds.
+pub fn totals(switches: &[SwitchState]) -> Result<(), ControlError> {
+    let sum =
+        |f: fn(&SwitchState) -> usize| switches.iter().map(f).fold(0usize, usize::saturating_add);
+    for (what, total, max) in [
+        (
+            "fdb_max_entries",
+            sum(|s| s.settings.fdb_max_entries),
+            MAX_TOTAL_FDB_ENTRIES,
+        ),
+        (
+            "flow_cache_capacity",
+            sum(|s| s.settings.flow_cache_capacity),
+            MAX_TOTAL_FLOW_CACHE,
+        ),
+        ("max_rules", sum(|s| s.settings.max_rules), MAX_TOTAL_RULES),
+    ] {
+        if total > max {
+            return Err(ControlError::new(
+                weft_control::ErrorKind::LimitReached,
+                format!("the switches' {what} add up to {total}; weftd allows {max} in all"),
+            )
+            .with_hint(format!("give some switches a smaller {what}")));
+        }
+    }
+    Ok(())
+}
+
 /// A whole state: its version, each switch, and names unique.
 pub fn state(state: &State) -> Result<(), ControlError> {
     if state.version != 1 {
@@ -201,6 +237,7 @@ pub fn state(state: &State) -> Result<(), ControlError> {
             ),
         ));
     }
+    totals(&state.switches)?;
     let mut names = BTreeSet::new();
     for s in &state.switches {
         switch_state(s).map_err(|e| e.prefixed(&format!("switch {:?}", s.name)))?;

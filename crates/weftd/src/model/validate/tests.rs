@@ -183,3 +183,20 @@ fn whole_states_need_version_1_and_unique_switches() {
     st.switches = vec![switch(&[]), switch(&[])];
     assert_eq!(state(&st).unwrap_err().kind, ErrorKind::AlreadyExists);
 }
+
+#[test]
+fn table_sizes_are_bounded_across_switches() {
+    let big = |name: &str| SwitchState {
+        name: name.into(),
+        settings: SwitchSettings {
+            fdb_max_entries: MAX_TOTAL_FDB_ENTRIES / 2 + 1,
+            fdb_max_per_port: 1024,
+            ..SwitchSettings::default()
+        },
+        ..switch(&[])
+    };
+    totals(&[big("a")]).unwrap();
+    let e = totals(&[big("a"), big("b")]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::LimitReached);
+    assert!(e.message.contains("fdb_max_entries"), "{}", e.message);
+}
