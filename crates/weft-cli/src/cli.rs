@@ -48,19 +48,36 @@ pub struct Cli {
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
     /// Print machine-readable JSON (the daemon's answer) instead of tables.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Global options", long, global = true)]
     pub json: bool,
     /// weftd's control socket [default: /run/weft/weftd.sock as root, else $XDG_RUNTIME_DIR/weft/weftd.sock].
-    #[arg(long, global = true, env = "WEFT_SOCKET", value_name = "PATH")]
+    #[arg(
+        help_heading = "Global options",
+        long,
+        global = true,
+        env = "WEFT_SOCKET",
+        value_name = "PATH"
+    )]
     pub socket: Option<PathBuf>,
     /// Use weftd's TCP listener instead of the socket (needs --token-file).
-    #[arg(long, global = true, value_name = "HOST:PORT", requires = "token_file")]
+    #[arg(
+        help_heading = "Global options",
+        long,
+        global = true,
+        value_name = "HOST:PORT",
+        requires = "token_file"
+    )]
     pub connect: Option<String>,
     /// File holding the TCP listener's token.
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(
+        help_heading = "Global options",
+        long,
+        global = true,
+        value_name = "FILE"
+    )]
     pub token_file: Option<PathBuf>,
     /// Seconds to wait for each answer.
-    #[arg(long, global = true, value_name = "SECS", default_value = "10", value_parser = parse_secs)]
+    #[arg(help_heading = "Global options", long, global = true, value_name = "SECS", default_value = "10", value_parser = parse_secs)]
     pub timeout: Duration,
 }
 
