@@ -81,15 +81,18 @@ pub struct GlobalArgs {
     pub timeout: Duration,
 }
 
-/// Seconds as a positive decimal number.
+/// Seconds as a decimal number, from a millisecond to about 31 years.
 pub fn parse_secs(s: &str) -> Result<Duration, String> {
     let secs: f64 = s
         .parse()
         .map_err(|_| format!("'{s}' is not a number of seconds"))?;
-    if secs.is_nan() || secs <= 0.0 {
-        return Err(format!("'{s}' must be more than 0 seconds"));
+    if secs.is_nan() || secs < 0.001 {
+        return Err(format!("'{s}' is too short: give at least 0.001 seconds"));
     }
-    Duration::try_from_secs_f64(secs).map_err(|_| format!("'{s}' seconds is too long"))
+    if secs > 1e9 {
+        return Err(format!("'{s}' is too long: give at most 1e9 seconds"));
+    }
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("'{s}' is not a number of seconds"))
 }
 
 /// A port, written `SWITCH:PORT`.

@@ -197,7 +197,8 @@ fn live_loop(
 ) -> Result<(), CliError> {
     let mut prev = snapshot(daemon, args.switch.as_ref())?;
     loop {
-        let deadline = Instant::now() + args.interval;
+        let now = Instant::now();
+        let deadline = now.checked_add(args.interval).unwrap_or(now);
         loop {
             if stop.load(Ordering::Relaxed) {
                 return Ok(());

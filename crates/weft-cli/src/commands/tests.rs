@@ -615,3 +615,90 @@ fn connect_needs_a_token_file() {
         clap::error::ErrorKind::MissingRequiredArgument
     );
 }
+
+#[test]
+fn durations_are_bounded() {
+    use crate::cli::parse_secs;
+    assert_eq!(parse_secs("0.5"), Ok(std::time::Duration::from_millis(500)));
+    assert!(parse_secs("0").is_err());
+    assert!(parse_secs("-1").is_err());
+    assert!(parse_secs("1e-12").is_err());
+    assert!(parse_secs("NaN").is_err());
+    assert!(parse_secs("inf").is_err());
+    assert!(parse_secs("1e300").is_err());
+    assert!(parse_secs("soon").is_err());
+}
+
+const WORDS: &[&str] = &[
+    "switch",
+    "port",
+    "fdb",
+    "rule",
+    "stats",
+    "top",
+    "capture",
+    "config",
+    "add",
+    "del",
+    "set",
+    "list",
+    "show",
+    "flush",
+    "apply",
+    "tap",
+    "af-packet",
+    "br0",
+    "br0:vm1",
+    ":",
+    "a:",
+    "vm1",
+    "--json",
+    "--access",
+    "--trunk",
+    "--native",
+    "--plain",
+    "--vlan",
+    "--port",
+    "--dynamic",
+    "--ifname",
+    "--queues",
+    "--mtu",
+    "--force",
+    "--batch",
+    "-c",
+    "-w",
+    "--interval",
+    "--duration",
+    "--json-rule",
+    "/nonexistent",
+    "10",
+    "0",
+    "-1",
+    "65536",
+    "1,2,x",
+    "0x10",
+    "52:54:00:00:00:01",
+    "actions=drop",
+    "in_port=x actions=output:y",
+    "priority=",
+    "é",
+    "",
+    "--learning",
+    "--no-learning",
+    "--snaplen",
+    "--direction",
+    "in",
+    "sideways",
+    "--dry-run",
+];
+
+proptest::proptest! {
+    #[test]
+    fn no_command_line_panics(picks in proptest::collection::vec(0..WORDS.len(), 0..8)) {
+        let mut argv = vec!["weft"];
+        argv.extend(picks.iter().map(|&i| WORDS[i]));
+        if let Ok(cli) = Cli::try_parse_from(argv) {
+            let _ = plan(&cli.command);
+        }
+    }
+}
