@@ -7,7 +7,7 @@ use crate::cli::{PortKindCmd, PortOptionArgs, PortRef};
 use crate::error::CliError;
 
 /// The `port_add` request for `weft port add SWITCH:PORT KIND ...`.
-pub fn port_add_request(target: &PortRef, kind: &PortKindCmd) -> Result<Request, CliError> {
+pub fn port_add_request(target: &PortRef, kind: &PortKindCmd) -> Request {
     let (kind, options) = match kind {
         PortKindCmd::Tap {
             ifname,
@@ -34,12 +34,12 @@ pub fn port_add_request(target: &PortRef, kind: &PortKindCmd) -> Result<Request,
         ),
     };
     let changes = PortChanges::from_args(options).unwrap_or_default();
-    Ok(Request::PortAdd {
+    Request::PortAdd {
         switch: target.switch.clone(),
         name: target.port.clone(),
         kind,
         options: updated_settings(PortSettings::default(), &changes),
-    })
+    }
 }
 
 /// The switch-side options a command line changes; `None` leaves one as it is.
