@@ -261,6 +261,7 @@ fn port_info(options: PortSettings) -> PortInfo {
         options,
         mtu: 1500,
         offloads: vec![],
+        failed: None,
     }
 }
 

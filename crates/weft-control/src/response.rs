@@ -7,6 +7,8 @@ use crate::rule::RuleSpec;
 use crate::state::{PortKind, PortSettings, State, SwitchSettings};
 
 /// A successful response. Serialized with its name in `kind`.
+// One response is built per request and serialized at once: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Response {
@@ -116,6 +118,11 @@ pub struct PortInfo {
     pub mtu: u32,
     /// Offloads the port accepts on transmit (`csum`, `tso4`, `tso6`, `uso`).
     pub offloads: Vec<String>,
+    /// Set when the port's device could not be created (on a restart, say): why. The port
+    /// stays configured (with its rules and FDB entries) and drops what it is sent; absent
+    /// when the port works.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
 }
 
 /// A port's counters.

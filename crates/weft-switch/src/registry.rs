@@ -182,6 +182,28 @@ impl SwitchRegistry {
         Ok(halves)
     }
 
+    /// Adds an existing switch (moved from another registry: a worker handing a switch to
+    /// another). It is treated as explicitly created.
+    pub fn insert(&mut self, switch: Switch) -> Result<(), RegistryError> {
+        let name = switch.name().to_string();
+        if self.switches.contains_key(&name) {
+            return Err(RegistryError::SwitchExists(name));
+        }
+        self.switches.insert(
+            name,
+            Entry {
+                switch,
+                implicit: false,
+            },
+        );
+        Ok(())
+    }
+
+    /// Removes a switch with its ports and gives it back (to move it elsewhere).
+    pub fn take(&mut self, name: &str) -> Option<Switch> {
+        self.switches.remove(name).map(|e| e.switch)
+    }
+
     /// A switch by name.
     pub fn get(&self, name: &str) -> Option<&Switch> {
         self.switches.get(name).map(|e| &e.switch)
@@ -210,5 +232,117 @@ impl SwitchRegistry {
     /// True when there is no switch.
     pub fn is_empty(&self) -> bool {
         self.switches.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory_port::memory_port;
+    use crate::port::PortCaps;
+
+    fn add(reg: &mut SwitchRegistry, reference: &str) -> Result<PortId, RegistryError> {
+        let (rx, tx, _h) = memory_port(PortCaps::plain(1500), 4);
+        reg.add_port(
+            reference,
+            Some(Box::new(rx)),
+            Box::new(tx),
+            PortOptions::default(),
+        )
+    }
+
+    #[test]
+    fn naming_a_port_on_a_missing_switch_creates_it_and_its_last_port_removes_it() {
+        let mut reg = SwitchRegistry::default();
+        add(&mut reg, "vale0:a").unwrap();
+        add(&mut reg, "vale0:b").unwrap();
+        assert_eq!(reg.get("vale0").map(Switch::port_count), Some(2));
+        reg.remove_port("vale0:a").unwrap();
+        assert!(reg.get("vale0").is_some());
+        reg.remove_port("vale0:b").unwrap();
+        assert!(
+            reg.get("vale0").is_none(),
+            "implicit switch goes with its last port"
+        );
+    }
+
+    #[test]
+    fn explicitly_created_switch_outlives_its_ports() {
+        let mut reg = SwitchRegistry::default();
+        reg.create("br0", SwitchConfig::default()).unwrap();
+        add(&mut reg, "br0:a").unwrap();
+        reg.remove_port("br0:a").unwrap();
+        assert!(reg.get("br0").is_some());
+        assert!(matches!(
+            reg.create("br0", SwitchConfig::default()),
+            Err(RegistryError::SwitchExists(_))
+        ));
+    }
+
+    #[test]
+    fn bad_names_and_references_are_refused() {
+        let mut reg = SwitchRegistry::default();
+        for bad in [
+            "",
+            "noport",
+            ":p",
+            "sw:",
+            "sw:a:b",
+            "b@d:p",
+            "waytoolongswitchnamewaytoolongname:p",
+        ] {
+            assert!(
+                matches!(add(&mut reg, bad), Err(RegistryError::BadPortRef(_))),
+                "{bad:?}"
+            );
+        }
+        assert!(matches!(
+            reg.create("bad name", SwitchConfig::default()),
+            Err(RegistryError::BadSwitchName(_))
+        ));
+        assert!(reg.is_empty(), "a refused port creates no switch");
+        add(&mut reg, "sw:a").unwrap();
+        assert!(matches!(
+            add(&mut reg, "sw:a"),
+            Err(RegistryError::Switch(SwitchError::DuplicatePort(_)))
+        ));
+        assert!(matches!(
+            reg.remove_port("sw:zz"),
+            Err(RegistryError::NoSuchPort { .. })
+        ));
+        assert!(matches!(
+            reg.remove_port("nosw:a"),
+            Err(RegistryError::NoSuchSwitch(_))
+        ));
+    }
+
+    #[test]
+    fn deleting_a_switch_with_ports_needs_force() {
+        let mut reg = SwitchRegistry::default();
+        add(&mut reg, "sw:a").unwrap();
+        assert!(matches!(
+            reg.delete("sw", false),
+            Err(RegistryError::SwitchNotEmpty { ports: 1, .. })
+        ));
+        assert!(reg.delete("sw", true).is_ok());
+        assert!(matches!(
+            reg.delete("sw", true),
+            Err(RegistryError::NoSuchSwitch(_))
+        ));
+    }
+
+    #[test]
+    fn switches_move_between_registries_with_their_ports() {
+        let (mut a, mut b) = (SwitchRegistry::default(), SwitchRegistry::default());
+        add(&mut a, "sw:p").unwrap();
+        let sw = a.take("sw").unwrap();
+        b.insert(sw).unwrap();
+        assert!(a.get("sw").is_none());
+        assert_eq!(b.get("sw").map(Switch::port_count), Some(1));
+        let again = Switch::new("sw", SwitchConfig::default()).unwrap();
+        assert!(matches!(
+            b.insert(again),
+            Err(RegistryError::SwitchExists(_))
+        ));
     }
 }

@@ -6,10 +6,11 @@
 use weft_packet::gso::{complete_checksum, Segmenter};
 use weft_packet::OffloadInfo;
 
-use crate::counters::{BatchDrops, DropReason, PortCounters};
+use crate::capture::CaptureDirection;
+use crate::counters::{BatchDrops, DropReason};
 use crate::decision::{Output, Target, VlanState};
-use crate::port::{PortCaps, PortRx, PortTx, TxFrame};
-use crate::types::{PortId, MAX_PORTS};
+use crate::port::{PortRx, TxFrame};
+use crate::types::{PortId, Timestamp, MAX_PORTS};
 
 use super::classify::Verdict;
 use super::{PortSlot, Switch};
@@ -78,7 +79,7 @@ impl PortBits {
 
 impl Switch {
     /// Stage 3 for the batch classified in `self.scratch`.
-    pub(super) fn deliver(&mut self, in_port: PortId, rx: &dyn PortRx) {
+    pub(super) fn deliver(&mut self, in_port: PortId, rx: &dyn PortRx, now: Timestamp) {
         let Switch {
             ports,
             scratch,
@@ -174,6 +175,7 @@ impl Switch {
                 chunk: &mut chunk,
                 len: 0,
                 drops: BatchDrops::default(),
+                now,
             };
             let mut u = ds.head[p];
             let mut m = 0usize;
@@ -263,6 +265,7 @@ struct Outbox<'c, 'a> {
     chunk: &'c mut [TxFrame<'a>; CHUNK],
     len: usize,
     drops: BatchDrops,
+    now: Timestamp,
 }
 
 impl<'a> Outbox<'_, 'a> {
@@ -386,15 +389,7 @@ impl<'a> Outbox<'_, 'a> {
         }
         // Keep order: send what is queued first.
         self.flush(slot);
-        match slow_path(
-            slot.tx.as_mut(),
-            &caps,
-            tx,
-            l3_offset,
-            linear,
-            segments,
-            &slot.counters,
-        ) {
+        match slow_path(slot, tx, l3_offset, linear, segments, self.now) {
             Ok(()) => true,
             Err(reason) => {
                 self.drops.note(reason, 1);
@@ -410,18 +405,28 @@ impl<'a> Outbox<'_, 'a> {
         }
         let frames = &self.chunk[..self.len];
         let accepted = slot.tx.transmit(frames).min(frames.len());
-        count_tx(&slot.counters, &frames[..accepted]);
+        count_tx(slot, &frames[..accepted], self.now);
         self.drops
             .note(DropReason::TxQueueFull, (frames.len() - accepted) as u64);
         self.len = 0;
     }
 }
 
-fn count_tx(counters: &PortCounters, frames: &[TxFrame<'_>]) {
+/// Counts frames a port accepted, and copies them into its send-side captures.
+fn count_tx(slot: &PortSlot, frames: &[TxFrame<'_>], now: Timestamp) {
+    let counters = &slot.counters;
     counters.tx_packets.add(frames.len() as u64);
     counters
         .tx_bytes
         .add(frames.iter().map(|f| f.len() as u64).sum());
+    for (direction, buffer) in &slot.captures {
+        if direction.takes(CaptureDirection::Out) {
+            let mut w = buffer.writer();
+            for f in frames {
+                w.push(now, CaptureDirection::Out, [f.head(), f.body]);
+            }
+        }
+    }
 }
 
 const CTAG: u16 = 0x8100;
@@ -453,14 +458,14 @@ fn shift_offload(mut o: OffloadInfo, old_len: usize, new_len: usize) -> Option<O
 #[cold]
 #[inline(never)]
 fn slow_path(
-    tx: &mut dyn PortTx,
-    caps: &PortCaps,
+    slot: &mut PortSlot,
     frame: &TxFrame<'_>,
     l3_offset: usize,
     linear: &mut Vec<u8>,
     segments: &mut Vec<u8>,
-    counters: &PortCounters,
+    now: Timestamp,
 ) -> Result<(), DropReason> {
+    let caps = slot.caps;
     if frame.len() > MAX_SLOW_FRAME {
         return Err(DropReason::FrameTooBig);
     }
@@ -470,7 +475,8 @@ fn slow_path(
     if !frame.offload.is_gso() {
         complete_checksum(bytes, &frame.offload).map_err(|_| DropReason::BadOffload)?;
         let out = [TxFrame::whole(bytes, OffloadInfo::default())];
-        return send_all(tx, &out, counters);
+        send_all(slot, &out, now);
+        return Ok(());
     }
     // Segments carry at most an MTU of L3 packet behind this frame's own L2 header.
     let seg_len = (l3_offset + caps.mtu).min(caps.max_frame_len);
@@ -504,7 +510,7 @@ fn slow_path(
         {
             *o = TxFrame::whole(&chunk[..len], OffloadInfo::default());
         }
-        send_all(tx, &out[..count], counters)?;
+        send_all(slot, &out[..count], now);
         if count < CHUNK {
             return Ok(());
         }
@@ -512,17 +518,12 @@ fn slow_path(
 }
 
 /// Hands `frames` to the port; what it refuses is counted as [`DropReason::TxQueueFull`].
-fn send_all(
-    tx: &mut dyn PortTx,
-    frames: &[TxFrame<'_>],
-    counters: &PortCounters,
-) -> Result<(), DropReason> {
-    let accepted = tx.transmit(frames).min(frames.len());
-    count_tx(counters, &frames[..accepted]);
-    counters
+fn send_all(slot: &mut PortSlot, frames: &[TxFrame<'_>], now: Timestamp) {
+    let accepted = slot.tx.transmit(frames).min(frames.len());
+    count_tx(slot, &frames[..accepted], now);
+    slot.counters
         .drops
         .add(DropReason::TxQueueFull, (frames.len() - accepted) as u64);
-    Ok(())
 }
 
 #[cfg(test)]

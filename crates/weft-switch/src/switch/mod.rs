@@ -17,6 +17,7 @@ mod tests;
 
 use std::sync::Arc;
 
+use crate::capture::{CaptureBuffer, CaptureDirection};
 use crate::counters::{DropCounters, PortCounters};
 use crate::fdb::{Fdb, FdbConfig, FdbError};
 use crate::flow_cache::{FlowCache, FlowCacheStats};
@@ -124,6 +125,8 @@ pub struct SwitchStats {
 /// One port as the switch keeps it.
 pub(crate) struct PortSlot {
     pub(crate) name: String,
+    /// Running captures (usually none).
+    pub(crate) captures: Vec<(CaptureDirection, Arc<CaptureBuffer>)>,
     pub(crate) tx: Box<dyn PortTx>,
     pub(crate) caps: PortCaps,
     pub(crate) options: PortOptions,
@@ -223,6 +226,7 @@ impl Switch {
         let caps = tx.caps();
         self.ports[index] = Some(PortSlot {
             name: name.to_string(),
+            captures: Vec::new(),
             tx,
             caps,
             options,
@@ -377,6 +381,27 @@ impl Switch {
         n
     }
 
+    /// Starts copying the port's frames going `direction` into `buffer`.
+    pub fn start_capture(
+        &mut self,
+        port: PortId,
+        direction: CaptureDirection,
+        buffer: Arc<CaptureBuffer>,
+    ) -> Result<(), SwitchError> {
+        self.slot_mut(port)?.captures.push((direction, buffer));
+        Ok(())
+    }
+
+    /// Stops the capture into `buffer` on `port`; false when there was none.
+    pub fn stop_capture(&mut self, port: PortId, buffer: &Arc<CaptureBuffer>) -> bool {
+        let Ok(slot) = self.slot_mut(port) else {
+            return false;
+        };
+        let before = slot.captures.len();
+        slot.captures.retain(|(_, b)| !Arc::ptr_eq(b, buffer));
+        slot.captures.len() != before
+    }
+
     /// The readiness descriptors of the receive halves the switch holds (see
     /// [`PortRx::readiness_fd`]), and whether some port has none and must be polled.
     pub fn readiness_fds(&self, out: &mut Vec<std::os::fd::RawFd>) -> bool {
@@ -423,11 +448,25 @@ impl Switch {
         // decision then always equals a fresh one.
         self.fdb.expire(now);
         self.classify(port, &*rx, now);
-        self.deliver(port, &*rx);
+        self.capture_received(port, &*rx, now);
+        self.deliver(port, &*rx, now);
         rx.finish();
         self.batches += 1;
         self.rx_packets += n as u64;
         n
+    }
+
+    /// Copies the batch just received on `port` into its receive-side captures.
+    fn capture_received(&self, port: PortId, rx: &dyn PortRx, now: Timestamp) {
+        let Ok(slot) = self.slot(port) else { return };
+        for (direction, buffer) in &slot.captures {
+            if direction.takes(CaptureDirection::In) {
+                let mut w = buffer.writer();
+                for desc in self.batch.descs() {
+                    w.push(now, CaptureDirection::In, [&[], rx.frame(desc.handle)]);
+                }
+            }
+        }
     }
 
     fn slot(&self, id: PortId) -> Result<&PortSlot, SwitchError> {

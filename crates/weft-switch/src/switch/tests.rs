@@ -445,3 +445,44 @@ fn gso_metadata_on_a_non_ip_frame_is_dropped_at_ingress() {
     assert!(r.sent(1).is_empty());
     assert_eq!(r.counters(0).drops(DropReason::BadOffload), 1);
 }
+
+#[test]
+fn capture_copies_received_and_sent_frames_as_they_went() {
+    use crate::capture::{CaptureBuffer, CaptureDirection};
+    use std::sync::Arc;
+    let modes = [
+        PortVlanMode::access(10).unwrap(),
+        PortVlanMode::trunk([10], None).unwrap(),
+    ];
+    let mut r = Rig::with(2, SwitchConfig::default(), |i| PortOptions {
+        vlan: modes[i].clone(),
+        ..PortOptions::default()
+    });
+    let on_access = Arc::new(CaptureBuffer::new(16, 65535));
+    let on_trunk_out = Arc::new(CaptureBuffer::new(16, 65535));
+    r.sw.start_capture(r.ports[0].0, CaptureDirection::Both, Arc::clone(&on_access))
+        .unwrap();
+    r.sw.start_capture(
+        r.ports[1].0,
+        CaptureDirection::Out,
+        Arc::clone(&on_trunk_out),
+    )
+    .unwrap();
+    let f = frame(MacAddr::BROADCAST, mac(1), 60);
+    r.send(0, &f);
+    let mut got = Vec::new();
+    on_access.drain(10, |c| got.push((c.direction, c.data.to_vec())));
+    assert_eq!(got, vec![(CaptureDirection::In, f.clone())]);
+    let mut out = Vec::new();
+    on_trunk_out.drain(10, |c| out.push((c.direction, c.orig_len, c.data.to_vec())));
+    let t = tagged(MacAddr::BROADCAST, mac(1), 10, 60);
+    assert_eq!(
+        out,
+        vec![(CaptureDirection::Out, t.len(), t)],
+        "captured as sent: tagged"
+    );
+    assert!(r.sw.stop_capture(r.ports[1].0, &on_trunk_out));
+    r.send(0, &f);
+    assert!(on_trunk_out.is_empty(), "stopped");
+    assert_eq!(on_access.len(), 1);
+}

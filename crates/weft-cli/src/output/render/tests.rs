@@ -24,6 +24,7 @@ fn tap_port() -> PortInfo {
         },
         mtu: 9000,
         offloads: vec!["csum".into(), "tso4".into()],
+        failed: None,
     }
 }
 

@@ -1,0 +1,99 @@
+use super::*;
+
+fn err(text: &str) -> String {
+    Config::parse(text).unwrap_err()
+}
+
+#[test]
+fn empty_file_is_the_embedded_default() {
+    let c = Config::parse("").unwrap();
+    assert_eq!(c.switches.len(), 1);
+    assert_eq!(c.switches[0].get_ref().name, "br0");
+    assert_eq!(c.control.socket_mode, SocketMode(0o600));
+    assert_eq!(c.control.max_clients.get(), 32);
+    assert_eq!(c.metrics.listen, "127.0.0.1:9490".parse().unwrap());
+    assert_eq!(c.workers.count.get(), 1);
+}
+
+#[test]
+fn the_sample_config_in_docs_parses() {
+    let text = include_str!("../../../../docs/weftd.toml");
+    let c = Config::parse(text).unwrap_or_else(|e| panic!("docs/weftd.toml: {e}"));
+    assert_eq!(c.switches[0].get_ref().name, "br0");
+}
+
+#[test]
+fn unknown_keys_are_reported_with_line_and_what_is_expected() {
+    let e = err("[control]\nmax_client = 3\n");
+    assert!(e.contains("line 2"), "{e}");
+    assert!(e.contains("max_client"), "{e}");
+    assert!(e.contains("max_clients"), "lists the expected keys: {e}");
+    let e = err("[metric]\nenabled = false\n");
+    assert!(e.contains("line 1") && e.contains("metrics"), "{e}");
+}
+
+#[test]
+fn values_out_of_range_are_reported_with_line_and_range() {
+    let e = err("[control]\n\nmax_clients = 0\n");
+    assert!(e.contains("line 3"), "{e}");
+    assert!(e.contains("1 to 1024"), "{e}");
+    let e = err("[workers]\ncount = 65\n");
+    assert!(e.contains("line 2") && e.contains("1 to 64"), "{e}");
+}
+
+#[test]
+fn decimal_socket_mode_is_refused_with_the_octal_form() {
+    let e = err("[control]\nsocket_mode = 600\n");
+    assert!(e.contains("0o600"), "{e}");
+    assert!(Config::parse("[control]\nsocket_mode = 0o660\n").is_ok());
+    let e = err("[control]\nsocket_mode = 0o066\n");
+    assert!(e.contains("owner"), "{e}");
+}
+
+#[test]
+fn wrong_types_and_syntax_errors_say_where() {
+    let e = err("[metrics]\nlisten = 9490\n");
+    assert!(e.contains("line 2"), "{e}");
+    let e = err("[metrics\n");
+    assert!(e.contains("line 1"), "{e}");
+    let e = err("[workers]\nidle = \"spin\"\n");
+    assert!(e.contains("line 2") && e.contains("adaptive"), "{e}");
+}
+
+#[test]
+fn cpus_must_match_the_worker_count() {
+    let e = err("[workers]\ncount = 2\ncpus = [0]\n");
+    assert!(
+        e.contains("line 3") && e.contains("one CPU per worker"),
+        "{e}"
+    );
+    assert!(Config::parse("[workers]\ncount = 2\ncpus = [0, 1]\n").is_ok());
+}
+
+#[test]
+fn seed_switches_are_validated_and_located() {
+    let e = err("[[switch]]\nname = \"br0\"\n\n[[switch]]\nname = \"bad name\"\n");
+    assert!(
+        e.contains("line 4") && e.contains("invalid switch name"),
+        "{e}"
+    );
+    let e = err("[[switch]]\nname = \"a\"\n[[switch]]\nname = \"a\"\n");
+    assert!(e.contains("twice"), "{e}");
+    let c = Config::parse("switch = []\n").unwrap();
+    assert!(c.switches.is_empty(), "no switch at all is allowed");
+    let e = err("[[switch]]\nname = \"a\"\ncolour = 1\n");
+    assert!(e.contains("colour") && e.contains("line 3"), "{e}");
+}
+
+#[test]
+fn unknown_group_is_refused_with_a_hint() {
+    let e = err("[control]\nsocket_group = \"no-such-group-weft\"\n");
+    assert!(e.contains("no group") && e.contains("line 2"), "{e}");
+}
+
+#[test]
+fn line_col_counts_from_one() {
+    assert_eq!(line_col("ab\ncd", 0), (1, 1));
+    assert_eq!(line_col("ab\ncd", 4), (2, 2));
+    assert_eq!(line_col("ab", 99), (1, 3));
+}

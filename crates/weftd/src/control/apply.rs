@@ -1,0 +1,432 @@
+//! `config_apply`: make the running configuration equal to a given one.
+//!
+//! The target is validated as a whole first; then the devices it needs are opened; only
+//! then is anything changed (state file first, then the data path). A switch whose settings
+//! change is rebuilt in place (its ports keep their devices); any other switch is changed
+//! by one job on its worker: rules after the first difference are removed and re-added
+//! (insertion order breaks priority ties), ports and static entries are added, removed or
+//! updated, and everything else is left alone, so traffic on untouched ports goes on.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use weft_control::rule::RuleSpec;
+use weft_control::state::{PortState, State, StaticMac, SwitchState};
+use weft_control::{ControlError, Response};
+use weft_packet::MacAddr;
+use weft_switch::{PortCounters, PortHalves, PortId, PortOptions, RuleId, Switch};
+
+use super::build::{open_all, Opened, Source};
+use super::ports::rule_uses_port;
+use super::{internal, Controller, PortRt};
+use crate::model::{translate, validate};
+
+type StaticKey = (u16, MacAddr, String);
+
+fn static_key(m: &StaticMac) -> Option<StaticKey> {
+    Some((m.vlan, translate::mac(&m.mac).ok()?, m.port.clone()))
+}
+
+/// How one switch present before and after changes.
+struct SwitchDiff {
+    /// Rules from this index on are removed, and the target's from there added.
+    keep_rules: usize,
+    remove_ports: Vec<String>,
+    add_ports: Vec<PortState>,
+    set_ports: Vec<PortState>,
+    remove_statics: Vec<StaticKey>,
+    add_statics: Vec<StaticKey>,
+    add_rules: Vec<RuleSpec>,
+}
+
+impl SwitchDiff {
+    fn new(current: &SwitchState, target: &SwitchState) -> SwitchDiff {
+        let now: BTreeMap<&str, &PortState> =
+            current.ports.iter().map(|p| (p.name.as_str(), p)).collect();
+        let mut remove_ports = Vec::new();
+        let mut add_ports = Vec::new();
+        let mut set_ports = Vec::new();
+        for p in &current.ports {
+            match target.ports.iter().find(|t| t.name == p.name) {
+                Some(t) if t.kind == p.kind => {
+                    if t.options != p.options {
+                        set_ports.push(t.clone());
+                    }
+                }
+                _ => remove_ports.push(p.name.clone()),
+            }
+        }
+        for t in &target.ports {
+            if now.get(t.name.as_str()).is_none_or(|p| p.kind != t.kind) {
+                add_ports.push(t.clone());
+            }
+        }
+        let removed = |port: &str| remove_ports.iter().any(|r| r == port);
+        let keep_rules = current
+            .rules
+            .iter()
+            .zip(&target.rules)
+            .take_while(|(a, b)| a == b && !remove_ports.iter().any(|p| rule_uses_port(a, p)))
+            .count();
+        let before: BTreeSet<StaticKey> =
+            current.static_macs.iter().filter_map(static_key).collect();
+        let after: BTreeSet<StaticKey> = target.static_macs.iter().filter_map(static_key).collect();
+        let remove_statics = before
+            .iter()
+            .filter(|k| !after.contains(*k) || removed(&k.2))
+            .cloned()
+            .collect();
+        let add_statics = after
+            .iter()
+            .filter(|k| !before.contains(*k) || removed(&k.2))
+            .cloned()
+            .collect();
+        SwitchDiff {
+            keep_rules,
+            remove_ports,
+            add_ports,
+            set_ports,
+            remove_statics,
+            add_statics,
+            add_rules: target.rules[keep_rules.min(target.rules.len())..].to_vec(),
+        }
+    }
+
+    fn describe(&self, current: &SwitchState, name: &str, out: &mut Vec<String>) {
+        for r in current.rules.iter().skip(self.keep_rules) {
+            out.push(format!("switch {name}: remove rule {}", rule_summary(r)));
+        }
+        for (vlan, mac, port) in &self.remove_statics {
+            out.push(format!(
+                "switch {name}: remove static entry {mac} vlan {vlan} on {port}"
+            ));
+        }
+        for p in &self.remove_ports {
+            out.push(format!("switch {name}: remove port {p}"));
+        }
+        for p in &self.add_ports {
+            out.push(format!(
+                "switch {name}: add port {} ({})",
+                p.name,
+                kind_name(p)
+            ));
+        }
+        for p in &self.set_ports {
+            out.push(format!("switch {name}: change options of port {}", p.name));
+        }
+        for (vlan, mac, port) in &self.add_statics {
+            out.push(format!(
+                "switch {name}: add static entry {mac} vlan {vlan} on {port}"
+            ));
+        }
+        for r in &self.add_rules {
+            out.push(format!("switch {name}: add rule {}", rule_summary(r)));
+        }
+    }
+
+    fn is_empty(&self, current: &SwitchState) -> bool {
+        self.keep_rules == current.rules.len()
+            && self.remove_ports.is_empty()
+            && self.add_ports.is_empty()
+            && self.set_ports.is_empty()
+            && self.remove_statics.is_empty()
+            && self.add_statics.is_empty()
+            && self.add_rules.is_empty()
+    }
+}
+
+fn kind_name(p: &PortState) -> &'static str {
+    match p.kind {
+        weft_control::state::PortKind::Tap { .. } => "tap",
+        weft_control::state::PortKind::AfPacket { .. } => "af_packet",
+    }
+}
+
+fn rule_summary(r: &RuleSpec) -> String {
+    serde_json::to_string(r).unwrap_or_default()
+}
+
+/// What the worker is handed to change one switch.
+struct Job {
+    remove_rules: Vec<RuleId>,
+    remove_statics: Vec<(u16, MacAddr)>,
+    remove_ports: Vec<PortId>,
+    add_ports: Vec<(String, PortHalves, PortOptions)>,
+    set_ports: Vec<(PortId, PortOptions)>,
+    add_statics: Vec<(u16, MacAddr, String)>,
+    add_rules: Vec<RuleSpec>,
+}
+
+/// What it gives back.
+struct Done {
+    added: Vec<(String, PortId, Arc<PortCounters>)>,
+    rule_ids: Vec<RuleId>,
+    detached: Vec<PortHalves>,
+}
+
+impl Job {
+    fn run(self, sw: &mut Switch) -> Result<Done, ControlError> {
+        for id in self.remove_rules.iter().rev() {
+            sw.remove_rule(*id);
+        }
+        for (vlan, mac) in self.remove_statics {
+            sw.remove_mac(vlan, mac);
+        }
+        let mut detached = Vec::new();
+        for id in self.remove_ports {
+            detached.push(
+                sw.remove_port(id)
+                    .map_err(|e| internal(format!("removing a port: {e}")))?,
+            );
+        }
+        let mut added = Vec::new();
+        for (name, PortHalves { rx, tx }, options) in self.add_ports {
+            let id = sw
+                .add_port(&name, rx, tx, options)
+                .map_err(|e| internal(format!("adding port {name:?}: {e}")))?;
+            let counters = sw
+                .port_counters(id)
+                .ok_or_else(|| internal("a new port has no counters"))?;
+            added.push((name, id, counters));
+        }
+        for (id, options) in self.set_ports {
+            sw.set_port_options(id, options)
+                .map_err(|e| internal(format!("setting port options: {e}")))?;
+        }
+        for (vlan, mac, port) in self.add_statics {
+            let id = sw
+                .port_id(&port)
+                .ok_or_else(|| internal(format!("no port {port:?} for a static entry")))?;
+            sw.add_static_mac(vlan, mac, id)
+                .map_err(|e| internal(format!("static entry {mac}: {e}")))?;
+        }
+        let mut rule_ids = Vec::new();
+        for spec in &self.add_rules {
+            let rule = translate::rule(spec, &|n: &str| sw.port_id(n))?;
+            rule_ids.push(
+                sw.add_rule(rule)
+                    .map_err(|e| internal(format!("rule: {e}")))?,
+            );
+        }
+        Ok(Done {
+            added,
+            rule_ids,
+            detached,
+        })
+    }
+}
+
+impl Controller {
+    pub(super) fn config_apply(
+        &mut self,
+        mut target: State,
+        dry_run: bool,
+    ) -> Result<Response, ControlError> {
+        validate::state(&target)?;
+        target.switches.sort_by(|a, b| a.name.cmp(&b.name));
+        let current: BTreeMap<String, SwitchState> = self
+            .state
+            .switches
+            .iter()
+            .map(|s| (s.name.clone(), s.clone()))
+            .collect();
+        let mut changes = Vec::new();
+        let mut deletes = Vec::new();
+        for name in current.keys() {
+            if !target.switches.iter().any(|t| &t.name == name) {
+                changes.push(format!("delete switch {name}"));
+                deletes.push(name.clone());
+            }
+        }
+        let mut creates = Vec::new();
+        let mut rebuilds = Vec::new();
+        let mut diffs = Vec::new();
+        for t in &target.switches {
+            match current.get(&t.name) {
+                None => {
+                    changes.push(format!(
+                        "create switch {} ({} port(s), {} static entr(ies), {} rule(s))",
+                        t.name,
+                        t.ports.len(),
+                        t.static_macs.len(),
+                        t.rules.len()
+                    ));
+                    creates.push(t.clone());
+                }
+                Some(c) if c.settings != t.settings => {
+                    changes.push(format!("rebuild switch {} (its settings change)", t.name));
+                    rebuilds.push((c.clone(), t.clone()));
+                }
+                Some(c) => {
+                    let diff = SwitchDiff::new(c, t);
+                    if !diff.is_empty(c) {
+                        diff.describe(c, &t.name, &mut changes);
+                        diffs.push((t.name.clone(), diff));
+                    }
+                }
+            }
+        }
+        if dry_run || changes.is_empty() {
+            return Ok(Response::Applied { changes });
+        }
+        // Open every new device before changing anything: a device that will not open
+        // refuses the whole change.
+        let mut create_devices = Vec::new();
+        for t in &creates {
+            create_devices.push(open_all(&t.ports)?);
+        }
+        let mut rebuild_sources = Vec::new();
+        for (c, t) in &rebuilds {
+            let mut sources = Vec::new();
+            for p in &t.ports {
+                if c.ports.iter().any(|o| o.name == p.name && o.kind == p.kind) {
+                    sources.push(Source::Reuse);
+                } else {
+                    let mut opened = open_all(std::slice::from_ref(p))?;
+                    sources.push(Source::Opened(
+                        opened.pop().ok_or_else(|| internal("no device"))?,
+                    ));
+                }
+            }
+            rebuild_sources.push(sources);
+        }
+        let mut diff_devices = Vec::new();
+        for (_, d) in &diffs {
+            diff_devices.push(open_all(&d.add_ports)?);
+        }
+        self.commit(target.clone())?;
+        let result = self.apply_all(
+            deletes,
+            creates,
+            create_devices,
+            rebuilds,
+            rebuild_sources,
+            diffs,
+            diff_devices,
+        );
+        if let Err(e) = result {
+            tracing::error!(error = %e.message, "config_apply failed half-way; the state file holds the new configuration");
+            return Err(ControlError::new(
+                e.kind,
+                format!("{} (the change was applied in part: restart weftd to run the saved configuration)", e.message),
+            ));
+        }
+        self.rebalance()?;
+        Ok(Response::Applied { changes })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn apply_all(
+        &mut self,
+        deletes: Vec<String>,
+        creates: Vec<SwitchState>,
+        create_devices: Vec<Vec<Opened>>,
+        rebuilds: Vec<(SwitchState, SwitchState)>,
+        rebuild_sources: Vec<Vec<Source>>,
+        diffs: Vec<(String, SwitchDiff)>,
+        diff_devices: Vec<Vec<Opened>>,
+    ) -> Result<(), ControlError> {
+        for name in deletes {
+            self.uninstall(&name)?;
+        }
+        for ((_, t), sources) in rebuilds.into_iter().zip(rebuild_sources) {
+            let worker = self.switch_rt(&t.name)?.worker;
+            self.install(&t, sources, worker)?;
+        }
+        for ((name, diff), devices) in diffs.into_iter().zip(diff_devices) {
+            self.apply_diff(&name, diff, devices)?;
+        }
+        for (t, devices) in creates.into_iter().zip(create_devices) {
+            let worker = self.next_worker();
+            self.install(
+                &t,
+                devices.into_iter().map(Source::Opened).collect(),
+                worker,
+            )?;
+        }
+        Ok(())
+    }
+
+    fn apply_diff(
+        &mut self,
+        name: &str,
+        diff: SwitchDiff,
+        devices: Vec<Opened>,
+    ) -> Result<(), ControlError> {
+        let rt = self.switch_rt(name)?;
+        let worker = rt.worker;
+        let port_id = |p: &str| {
+            rt.ports
+                .get(p)
+                .map(|r| r.id)
+                .ok_or_else(|| internal(format!("unknown port {p:?}")))
+        };
+        let mut meta = Vec::new();
+        let mut add_ports = Vec::new();
+        for (p, o) in diff.add_ports.iter().zip(devices) {
+            meta.push((o.failed, o.device.mtu, o.device.offloads.clone()));
+            add_ports.push((
+                p.name.clone(),
+                PortHalves {
+                    rx: o.device.rx,
+                    tx: o.device.tx,
+                },
+                translate::port_options(&p.options)?,
+            ));
+        }
+        let job = Job {
+            remove_rules: rt
+                .rule_ids
+                .get(diff.keep_rules..)
+                .unwrap_or_default()
+                .to_vec(),
+            remove_statics: diff
+                .remove_statics
+                .iter()
+                .map(|(v, m, _)| (*v, *m))
+                .collect(),
+            remove_ports: diff
+                .remove_ports
+                .iter()
+                .map(|p| port_id(p))
+                .collect::<Result<_, _>>()?,
+            add_ports,
+            set_ports: diff
+                .set_ports
+                .iter()
+                .map(|p| Ok((port_id(&p.name)?, translate::port_options(&p.options)?)))
+                .collect::<Result<_, ControlError>>()?,
+            add_statics: diff.add_statics.clone(),
+            add_rules: diff.add_rules.clone(),
+        };
+        for p in &diff.remove_ports {
+            self.captures.end_port(name, p);
+        }
+        let done = self
+            .pool
+            .on_switch(worker, name, move |sw, _| job.run(sw))??;
+        drop(done.detached);
+        let rt = self
+            .switches
+            .get_mut(name)
+            .ok_or_else(|| super::no_switch(name))?;
+        for p in &diff.remove_ports {
+            rt.ports.remove(p);
+        }
+        for ((port, id, counters), (failed, mtu, offloads)) in done.added.into_iter().zip(meta) {
+            rt.ports.insert(
+                port,
+                PortRt {
+                    id,
+                    counters,
+                    failed,
+                    mtu,
+                    offloads,
+                },
+            );
+        }
+        rt.rule_ids.truncate(diff.keep_rules);
+        rt.rule_ids.extend(done.rule_ids);
+        Ok(())
+    }
+}

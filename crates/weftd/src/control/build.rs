@@ -1,0 +1,367 @@
+//! Building switches on their workers, taking them down, and moving them between workers.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use weft_control::rule::RuleSpec;
+use weft_control::state::SwitchState;
+use weft_control::ControlError;
+use weft_packet::MacAddr;
+use weft_switch::{
+    PortCounters, PortHalves, PortId, PortOptions, RuleId, SwitchConfig, SwitchRegistry,
+};
+
+use super::pool::{least_loaded, plan_moves};
+use super::{internal, Controller, PortFailure, PortRt, SwitchRt};
+use crate::devices::{self, Device, FailedPort};
+use crate::model::translate;
+
+/// A port's device, or the stand-in of one that failed (with why).
+pub(super) struct Opened {
+    pub(super) device: Device,
+    pub(super) failed: Option<String>,
+}
+
+/// Opens the devices of a switch's ports; those that fail get a stand-in and are noted.
+pub(super) fn open_or_fail(switch: &SwitchState, failures: &mut Vec<PortFailure>) -> Vec<Opened> {
+    switch
+        .ports
+        .iter()
+        .map(|p| match devices::open(&p.kind) {
+            Ok(device) => Opened {
+                device,
+                failed: None,
+            },
+            Err(reason) => {
+                failures.push(PortFailure {
+                    switch: switch.name.clone(),
+                    port: p.name.clone(),
+                    reason: reason.clone(),
+                });
+                Opened {
+                    device: FailedPort::device(&p.kind),
+                    failed: Some(reason),
+                }
+            }
+        })
+        .collect()
+}
+
+/// Opens the devices of `ports`, all or none.
+pub(super) fn open_all(
+    ports: &[weft_control::state::PortState],
+) -> Result<Vec<Opened>, ControlError> {
+    ports
+        .iter()
+        .map(|p| {
+            devices::open(&p.kind)
+                .map(|device| Opened {
+                    device,
+                    failed: None,
+                })
+                .map_err(|e| port_open_error(&p.name, &e))
+        })
+        .collect()
+}
+
+/// The error for a device that would not open.
+pub(super) fn port_open_error(port: &str, reason: &str) -> ControlError {
+    ControlError::new(
+        weft_control::ErrorKind::System,
+        format!("cannot create port {port:?}: {reason}"),
+    )
+}
+
+/// Where a port's device comes from when a switch is built.
+pub(super) enum Source {
+    /// Just opened (or a stand-in for one that failed).
+    Opened(Opened),
+    /// The port of the same name on the switch being rebuilt.
+    Reuse,
+}
+
+/// What the worker is handed to attach one port.
+pub(super) struct PortPlan {
+    pub(super) name: String,
+    /// `None`: take the halves of the same port of the switch being replaced.
+    pub(super) halves: Option<PortHalves>,
+    pub(super) options: PortOptions,
+}
+
+/// What the worker gives back once a switch is built.
+pub(super) struct Built {
+    pub(super) ports: Vec<(String, PortId, Arc<PortCounters>)>,
+    pub(super) rule_ids: Vec<RuleId>,
+    /// Ports of a replaced switch that the new one does not take (to close them).
+    pub(super) leftovers: Vec<PortHalves>,
+}
+
+/// Everything to build one switch, checked and translated on the control side.
+pub(super) struct SwitchPlan {
+    pub(super) name: String,
+    pub(super) config: SwitchConfig,
+    /// Take the switch of that name off the worker first, and reuse its ports.
+    pub(super) replace: bool,
+    pub(super) ports: Vec<PortPlan>,
+    pub(super) statics: Vec<(u16, MacAddr, String)>,
+    pub(super) rules: Vec<RuleSpec>,
+}
+
+impl SwitchPlan {
+    /// The plan for `switch` with these devices (one per port, in order; `None` to reuse).
+    pub(super) fn new(
+        switch: &SwitchState,
+        devices: Vec<Option<Device>>,
+        replace: bool,
+    ) -> Result<SwitchPlan, ControlError> {
+        let config = translate::switch_config(&switch.settings)?;
+        let ports = switch
+            .ports
+            .iter()
+            .zip(devices)
+            .map(|(p, d)| {
+                Ok(PortPlan {
+                    name: p.name.clone(),
+                    halves: d.map(|d| PortHalves { rx: d.rx, tx: d.tx }),
+                    options: translate::port_options(&p.options)?,
+                })
+            })
+            .collect::<Result<Vec<_>, ControlError>>()?;
+        let statics = switch
+            .static_macs
+            .iter()
+            .map(|m| Ok((m.vlan, translate::unicast_mac(&m.mac)?, m.port.clone())))
+            .collect::<Result<Vec<_>, ControlError>>()?;
+        Ok(SwitchPlan {
+            name: switch.name.clone(),
+            config,
+            replace,
+            ports,
+            statics,
+            rules: switch.rules.clone(),
+        })
+    }
+
+    /// Runs on the worker: creates the switch and everything on it, or nothing.
+    pub(super) fn build(self, reg: &mut SwitchRegistry) -> Result<Built, ControlError> {
+        let name = self.name.clone();
+        let mut reusable = BTreeMap::new();
+        if self.replace {
+            let mut old = reg
+                .take(&name)
+                .ok_or_else(|| internal(format!("switch {name:?} to replace is missing")))?;
+            let ids: Vec<(PortId, String)> =
+                old.ports().map(|(id, n)| (id, n.to_string())).collect();
+            for (id, port) in ids {
+                if let Ok(halves) = old.remove_port(id) {
+                    reusable.insert(port, halves);
+                }
+            }
+        }
+        let result = self.build_inner(reg, &mut reusable);
+        if result.is_err() {
+            let _ = reg.delete(&name, true);
+        }
+        result.map(|mut built| {
+            built.leftovers = reusable.into_values().collect();
+            built
+        })
+    }
+
+    fn build_inner(
+        self,
+        reg: &mut SwitchRegistry,
+        reusable: &mut BTreeMap<String, PortHalves>,
+    ) -> Result<Built, ControlError> {
+        let sw = reg
+            .create(&self.name, self.config)
+            .map_err(|e| internal(format!("creating switch {:?}: {e}", self.name)))?;
+        let mut ports = Vec::with_capacity(self.ports.len());
+        let mut ids = BTreeMap::new();
+        for p in self.ports {
+            let PortHalves { rx, tx } = match p.halves {
+                Some(h) => h,
+                None => reusable
+                    .remove(&p.name)
+                    .ok_or_else(|| internal(format!("port {:?} to reuse is missing", p.name)))?,
+            };
+            let id = sw
+                .add_port(&p.name, rx, tx, p.options)
+                .map_err(|e| internal(format!("adding port {:?}: {e}", p.name)))?;
+            let counters = sw
+                .port_counters(id)
+                .ok_or_else(|| internal(format!("port {:?} has no counters", p.name)))?;
+            ids.insert(p.name.clone(), id);
+            ports.push((p.name, id, counters));
+        }
+        for (vlan, mac, port) in self.statics {
+            let id = *ids
+                .get(&port)
+                .ok_or_else(|| internal(format!("static entry names unknown port {port:?}")))?;
+            sw.add_static_mac(vlan, mac, id)
+                .map_err(|e| internal(format!("static entry {mac}: {e}")))?;
+        }
+        let lookup = |n: &str| ids.get(n).copied();
+        let mut rule_ids = Vec::with_capacity(self.rules.len());
+        for spec in &self.rules {
+            let rule = translate::rule(spec, &lookup)?;
+            rule_ids.push(
+                sw.add_rule(rule)
+                    .map_err(|e| internal(format!("rule: {e}")))?,
+            );
+        }
+        Ok(Built {
+            ports,
+            rule_ids,
+            leftovers: Vec::new(),
+        })
+    }
+}
+
+impl Controller {
+    /// The worker a new switch goes to: the least loaded.
+    pub(super) fn next_worker(&self) -> usize {
+        least_loaded(&self.loads())
+    }
+
+    /// Each worker's load: one per switch plus one per port.
+    fn loads(&self) -> Vec<usize> {
+        let mut loads = vec![0; self.pool.len()];
+        for rt in self.switches.values() {
+            if let Some(l) = loads.get_mut(rt.worker) {
+                *l += 1 + rt.ports.len();
+            }
+        }
+        loads
+    }
+
+    /// Builds `switch` on `worker` with these port sources (one per port) and tracks it.
+    /// With any [`Source::Reuse`], the switch of that name is rebuilt in place: its ports
+    /// keep their devices (and their counters start again).
+    pub(super) fn install(
+        &mut self,
+        switch: &SwitchState,
+        sources: Vec<Source>,
+        worker: usize,
+    ) -> Result<(), ControlError> {
+        let replace = sources.iter().any(|s| matches!(s, Source::Reuse))
+            || self.switches.contains_key(&switch.name);
+        let old = self.switches.get(&switch.name);
+        let worker = old.map_or(worker, |o| o.worker);
+        let mut meta = Vec::with_capacity(sources.len());
+        let mut devices = Vec::with_capacity(sources.len());
+        for (source, port) in sources.into_iter().zip(&switch.ports) {
+            match source {
+                Source::Opened(o) => {
+                    meta.push((o.failed, o.device.mtu, o.device.offloads.clone()));
+                    devices.push(Some(o.device));
+                }
+                Source::Reuse => {
+                    let prev = old.and_then(|o| o.ports.get(&port.name)).ok_or_else(|| {
+                        internal(format!("port {:?} to reuse is unknown", port.name))
+                    })?;
+                    meta.push((prev.failed.clone(), prev.mtu, prev.offloads.clone()));
+                    devices.push(None);
+                }
+            }
+        }
+        if replace {
+            self.captures.end_switch(&switch.name);
+        }
+        let plan = SwitchPlan::new(switch, devices, replace)?;
+        let built = match self.pool.exec(worker, move |reg, _| plan.build(reg))? {
+            Ok(b) => b,
+            Err(e) => {
+                // A failed build leaves no switch of that name on the worker.
+                self.switches.remove(&switch.name);
+                return Err(e);
+            }
+        };
+        drop(built.leftovers);
+        let ports = built
+            .ports
+            .into_iter()
+            .zip(meta)
+            .map(|((name, id, counters), (failed, mtu, offloads))| {
+                (
+                    name,
+                    PortRt {
+                        id,
+                        counters,
+                        failed,
+                        mtu,
+                        offloads,
+                    },
+                )
+            })
+            .collect();
+        self.switches.insert(
+            switch.name.clone(),
+            SwitchRt {
+                worker,
+                ports,
+                rule_ids: built.rule_ids,
+            },
+        );
+        Ok(())
+    }
+
+    /// Takes switch `name` off its worker with its ports, and forgets it. Its devices are
+    /// closed here, not on the worker.
+    pub(super) fn uninstall(&mut self, name: &str) -> Result<(), ControlError> {
+        let rt = self
+            .switches
+            .remove(name)
+            .ok_or_else(|| super::no_switch(name))?;
+        self.captures.end_switch(name);
+        let owned = name.to_string();
+        let taken = self.pool.exec(rt.worker, move |reg, _| reg.take(&owned))?;
+        drop(taken);
+        Ok(())
+    }
+
+    /// Detaches a port on its worker; its device is closed here.
+    pub(super) fn detach_port(&mut self, switch: &str, port: &str) -> Result<(), ControlError> {
+        let rt = self
+            .switches
+            .get_mut(switch)
+            .ok_or_else(|| super::no_switch(switch))?;
+        let p = rt
+            .ports
+            .remove(port)
+            .ok_or_else(|| super::no_port(switch, port))?;
+        self.captures.end_port(switch, port);
+        let id = p.id;
+        let halves: Result<PortHalves, _> =
+            self.pool
+                .on_switch(rt.worker, switch, move |sw, _| sw.remove_port(id))?;
+        drop(halves.map_err(|e| internal(format!("removing port {port:?}: {e}")))?);
+        Ok(())
+    }
+
+    /// Evens out the workers' loads by moving whole switches. A switch in transit misses
+    /// a few polls; its ports' queues keep the frames meanwhile.
+    pub(super) fn rebalance(&mut self) -> Result<(), ControlError> {
+        let list: Vec<(String, usize, usize)> = self
+            .switches
+            .iter()
+            .map(|(n, rt)| (n.clone(), rt.worker, 1 + rt.ports.len()))
+            .collect();
+        for (name, from, to) in plan_moves(&list, self.pool.len()) {
+            let owned = name.clone();
+            let Some(sw) = self.pool.exec(from, move |reg, _| reg.take(&owned))? else {
+                return Err(internal(format!(
+                    "switch {name:?} is missing from worker {from}"
+                )));
+            };
+            self.pool
+                .exec(to, move |reg, _| reg.insert(sw))?
+                .map_err(|e| internal(format!("moving switch {name:?}: {e}")))?;
+            if let Some(rt) = self.switches.get_mut(&name) {
+                rt.worker = to;
+            }
+            tracing::info!(switch = %name, from, to, "moved switch to another worker");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,299 @@
+//! The control plane: answers requests, keeps the configuration, and changes the data path
+//! only through the workers.
+//!
+//! Every change goes the same way (VNET/P §4.6: validate before the data path sees it):
+//! 1. check it completely against the configuration ([`crate::model`]): names, addresses,
+//!    VLANs, limits, rules translated with the switch's port names; on any error nothing
+//!    has changed;
+//! 2. open what can fail outside weftd (a port's device), still changing nothing;
+//! 3. write the new configuration to the state file (atomically);
+//! 4. hand the change to the worker that owns the switch, as a closure run between batches.
+//!
+//! The [`Controller`] sits behind one mutex: requests are applied one at a time, in order.
+//! Workers never take that mutex; counters are read through atomics.
+
+mod apply;
+mod build;
+mod capture;
+mod fdb;
+pub mod pool;
+mod ports;
+mod rules;
+pub mod stats;
+mod switches;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use weft_control::state::{State, SwitchState};
+use weft_control::{ControlError, ErrorKind, Request, Response};
+use weft_switch::{PortCounters, PortId, RuleId};
+
+pub use capture::{lock, serve, Session, MAX_CAPTURES};
+use pool::WorkerPool;
+
+/// A port as the control plane tracks it beside its configuration.
+struct PortRt {
+    id: PortId,
+    counters: Arc<PortCounters>,
+    /// Why the device could not be opened, when it could not.
+    failed: Option<String>,
+    mtu: u32,
+    offloads: Vec<String>,
+}
+
+/// A switch as the control plane tracks it beside its configuration.
+struct SwitchRt {
+    /// The worker that runs it.
+    worker: usize,
+    ports: BTreeMap<String, PortRt>,
+    /// The flow table's ids of the switch's rules, in the order of its configuration.
+    rule_ids: Vec<RuleId>,
+}
+
+/// The control plane's state. See the module documentation.
+pub struct Controller {
+    /// The configuration, as persisted; switches sorted by name.
+    state: State,
+    switches: BTreeMap<String, SwitchRt>,
+    pool: WorkerPool,
+    state_path: PathBuf,
+    captures: capture::Captures,
+}
+
+/// A port that could not be recreated on start.
+#[derive(Debug, Clone)]
+pub struct PortFailure {
+    /// Its switch.
+    pub switch: String,
+    /// The port.
+    pub port: String,
+    /// Why.
+    pub reason: String,
+}
+
+fn internal(message: impl Into<String>) -> ControlError {
+    ControlError::new(ErrorKind::Internal, message)
+}
+
+fn limit(message: impl Into<String>) -> ControlError {
+    ControlError::new(ErrorKind::LimitReached, message)
+}
+
+fn no_switch(name: &str) -> ControlError {
+    ControlError::not_found(format!("no switch {name:?}"))
+        .with_hint("list the switches with switch_list (weft switch list)")
+}
+
+fn no_port(switch: &str, name: &str) -> ControlError {
+    ControlError::not_found(format!("no port {name:?} on switch {switch:?}"))
+        .with_hint("list the switch's ports with port_list (weft port list)")
+}
+
+impl Controller {
+    /// Starts the workers and builds `state` on them. Ports whose device cannot be opened
+    /// are kept, marked failed, and returned. With `save`, the state is written to the
+    /// state file once built (a first start).
+    pub fn start(
+        pool: WorkerPool,
+        state_path: PathBuf,
+        mut state: State,
+        save: bool,
+    ) -> Result<(Controller, Vec<PortFailure>), ControlError> {
+        crate::model::validate::state(&state)?;
+        state.switches.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut controller = Controller {
+            state: State {
+                version: state.version,
+                switches: Vec::new(),
+            },
+            switches: BTreeMap::new(),
+            pool,
+            state_path,
+            captures: capture::Captures::default(),
+        };
+        let mut failures = Vec::new();
+        for switch in state.switches {
+            let devices = build::open_or_fail(&switch, &mut failures);
+            let worker = controller.next_worker();
+            controller.install(
+                &switch,
+                devices.into_iter().map(build::Source::Opened).collect(),
+                worker,
+            )?;
+            controller.state.switches.push(switch);
+        }
+        if save {
+            controller.save(&controller.state)?;
+        }
+        Ok((controller, failures))
+    }
+
+    /// The configuration.
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    /// The state file.
+    pub fn state_path(&self) -> &std::path::Path {
+        &self.state_path
+    }
+
+    /// Answers one request. `session` is the connection's: the captures it started end
+    /// with it.
+    pub fn handle(
+        &mut self,
+        request: Request,
+        session: &mut Session,
+    ) -> Result<Response, ControlError> {
+        match request {
+            Request::Hello => Ok(Response::Hello {
+                daemon_version: env!("CARGO_PKG_VERSION").to_string(),
+                protocol_version: weft_control::PROTOCOL_VERSION,
+            }),
+            Request::SwitchAdd { name, settings } => self.switch_add(name, settings),
+            Request::SwitchDel { name, force } => self.switch_del(&name, force),
+            Request::SwitchList => self.switch_list(),
+            Request::PortAdd {
+                switch,
+                name,
+                kind,
+                options,
+            } => self.port_add(&switch, name, kind, options),
+            Request::PortDel { switch, name } => self.port_del(&switch, &name),
+            Request::PortSet {
+                switch,
+                name,
+                options,
+            } => self.port_set(&switch, &name, options),
+            Request::PortList { switch } => self.port_list(switch.as_deref()),
+            Request::PortShow { switch, name } => self.port_show(&switch, &name),
+            Request::FdbShow { switch, vlan, port } => {
+                self.fdb_show(&switch, vlan, port.as_deref())
+            }
+            Request::FdbAdd {
+                switch,
+                vlan,
+                mac,
+                port,
+            } => self.fdb_add(&switch, vlan, &mac, &port),
+            Request::FdbDel { switch, vlan, mac } => self.fdb_del(&switch, vlan, &mac),
+            Request::FdbFlush {
+                switch,
+                port,
+                vlan,
+                dynamic_only,
+            } => self.fdb_flush(&switch, port.as_deref(), vlan, dynamic_only),
+            Request::RuleAdd { switch, rule } => self.rule_add(&switch, rule),
+            Request::RuleDel { switch, id } => self.rule_del(&switch, id),
+            Request::RuleList { switch } => self.rule_list(&switch),
+            Request::Stats { switch } => self.stats(switch.as_deref()),
+            Request::CaptureStart {
+                switch,
+                port,
+                direction,
+                snaplen,
+            } => self.capture_start(&switch, &port, direction, snaplen, session),
+            Request::CaptureRead {
+                id,
+                max,
+                wait_ms: _,
+            } => self.capture_read(id, max),
+            Request::CaptureStop { id } => self.capture_stop(id, session),
+            Request::ConfigShow => Ok(Response::Config {
+                state: self.state.clone(),
+            }),
+            Request::ConfigApply { state, dry_run } => self.config_apply(state, dry_run),
+        }
+    }
+
+    /// Stops the workers (closing every device). The state file stays as it is; requests
+    /// after this fail.
+    pub fn shutdown(&mut self) {
+        self.pool.shutdown();
+    }
+
+    /// Writes `state` to the state file.
+    fn save(&self, state: &State) -> Result<(), ControlError> {
+        crate::persist::save(&self.state_path, state).map_err(|e| {
+            ControlError::new(
+                ErrorKind::System,
+                format!(
+                    "cannot write the state file {}: {e}; nothing was changed",
+                    self.state_path.display()
+                ),
+            )
+            .with_hint("check the file system holding the state file (space, permissions)")
+        })
+    }
+
+    /// Writes `next` to the state file, then makes it the configuration. Returns the
+    /// previous one, for [`Controller::revert`].
+    fn commit(&mut self, next: State) -> Result<State, ControlError> {
+        self.save(&next)?;
+        Ok(std::mem::replace(&mut self.state, next))
+    }
+
+    /// Goes back to `previous` after a change the data path refused (which validation
+    /// should have caught: a bug, logged as one).
+    fn revert(&mut self, previous: State, error: &ControlError) {
+        tracing::error!(error = %error.message, "a validated change failed on the data path; reverting the configuration");
+        if let Err(e) = self.save(&previous) {
+            tracing::error!(error = %e.message, "cannot revert the state file");
+        }
+        self.state = previous;
+    }
+
+    /// Commits `next`, then runs `apply`; reverts the configuration if `apply` fails.
+    fn commit_then(
+        &mut self,
+        next: State,
+        apply: impl FnOnce(&mut Self) -> Result<(), ControlError>,
+    ) -> Result<(), ControlError> {
+        let previous = self.commit(next)?;
+        if let Err(e) = apply(self) {
+            self.revert(previous, &e);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn switch_index(&self, name: &str) -> Result<usize, ControlError> {
+        self.state
+            .switches
+            .binary_search_by(|s| s.name.as_str().cmp(name))
+            .map_err(|_| no_switch(name))
+    }
+
+    fn switch_conf(&self, name: &str) -> Result<&SwitchState, ControlError> {
+        self.switch_index(name).map(|i| &self.state.switches[i])
+    }
+
+    fn switch_rt(&self, name: &str) -> Result<&SwitchRt, ControlError> {
+        self.switches.get(name).ok_or_else(|| no_switch(name))
+    }
+
+    fn port_rt(&self, switch: &str, port: &str) -> Result<&PortRt, ControlError> {
+        self.switch_rt(switch)?
+            .ports
+            .get(port)
+            .ok_or_else(|| no_port(switch, port))
+    }
+
+    /// The configuration with switch `name` replaced by what `change` makes of it.
+    fn with_switch(
+        &self,
+        name: &str,
+        change: impl FnOnce(&mut SwitchState) -> Result<(), ControlError>,
+    ) -> Result<State, ControlError> {
+        let i = self.switch_index(name)?;
+        let mut next = self.state.clone();
+        change(&mut next.switches[i])?;
+        crate::model::validate::switch_state(&next.switches[i])?;
+        Ok(next)
+    }
+}
+
+#[cfg(test)]
+mod tests;

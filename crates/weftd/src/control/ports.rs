@@ -1,0 +1,206 @@
+//! `port_add`, `port_del`, `port_set`, `port_list`, `port_show`.
+
+use weft_control::response::{PortCounters as PortCountersInfo, PortInfo};
+use weft_control::rule::{ActionSpec, RuleSpec};
+use weft_control::state::{PortKind, PortSettings, PortState, SwitchState};
+use weft_control::{ControlError, ErrorKind, Response};
+use weft_switch::{PortCounters, MAX_PORTS};
+
+use super::build::port_open_error;
+use super::{limit, no_port, Controller, PortRt};
+use crate::devices;
+use crate::model::{translate, validate};
+
+/// True when `rule` names port `port`.
+pub(super) fn rule_uses_port(rule: &RuleSpec, port: &str) -> bool {
+    rule.matches.in_port.as_deref() == Some(port)
+        || rule
+            .actions
+            .iter()
+            .any(|a| matches!(a, ActionSpec::Output(p) if p == port))
+}
+
+/// A port's counters as the protocol shows them.
+pub(super) fn counters_info(c: &PortCounters) -> PortCountersInfo {
+    snapshot_info(&c.snapshot())
+}
+
+/// Counters read at once, as the protocol shows them.
+pub(super) fn snapshot_info(snap: &weft_switch::PortCountersSnapshot) -> PortCountersInfo {
+    PortCountersInfo {
+        rx_packets: snap.rx_packets,
+        rx_bytes: snap.rx_bytes,
+        tx_packets: snap.tx_packets,
+        tx_bytes: snap.tx_bytes,
+        drops: snap
+            .drops
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(r, n)| (r.name().to_string(), *n))
+            .collect(),
+    }
+}
+
+fn port_info(switch: &SwitchState, port: &PortState, rt: Option<&PortRt>) -> PortInfo {
+    PortInfo {
+        switch: switch.name.clone(),
+        name: port.name.clone(),
+        kind: port.kind.clone(),
+        options: port.options.clone(),
+        mtu: rt.map_or_else(|| devices::configured_mtu(&port.kind), |r| r.mtu),
+        offloads: rt.map(|r| r.offloads.clone()).unwrap_or_default(),
+        failed: rt.and_then(|r| r.failed.clone()),
+    }
+}
+
+impl Controller {
+    pub(super) fn port_add(
+        &mut self,
+        switch: &str,
+        name: String,
+        kind: PortKind,
+        options: PortSettings,
+    ) -> Result<Response, ControlError> {
+        let conf = self.switch_conf(switch)?;
+        let port = PortState {
+            name,
+            kind,
+            options,
+        };
+        validate::port(&port)?;
+        if conf.ports.iter().any(|p| p.name == port.name) {
+            return Err(ControlError::exists(format!(
+                "port {:?} already exists on switch {switch:?}",
+                port.name
+            )));
+        }
+        if conf.ports.len() >= MAX_PORTS {
+            return Err(limit(format!(
+                "switch {switch:?} already has {MAX_PORTS} ports"
+            )));
+        }
+        let next = self.with_switch(switch, |s| {
+            s.ports.push(port.clone());
+            Ok(())
+        })?;
+        let opts = translate::port_options(&port.options)?;
+        let device = devices::open(&port.kind).map_err(|e| port_open_error(&port.name, &e))?;
+        self.commit_then(next, |c| {
+            let worker = c.switch_rt(switch)?.worker;
+            let (mtu, offloads) = (device.mtu, device.offloads.clone());
+            let port_name = port.name.clone();
+            let (id, counters) = c
+                .pool
+                .on_switch(worker, switch, move |sw, _| {
+                    let id = sw.add_port(&port_name, device.rx, device.tx, opts)?;
+                    Ok::<_, weft_switch::SwitchError>((id, sw.port_counters(id)))
+                })?
+                .map_err(|e| super::internal(format!("adding port: {e}")))?;
+            let counters = counters.ok_or_else(|| super::internal("a new port has no counters"))?;
+            if let Some(rt) = c.switches.get_mut(switch) {
+                rt.ports.insert(
+                    port.name.clone(),
+                    PortRt {
+                        id,
+                        counters,
+                        failed: None,
+                        mtu,
+                        offloads,
+                    },
+                );
+            }
+            Ok(())
+        })?;
+        self.rebalance()?;
+        Ok(Response::Done)
+    }
+
+    pub(super) fn port_del(&mut self, switch: &str, name: &str) -> Result<Response, ControlError> {
+        let conf = self.switch_conf(switch)?;
+        if !conf.ports.iter().any(|p| p.name == name) {
+            return Err(no_port(switch, name));
+        }
+        let rt = self.switch_rt(switch)?;
+        let users: Vec<String> = conf
+            .rules
+            .iter()
+            .zip(&rt.rule_ids)
+            .filter(|(r, _)| rule_uses_port(r, name))
+            .map(|(_, id)| id.0.to_string())
+            .collect();
+        if !users.is_empty() {
+            return Err(ControlError::new(
+                ErrorKind::Invalid,
+                format!(
+                    "port {name:?} is named by rule(s) {} of switch {switch:?}",
+                    users.join(", ")
+                ),
+            )
+            .with_hint("delete those rules first (weft rule del)"));
+        }
+        // Static FDB entries on the port go with it (the switch forgets them too).
+        let next = self.with_switch(switch, |s| {
+            s.ports.retain(|p| p.name != name);
+            s.static_macs.retain(|m| m.port != name);
+            Ok(())
+        })?;
+        self.commit_then(next, |c| c.detach_port(switch, name))?;
+        self.rebalance()?;
+        Ok(Response::Done)
+    }
+
+    pub(super) fn port_set(
+        &mut self,
+        switch: &str,
+        name: &str,
+        options: PortSettings,
+    ) -> Result<Response, ControlError> {
+        let opts = translate::port_options(&options)?;
+        let id = self.port_rt(switch, name)?.id;
+        let next = self.with_switch(switch, |s| {
+            let p = s
+                .ports
+                .iter_mut()
+                .find(|p| p.name == name)
+                .ok_or_else(|| no_port(switch, name))?;
+            p.options = options;
+            Ok(())
+        })?;
+        self.commit_then(next, |c| {
+            let worker = c.switch_rt(switch)?.worker;
+            c.pool
+                .on_switch(worker, switch, move |sw, _| sw.set_port_options(id, opts))?
+                .map_err(|e| super::internal(format!("setting port options: {e}")))
+        })?;
+        Ok(Response::Done)
+    }
+
+    pub(super) fn port_list(&self, switch: Option<&str>) -> Result<Response, ControlError> {
+        let switches: Vec<&SwitchState> = match switch {
+            Some(name) => vec![self.switch_conf(name)?],
+            None => self.state.switches.iter().collect(),
+        };
+        let mut ports = Vec::new();
+        for s in switches {
+            let rt = self.switch_rt(&s.name)?;
+            for p in &s.ports {
+                ports.push(port_info(s, p, rt.ports.get(&p.name)));
+            }
+        }
+        Ok(Response::Ports { ports })
+    }
+
+    pub(super) fn port_show(&self, switch: &str, name: &str) -> Result<Response, ControlError> {
+        let conf = self.switch_conf(switch)?;
+        let port = conf
+            .ports
+            .iter()
+            .find(|p| p.name == name)
+            .ok_or_else(|| no_port(switch, name))?;
+        let rt = self.port_rt(switch, name)?;
+        Ok(Response::Port {
+            port: port_info(conf, port, Some(rt)),
+            counters: counters_info(&rt.counters),
+        })
+    }
+}

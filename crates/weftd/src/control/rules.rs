@@ -1,0 +1,112 @@
+//! `rule_add`, `rule_del`, `rule_list`.
+//!
+//! Rule ids are the flow table's: they grow and are never reused while weftd runs. The
+//! state file keeps the rules in insertion order (which breaks priority ties) but not their
+//! ids, so after a restart the same rules have new ids; `rule_list` shows them.
+
+use weft_control::response::RuleInfo;
+use weft_control::rule::RuleSpec;
+use weft_control::{ControlError, Response};
+use weft_switch::RuleId;
+
+use super::{limit, Controller};
+use crate::model::translate;
+
+fn no_rule(switch: &str, id: u64) -> ControlError {
+    ControlError::not_found(format!("no rule {id} on switch {switch:?}"))
+        .with_hint("list the rules and their ids with rule_list (weft rule list)")
+}
+
+impl Controller {
+    pub(super) fn rule_add(
+        &mut self,
+        switch: &str,
+        spec: RuleSpec,
+    ) -> Result<Response, ControlError> {
+        let conf = self.switch_conf(switch)?;
+        let rt = self.switch_rt(switch)?;
+        let lookup = |name: &str| rt.ports.get(name).map(|p| p.id);
+        let rule = translate::rule(&spec, &lookup)?;
+        if conf.rules.len() >= conf.settings.max_rules {
+            return Err(limit(format!(
+                "switch {switch:?} already has {} rules (max_rules)",
+                conf.rules.len()
+            )));
+        }
+        let worker = rt.worker;
+        let next = self.with_switch(switch, |s| {
+            s.rules.push(spec);
+            Ok(())
+        })?;
+        let mut added = None;
+        self.commit_then(next, |c| {
+            let id = c
+                .pool
+                .on_switch(worker, switch, move |sw, _| sw.add_rule(rule))?
+                .map_err(|e| super::internal(format!("adding the rule: {e}")))?;
+            if let Some(rt) = c.switches.get_mut(switch) {
+                rt.rule_ids.push(id);
+            }
+            added = Some(id);
+            Ok(())
+        })?;
+        let id = added.ok_or_else(|| super::internal("the rule got no id"))?;
+        Ok(Response::RuleAdded { id: id.0 })
+    }
+
+    pub(super) fn rule_del(&mut self, switch: &str, id: u64) -> Result<Response, ControlError> {
+        let rt = self.switch_rt(switch)?;
+        let worker = rt.worker;
+        let index = rt
+            .rule_ids
+            .iter()
+            .position(|r| r.0 == id)
+            .ok_or_else(|| no_rule(switch, id))?;
+        let next = self.with_switch(switch, |s| {
+            if index < s.rules.len() {
+                s.rules.remove(index);
+            }
+            Ok(())
+        })?;
+        self.commit_then(next, |c| {
+            c.pool
+                .on_switch(worker, switch, move |sw, _| sw.remove_rule(RuleId(id)))?
+                .ok_or_else(|| super::internal(format!("rule {id} was missing from its switch")))?;
+            if let Some(rt) = c.switches.get_mut(switch) {
+                rt.rule_ids.remove(index);
+            }
+            Ok(())
+        })?;
+        Ok(Response::Done)
+    }
+
+    pub(super) fn rule_list(&self, switch: &str) -> Result<Response, ControlError> {
+        let conf = self.switch_conf(switch)?;
+        let rt = self.switch_rt(switch)?;
+        let in_order = self.pool.on_switch(rt.worker, switch, |sw, _| {
+            sw.flow_table()
+                .rules()
+                .map(|(id, _, stats)| (id, stats))
+                .collect::<Vec<_>>()
+        })?;
+        let index: std::collections::HashMap<RuleId, usize> = rt
+            .rule_ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (*id, i))
+            .collect();
+        let rules = in_order
+            .into_iter()
+            .filter_map(|(id, stats)| {
+                let i = *index.get(&id)?;
+                Some(RuleInfo {
+                    id: id.0,
+                    rule: conf.rules.get(i)?.clone(),
+                    packets: stats.packets,
+                    bytes: stats.bytes,
+                })
+            })
+            .collect();
+        Ok(Response::Rules { rules })
+    }
+}

@@ -1,0 +1,173 @@
+//! Counters: `stats`, and the snapshot the metrics endpoint encodes.
+
+use std::collections::BTreeMap;
+
+use weft_control::response::{
+    PortStats, SwitchStats as SwitchStatsInfo, WorkerStats as WorkerStatsInfo,
+};
+use weft_control::{ControlError, Response};
+use weft_runtime::WorkerStats;
+use weft_switch::{PortCountersSnapshot, SwitchStats};
+
+use super::ports::snapshot_info;
+use super::Controller;
+
+/// Every counter at one moment.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// Per switch, by name.
+    pub switches: Vec<SwitchSnapshot>,
+    /// Per worker.
+    pub workers: Vec<WorkerSnapshot>,
+}
+
+/// One switch's counters.
+#[derive(Debug, Clone)]
+pub struct SwitchSnapshot {
+    /// Name.
+    pub name: String,
+    /// Its worker.
+    pub worker: usize,
+    /// Switch-wide counters.
+    pub stats: SwitchStats,
+    /// Installed flow rules.
+    pub rules: usize,
+    /// Per port, in configuration order.
+    pub ports: Vec<PortSnapshot>,
+}
+
+/// One port's counters.
+#[derive(Debug, Clone)]
+pub struct PortSnapshot {
+    /// Name.
+    pub name: String,
+    /// False when its device failed.
+    pub up: bool,
+    /// Counters.
+    pub counters: PortCountersSnapshot,
+}
+
+/// One worker's counters.
+#[derive(Debug, Clone)]
+pub struct WorkerSnapshot {
+    /// Index.
+    pub index: usize,
+    /// Pinned CPU.
+    pub cpu: Option<usize>,
+    /// Counters.
+    pub stats: WorkerStats,
+    /// Its switches.
+    pub switches: Vec<String>,
+}
+
+impl Controller {
+    /// Reads every counter (of one switch, or all). Costs one job per worker.
+    pub fn snapshot(&self, only: Option<&str>) -> Result<Snapshot, ControlError> {
+        if let Some(name) = only {
+            self.switch_rt(name)?;
+        }
+        let mut per_worker: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+        for (name, rt) in &self.switches {
+            per_worker.entry(rt.worker).or_default().push(name.clone());
+        }
+        let mut switch_stats: BTreeMap<String, (SwitchStats, usize)> = BTreeMap::new();
+        for (&worker, names) in &per_worker {
+            let wanted: Vec<String> = names
+                .iter()
+                .filter(|n| only.is_none_or(|o| o == n.as_str()))
+                .cloned()
+                .collect();
+            if wanted.is_empty() {
+                continue;
+            }
+            let got = self.pool.exec(worker, move |reg, _| {
+                wanted
+                    .iter()
+                    .filter_map(|n| {
+                        reg.get(n)
+                            .map(|s| (n.clone(), (s.stats(), s.flow_table().len())))
+                    })
+                    .collect::<Vec<_>>()
+            })?;
+            switch_stats.extend(got);
+        }
+        let mut switches = Vec::new();
+        for conf in &self.state.switches {
+            if only.is_some_and(|o| o != conf.name) {
+                continue;
+            }
+            let rt = self.switch_rt(&conf.name)?;
+            let Some((stats, rules)) = switch_stats.remove(&conf.name) else {
+                continue;
+            };
+            let ports = conf
+                .ports
+                .iter()
+                .filter_map(|p| {
+                    let prt = rt.ports.get(&p.name)?;
+                    Some(PortSnapshot {
+                        name: p.name.clone(),
+                        up: prt.failed.is_none(),
+                        counters: prt.counters.snapshot(),
+                    })
+                })
+                .collect();
+            switches.push(SwitchSnapshot {
+                name: conf.name.clone(),
+                worker: rt.worker,
+                stats,
+                rules,
+                ports,
+            });
+        }
+        let workers = (0..self.pool.len())
+            .filter_map(|index| {
+                let (stats, cpu) = self.pool.stats(index)?;
+                Some(WorkerSnapshot {
+                    index,
+                    cpu,
+                    stats,
+                    switches: per_worker.get(&index).cloned().unwrap_or_default(),
+                })
+            })
+            .collect();
+        Ok(Snapshot { switches, workers })
+    }
+
+    pub(super) fn stats(&self, only: Option<&str>) -> Result<Response, ControlError> {
+        let snap = self.snapshot(only)?;
+        let switches = snap
+            .switches
+            .iter()
+            .map(|s| SwitchStatsInfo {
+                name: s.name.clone(),
+                batches: s.stats.batches,
+                rx_packets: s.stats.rx_packets,
+                fdb_entries: s.stats.fdb_entries,
+                flow_cache_hits: s.stats.flow_cache.hits,
+                flow_cache_misses: s.stats.flow_cache.misses,
+                upcalls: s.stats.upcalls.queued,
+                ports: s
+                    .ports
+                    .iter()
+                    .map(|p| PortStats {
+                        name: p.name.clone(),
+                        counters: snapshot_info(&p.counters),
+                    })
+                    .collect(),
+            })
+            .collect();
+        let workers = snap
+            .workers
+            .iter()
+            .map(|w| WorkerStatsInfo {
+                id: w.index,
+                cpu: w.cpu,
+                busy_fraction: w.stats.busy_fraction(),
+                batches: w.stats.busy_passes,
+                switches: w.switches.clone(),
+            })
+            .collect();
+        Ok(Response::Stats { switches, workers })
+    }
+}

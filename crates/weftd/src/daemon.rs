@@ -1,0 +1,490 @@
+//! Starting and stopping the daemon: paths, locks, the state file, the workers, the
+//! listeners, detaching, signals.
+
+use std::fs::{self, OpenOptions};
+use std::io::{IsTerminal, Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nix::sys::signal::{SigSet, Signal};
+
+use crate::config::Config;
+use crate::control::pool::WorkerPool;
+use crate::control::{self, Controller};
+use crate::persist::{self, StateFileError};
+use crate::server::{self, auth::UnixPolicy, ClientSlots, Shared};
+
+/// Options of `weftd` (the daemon).
+#[derive(clap::Args, Debug, Default, Clone)]
+pub struct RunArgs {
+    /// Configuration file (TOML). Without one, the embedded default: switch br0, one
+    /// worker, metrics on 127.0.0.1:9490.
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Stay in the foreground and log to stderr. Without it, weftd detaches once it is
+    /// ready and logs to <runtime-dir>/weftd.log.
+    #[arg(long)]
+    pub foreground: bool,
+    /// Directory of the control socket, vhost-user sockets, pid and lock files (default:
+    /// /run/weft as root, $XDG_RUNTIME_DIR/weft otherwise).
+    #[arg(long, value_name = "DIR")]
+    pub runtime_dir: Option<PathBuf>,
+    /// The state file (default: <runtime-dir>/state.json).
+    #[arg(long, value_name = "FILE")]
+    pub state_file: Option<PathBuf>,
+    /// Move the state file aside (to <file>.corrupt-<time> when it is unusable,
+    /// <file>.reset-<time> otherwise) and start from the configuration's switches.
+    #[arg(long)]
+    pub reset_state: bool,
+    /// Where to serve metrics (ADDR:PORT), or "off"; overrides [metrics].
+    #[arg(long, value_name = "ADDR|off")]
+    pub metrics_listen: Option<String>,
+    /// Check the configuration file and the state file, then exit.
+    #[arg(long)]
+    pub check_config: bool,
+}
+
+/// Where weftd keeps its files.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    /// The runtime directory.
+    pub runtime_dir: PathBuf,
+    /// The control socket.
+    pub socket: PathBuf,
+    /// The vhost-user socket directory.
+    pub vhost_dir: PathBuf,
+    /// The state file.
+    pub state_file: PathBuf,
+    /// The pid file.
+    pub pid_file: PathBuf,
+    /// The lock held while weftd runs.
+    pub lock_file: PathBuf,
+    /// The log of a detached weftd.
+    pub log_file: PathBuf,
+}
+
+impl Paths {
+    /// Resolves the paths from the options, the configuration and the environment.
+    pub fn resolve(args: &RunArgs, config: &Config) -> Result<Paths, String> {
+        let runtime_dir = match args.runtime_dir.clone().or_else(|| config.runtime_dir.clone()) {
+            Some(d) => d,
+            None if nix::unistd::geteuid().is_root() => PathBuf::from("/run/weft"),
+            None => match std::env::var_os("XDG_RUNTIME_DIR") {
+                Some(d) if !d.is_empty() => PathBuf::from(d).join("weft"),
+                _ => {
+                    return Err(
+                        "no runtime directory: XDG_RUNTIME_DIR is not set; pass --runtime-dir DIR (or set runtime_dir in the configuration)"
+                            .into(),
+                    )
+                }
+            },
+        };
+        Ok(Paths {
+            socket: config
+                .control
+                .socket
+                .clone()
+                .unwrap_or_else(|| runtime_dir.join("weftd.sock")),
+            vhost_dir: runtime_dir.join("vhost"),
+            state_file: args
+                .state_file
+                .clone()
+                .or_else(|| config.state_file.clone())
+                .unwrap_or_else(|| runtime_dir.join("state.json")),
+            pid_file: runtime_dir.join("weftd.pid"),
+            lock_file: runtime_dir.join("weftd.lock"),
+            log_file: config
+                .log
+                .file
+                .clone()
+                .unwrap_or_else(|| runtime_dir.join("weftd.log")),
+            runtime_dir,
+        })
+    }
+}
+
+/// Prints a startup failure and gives the exit code for it.
+fn fail(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("weftd: {message}");
+    ExitCode::FAILURE
+}
+
+/// The refusal for an unusable state file: what is wrong, and the two ways on.
+fn state_refusal(e: &StateFileError, path: &Path) -> String {
+    format!(
+        "the state file is not usable: {e}\n\
+         weftd: it was left as it is. Either fix it (it is JSON, in the format `weft config show --json` prints), \
+         or start weftd with --reset-state: the file is then moved aside to {}.corrupt-<time> and weftd starts \
+         from its configuration's switches.",
+        path.display()
+    )
+}
+
+/// Runs the daemon until SIGTERM or SIGINT.
+pub fn run(args: &RunArgs) -> ExitCode {
+    let config = match &args.config {
+        Some(path) => match Config::load(path) {
+            Ok(c) => c,
+            Err(e) => return fail(e),
+        },
+        None => Config::default(),
+    };
+    let paths = match Paths::resolve(args, &config) {
+        Ok(p) => p,
+        Err(e) => return fail(e),
+    };
+    let metrics_listen = match args.metrics_listen.as_deref() {
+        None => config.metrics.enabled.then_some(config.metrics.listen),
+        Some("off") => None,
+        Some(addr) => match addr.parse::<SocketAddr>() {
+            Ok(a) => Some(a),
+            Err(_) => {
+                return fail(format!(
+                    "--metrics-listen {addr:?}: expected ADDR:PORT (e.g. 127.0.0.1:9490) or off"
+                ))
+            }
+        },
+    };
+    if args.check_config {
+        return check(&config, &paths);
+    }
+    init_logging(&config, args.foreground);
+    let ready = if args.foreground {
+        None
+    } else {
+        match detach(&paths) {
+            Ok(fd) => Some(fd),
+            Err(code) => return code,
+        }
+    };
+    match start(&config, &paths, args.reset_state, metrics_listen, ready) {
+        Ok(code) => code,
+        Err(e) => fail(e),
+    }
+}
+
+/// `--check-config`: the configuration parsed already; check the state file too.
+fn check(config: &Config, paths: &Paths) -> ExitCode {
+    match persist::load(&paths.state_file) {
+        Ok(Some(state)) => println!(
+            "weftd: configuration OK; state file {} OK ({} switch(es))",
+            paths.state_file.display(),
+            state.switches.len()
+        ),
+        Ok(None) => println!(
+            "weftd: configuration OK ({} switch(es) on a first start); no state file at {} yet",
+            config.switches.len(),
+            paths.state_file.display()
+        ),
+        Err(e) => return fail(state_refusal(&e, &paths.state_file)),
+    }
+    ExitCode::SUCCESS
+}
+
+fn init_logging(config: &Config, foreground: bool) {
+    let filter = std::env::var("WEFTD_LOG")
+        .ok()
+        .and_then(|f| tracing_subscriber::EnvFilter::try_new(f).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(&config.log.level.0));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(foreground && std::io::stderr().is_terminal())
+        .try_init();
+}
+
+/// Forks: the parent waits until the child is ready (or failed) and exits accordingly;
+/// the child goes on in a new session and gets the write end of the readiness pipe.
+fn detach(paths: &Paths) -> Result<OwnedFd, ExitCode> {
+    let (read_end, write_end) = nix::unistd::pipe().map_err(|e| fail(format!("pipe: {e}")))?;
+    // SAFETY: no thread has been started yet (workers, listeners and loggers start after
+    // this), so the child is a complete copy of a single-threaded process.
+    match unsafe { nix::unistd::fork() } {
+        Err(e) => Err(fail(format!(
+            "cannot detach (fork: {e}); run with --foreground"
+        ))),
+        Ok(nix::unistd::ForkResult::Parent { child }) => {
+            drop(write_end);
+            let mut answer = Vec::new();
+            let _ = fs::File::from(read_end).read_to_end(&mut answer);
+            if answer.starts_with(b"R") {
+                println!(
+                    "weftd: running (pid {child}); control socket {}; log {}; stop it with: kill $(cat {})",
+                    paths.socket.display(),
+                    paths.log_file.display(),
+                    paths.pid_file.display()
+                );
+                std::process::exit(0);
+            }
+            // The child said why on the shared stderr; pass its exit status on.
+            let code = match nix::sys::wait::waitpid(child, None) {
+                Ok(nix::sys::wait::WaitStatus::Exited(_, code)) => code,
+                _ => 1,
+            };
+            std::process::exit(if code == 0 { 1 } else { code });
+        }
+        Ok(nix::unistd::ForkResult::Child) => {
+            drop(read_end);
+            let _ = nix::unistd::setsid();
+            Ok(write_end)
+        }
+    }
+}
+
+/// Tells whoever waits that weftd is ready: the parent of a detached weftd (then stdio
+/// leaves the terminal for /dev/null and the log file), or systemd (`NOTIFY_SOCKET`).
+fn announce_ready(ready: Option<OwnedFd>, paths: &Paths) -> Result<(), String> {
+    if let Some(fd) = ready {
+        let log = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(&paths.log_file)
+            .map_err(|e| format!("cannot open the log file {}: {e}", paths.log_file.display()))?;
+        let null = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/null")
+            .map_err(|e| format!("/dev/null: {e}"))?;
+        let _ = nix::unistd::dup2_stdin(&null);
+        let _ = nix::unistd::dup2_stdout(&null);
+        let _ = nix::unistd::dup2_stderr(&log);
+        let _ = fs::File::from(fd).write_all(b"R");
+    }
+    sd_notify("READY=1");
+    Ok(())
+}
+
+/// Sends a state line to systemd, when it asked for them.
+fn sd_notify(state: &str) {
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+        return;
+    };
+    let Ok(socket) = std::os::unix::net::UnixDatagram::unbound() else {
+        return;
+    };
+    let bytes = path.as_encoded_bytes();
+    let sent = if let Some(name) = bytes.strip_prefix(b"@") {
+        use std::os::linux::net::SocketAddrExt;
+        std::os::unix::net::SocketAddr::from_abstract_name(name)
+            .and_then(|addr| socket.send_to_addr(state.as_bytes(), &addr))
+    } else {
+        socket.send_to(state.as_bytes(), Path::new(&path))
+    };
+    if let Err(e) = sent {
+        tracing::warn!(error = %e, "cannot notify systemd");
+    }
+}
+
+/// Creates a directory owner-only (or as given), or checks an existing one is safe.
+fn ensure_dir(path: &Path, mode: u32) -> Result<(), String> {
+    match fs::symlink_metadata(path) {
+        Ok(meta) => {
+            if !meta.is_dir() {
+                return Err(format!("{} exists and is not a directory", path.display()));
+            }
+            if meta.permissions().mode() & 0o022 != 0 {
+                return Err(format!(
+                    "{} is writable by group or others: chmod go-w it (or use another --runtime-dir)",
+                    path.display()
+                ));
+            }
+            Ok(())
+        }
+        Err(_) => fs::DirBuilder::new()
+            .recursive(true)
+            .mode(mode)
+            .create(path)
+            .and_then(|()| fs::set_permissions(path, fs::Permissions::from_mode(mode)))
+            .map_err(|e| format!("cannot create {}: {e}", path.display())),
+    }
+}
+
+/// Takes the runtime directory's lock: one weftd per runtime directory.
+fn lock(paths: &Paths) -> Result<nix::fcntl::Flock<fs::File>, String> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&paths.lock_file)
+        .map_err(|e| format!("cannot open {}: {e}", paths.lock_file.display()))?;
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|_| {
+        let pid = fs::read_to_string(&paths.pid_file).unwrap_or_default();
+        format!(
+            "another weftd (pid {}) runs with the runtime directory {}: stop it, or use another --runtime-dir",
+            pid.trim(),
+            paths.runtime_dir.display()
+        )
+    })
+}
+
+/// The state to start from, and whether it must be written (a first start).
+fn initial_state(
+    config: &Config,
+    paths: &Paths,
+    reset: bool,
+) -> Result<(weft_control::state::State, bool), String> {
+    let seeds = || weft_control::state::State {
+        version: 1,
+        switches: config.seed_switches(),
+    };
+    match persist::load(&paths.state_file) {
+        Ok(Some(state)) if !reset => {
+            tracing::info!(file = %paths.state_file.display(), switches = state.switches.len(), "restoring the saved configuration");
+            Ok((state, false))
+        }
+        Ok(None) => {
+            tracing::info!(file = %paths.state_file.display(), "no state file: starting from the configuration's switches");
+            Ok((seeds(), true))
+        }
+        Ok(Some(_)) => {
+            let aside = persist::move_aside(&paths.state_file, "reset")
+                .map_err(|e| format!("cannot move {} aside: {e}", paths.state_file.display()))?;
+            tracing::warn!(moved_to = %aside.display(), "--reset-state: the state file was moved aside");
+            Ok((seeds(), true))
+        }
+        Err(e) if reset => {
+            let aside = persist::move_aside(&paths.state_file, "corrupt").map_err(|err| {
+                format!("cannot move {} aside: {err}", paths.state_file.display())
+            })?;
+            tracing::warn!(error = %e, moved_to = %aside.display(), "--reset-state: the unusable state file was moved aside");
+            eprintln!(
+                "weftd: the unusable state file was moved to {}",
+                aside.display()
+            );
+            Ok((seeds(), true))
+        }
+        Err(e) => Err(state_refusal(&e, &paths.state_file)),
+    }
+}
+
+fn start(
+    config: &Config,
+    paths: &Paths,
+    reset: bool,
+    metrics_listen: Option<SocketAddr>,
+    ready: Option<OwnedFd>,
+) -> Result<ExitCode, String> {
+    let mode = config.control.socket_mode.0;
+    // Others reach the socket only if they may traverse the directory.
+    let dir_mode = if mode & 0o077 != 0 { 0o711 } else { 0o700 };
+    ensure_dir(&paths.runtime_dir, dir_mode)?;
+    if let Some(parent) = paths
+        .state_file
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+    {
+        ensure_dir(parent, 0o700)?;
+    }
+    let _lock = lock(paths)?;
+    ensure_dir(&paths.vhost_dir, 0o700)?;
+    let (state, first_start) = initial_state(config, paths, reset)?;
+
+    // Signals go to the main thread's sigwait only: block them before any thread starts,
+    // so every thread inherits the mask.
+    let mut signals = SigSet::empty();
+    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        signals.add(s);
+    }
+    signals
+        .thread_block()
+        .map_err(|e| format!("cannot block signals: {e}"))?;
+
+    let pool =
+        WorkerPool::start(&config.workers).map_err(|e| format!("cannot start the workers: {e}"))?;
+    let (controller, failures) =
+        Controller::start(pool, paths.state_file.clone(), state, first_start)
+            .map_err(|e| format!("cannot build the configuration: {}", e.message))?;
+    for f in &failures {
+        tracing::warn!(switch = %f.switch, port = %f.port, reason = %f.reason, "port could not be recreated; it is kept, marked failed");
+    }
+    let controller = Arc::new(Mutex::new(controller));
+    let slots = ClientSlots::new(config.control.max_clients.get());
+    let shared = Shared {
+        controller: Arc::clone(&controller),
+        slots: Arc::clone(&slots),
+        idle_timeout: Duration::from_secs(config.control.idle_timeout_secs.0),
+    };
+
+    let listener = server::bind_unix(
+        &paths.socket,
+        mode,
+        config.control.socket_group.as_ref().map(|g| g.gid),
+    )?;
+    let policy = UnixPolicy {
+        own_uid: nix::unistd::geteuid().as_raw(),
+        group: config.control.socket_group.as_ref().map(|g| g.gid),
+    };
+    let tcp = match &config.control.tcp {
+        Some(tcp) => {
+            let token = server::read_token(&tcp.token_file)?;
+            let l = TcpListener::bind(tcp.listen).map_err(|e| {
+                format!("cannot listen on {} (control.tcp.listen): {e}", tcp.listen)
+            })?;
+            Some((l, token))
+        }
+        None => None,
+    };
+    let metrics = match metrics_listen {
+        Some(addr) => Some(TcpListener::bind(addr).map_err(|e| {
+            format!(
+                "cannot serve metrics on {addr}: {e} (set metrics.listen, or --metrics-listen off)"
+            )
+        })?),
+        None => None,
+    };
+    server::spawn_unix(listener, policy, shared.clone())
+        .map_err(|e| format!("cannot start a thread: {e}"))?;
+    if let Some((l, token)) = tcp {
+        tracing::info!(listen = %config.control.tcp.as_ref().map(|t| t.listen.to_string()).unwrap_or_default(), "control over TCP (token required)");
+        server::spawn_tcp(l, token, shared.clone())
+            .map_err(|e| format!("cannot start a thread: {e}"))?;
+    }
+    if let Some(l) = metrics {
+        tracing::info!(listen = %l.local_addr().map(|a| a.to_string()).unwrap_or_default(), "metrics at /metrics");
+        crate::metrics::http::spawn(l, Arc::clone(&controller), Arc::clone(&slots))
+            .map_err(|e| format!("cannot start a thread: {e}"))?;
+    }
+    fs::write(&paths.pid_file, format!("{}\n", std::process::id()))
+        .map_err(|e| format!("cannot write {}: {e}", paths.pid_file.display()))?;
+    announce_ready(ready, paths)?;
+    tracing::info!(
+        pid = std::process::id(),
+        socket = %paths.socket.display(),
+        state_file = %paths.state_file.display(),
+        workers = config.workers.count.0,
+        "weftd ready"
+    );
+
+    loop {
+        match signals.wait() {
+            Ok(Signal::SIGHUP) => {
+                tracing::info!("SIGHUP ignored: weftd does not reload its file; change the configuration with `weft config apply`");
+            }
+            Ok(signal) => {
+                tracing::info!(%signal, "stopping");
+                break;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "sigwait failed; stopping");
+                break;
+            }
+        }
+    }
+    sd_notify("STOPPING=1");
+    // Wait for the request in progress, if any, and hold the lock so that no other
+    // starts; the process ends with it held.
+    let mut guard = control::lock(&controller);
+    let _ = fs::remove_file(&paths.socket);
+    let _ = fs::remove_file(&paths.pid_file);
+    guard.shutdown();
+    tracing::info!("stopped");
+    std::process::exit(0)
+}

@@ -1,0 +1,237 @@
+//! Metrics in the Prometheus text format (version 0.0.4), served on `GET /metrics`.
+//!
+//! The format is small and written here directly: `# HELP` and `# TYPE` once per family,
+//! then one sample per label set, label values escaped (`\\`, `\"`, `\n`). Counters end in
+//! `_total`. Values are read at scrape time: port counters through their atomics, switch
+//! counters by one job per worker.
+
+pub mod http;
+
+use std::fmt::Write;
+
+use weft_switch::DropReason;
+
+use crate::control::stats::Snapshot;
+
+/// Escapes a label value.
+pub fn escape(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A metric family being written.
+struct Family<'a> {
+    out: &'a mut String,
+    name: &'static str,
+}
+
+impl<'a> Family<'a> {
+    fn new(out: &'a mut String, name: &'static str, kind: &str, help: &str) -> Self {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        Family { out, name }
+    }
+
+    fn sample(&mut self, labels: &[(&str, &str)], value: impl std::fmt::Display) {
+        let _ = write!(self.out, "{}", self.name);
+        if !labels.is_empty() {
+            self.out.push('{');
+            for (i, (k, v)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.out.push(',');
+                }
+                let _ = write!(self.out, "{k}=\"{}\"", escape(v));
+            }
+            self.out.push('}');
+        }
+        let _ = writeln!(self.out, " {value}");
+    }
+}
+
+/// What the daemon itself reports beside the data path.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DaemonGauges {
+    /// Control clients connected.
+    pub control_clients: usize,
+}
+
+/// The whole exposition.
+pub fn encode(snap: &Snapshot, daemon: DaemonGauges) -> String {
+    let mut out = String::new();
+    type PortValue = fn(&weft_switch::PortCountersSnapshot) -> u64;
+    let port_counters: [(&'static str, &str, PortValue); 4] = [
+        (
+            "weft_port_rx_packets_total",
+            "Frames received from the port.",
+            |c| c.rx_packets,
+        ),
+        (
+            "weft_port_rx_bytes_total",
+            "Bytes received from the port.",
+            |c| c.rx_bytes,
+        ),
+        (
+            "weft_port_tx_packets_total",
+            "Frames sent to the port.",
+            |c| c.tx_packets,
+        ),
+        ("weft_port_tx_bytes_total", "Bytes sent to the port.", |c| {
+            c.tx_bytes
+        }),
+    ];
+    for (name, help, value) in port_counters {
+        let mut f = Family::new(&mut out, name, "counter", help);
+        for s in &snap.switches {
+            for p in &s.ports {
+                f.sample(
+                    &[("switch", &s.name), ("port", &p.name)],
+                    value(&p.counters),
+                );
+            }
+        }
+    }
+    let mut f = Family::new(
+        &mut out,
+        "weft_port_drops_total",
+        "counter",
+        "Frames dropped, by the port they were charged to and the reason.",
+    );
+    for s in &snap.switches {
+        for p in &s.ports {
+            for reason in DropReason::ALL {
+                f.sample(
+                    &[
+                        ("switch", &s.name),
+                        ("port", &p.name),
+                        ("reason", reason.name()),
+                    ],
+                    p.counters.drops(reason),
+                );
+            }
+        }
+    }
+    let mut f = Family::new(
+        &mut out,
+        "weft_port_up",
+        "gauge",
+        "1 when the port's device works, 0 when it could not be created.",
+    );
+    for s in &snap.switches {
+        for p in &s.ports {
+            f.sample(&[("switch", &s.name), ("port", &p.name)], u8::from(p.up));
+        }
+    }
+    type SwitchValue = fn(&crate::control::stats::SwitchSnapshot) -> u64;
+    let switch_metrics: [(&'static str, &str, &str, SwitchValue); 8] = [
+        (
+            "weft_switch_fdb_entries",
+            "gauge",
+            "FDB entries, static and learned.",
+            |s| s.stats.fdb_entries as u64,
+        ),
+        ("weft_switch_rules", "gauge", "Flow rules installed.", |s| {
+            s.rules as u64
+        }),
+        (
+            "weft_switch_batches_total",
+            "counter",
+            "Receive batches processed.",
+            |s| s.stats.batches,
+        ),
+        (
+            "weft_switch_rx_packets_total",
+            "counter",
+            "Frames received, all ports.",
+            |s| s.stats.rx_packets,
+        ),
+        (
+            "weft_switch_flow_cache_hits_total",
+            "counter",
+            "Forwarding decisions served by the flow cache.",
+            |s| s.stats.flow_cache.hits,
+        ),
+        (
+            "weft_switch_flow_cache_misses_total",
+            "counter",
+            "Forwarding decisions the flow cache did not have.",
+            |s| s.stats.flow_cache.misses,
+        ),
+        (
+            "weft_switch_upcalls_total",
+            "counter",
+            "Packets queued for the control plane (controller action).",
+            |s| s.stats.upcalls.queued,
+        ),
+        (
+            "weft_switch_upcall_drops_total",
+            "counter",
+            "Upcalls dropped because their queue was full.",
+            |s| s.stats.upcalls.dropped_full,
+        ),
+    ];
+    for (name, kind, help, value) in switch_metrics {
+        let mut f = Family::new(&mut out, name, kind, help);
+        for s in &snap.switches {
+            f.sample(&[("switch", &s.name)], value(s));
+        }
+    }
+    let mut f = Family::new(
+        &mut out,
+        "weft_worker_busy_ratio",
+        "gauge",
+        "Fraction of time the worker spent moving packets since it started.",
+    );
+    for w in &snap.workers {
+        f.sample(&[("worker", &w.index.to_string())], w.stats.busy_fraction());
+    }
+    #[allow(clippy::cast_precision_loss)]
+    let secs = |ns: u64| ns as f64 / 1e9;
+    let mut f = Family::new(
+        &mut out,
+        "weft_worker_busy_seconds_total",
+        "counter",
+        "Time the worker spent in passes that moved packets.",
+    );
+    for w in &snap.workers {
+        f.sample(&[("worker", &w.index.to_string())], secs(w.stats.busy_ns));
+    }
+    let mut f = Family::new(
+        &mut out,
+        "weft_worker_packets_total",
+        "counter",
+        "Frames the worker received.",
+    );
+    for w in &snap.workers {
+        f.sample(&[("worker", &w.index.to_string())], w.stats.packets);
+    }
+    let mut f = Family::new(
+        &mut out,
+        "weft_worker_switches",
+        "gauge",
+        "Switches the worker runs.",
+    );
+    for w in &snap.workers {
+        f.sample(&[("worker", &w.index.to_string())], w.switches.len());
+    }
+    let mut f = Family::new(
+        &mut out,
+        "weftd_control_clients",
+        "gauge",
+        "Clients connected to the control socket.",
+    );
+    f.sample(&[], daemon.control_clients);
+    let mut f = Family::new(&mut out, "weftd_info", "gauge", "weftd's version.");
+    f.sample(&[("version", env!("CARGO_PKG_VERSION"))], 1);
+    out
+}
+
+#[cfg(test)]
+mod tests;

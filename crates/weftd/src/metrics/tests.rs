@@ -1,0 +1,139 @@
+use weft_runtime::WorkerStats;
+use weft_switch::{PortCountersSnapshot, SwitchStats};
+
+use super::*;
+use crate::control::stats::{PortSnapshot, SwitchSnapshot, WorkerSnapshot};
+
+fn snapshot() -> Snapshot {
+    Snapshot {
+        switches: vec![SwitchSnapshot {
+            name: "br0".into(),
+            worker: 0,
+            stats: SwitchStats::default(),
+            rules: 2,
+            ports: vec![PortSnapshot {
+                name: "vm\"1\\x".into(),
+                up: false,
+                counters: PortCountersSnapshot {
+                    rx_packets: 5,
+                    drops: vec![(DropReason::TxQueueFull, 3)],
+                    ..PortCountersSnapshot::default()
+                },
+            }],
+        }],
+        workers: vec![WorkerSnapshot {
+            index: 0,
+            cpu: None,
+            stats: WorkerStats {
+                busy_ns: 1_500_000_000,
+                total_ns: 3_000_000_000,
+                busy_passes: 1,
+                packets: 5,
+            },
+            switches: vec!["br0".into()],
+        }],
+    }
+}
+
+/// Checks the text format line by line: comments are HELP/TYPE of a known kind, once per
+/// family and before its samples; samples are `name{labels} value` with a numeric value
+/// and escaped labels.
+pub(crate) fn check_exposition(text: &str) -> Result<(), String> {
+    let mut typed = std::collections::BTreeSet::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# ") {
+            let mut parts = rest.splitn(3, ' ');
+            let (kind, name, tail) = (parts.next(), parts.next(), parts.next().unwrap_or(""));
+            match kind {
+                Some("HELP") => {}
+                Some("TYPE") => {
+                    if !["counter", "gauge"].contains(&tail) {
+                        return Err(format!("bad type: {line}"));
+                    }
+                    if !typed.insert(name.unwrap_or("").to_string()) {
+                        return Err(format!("family typed twice: {line}"));
+                    }
+                }
+                _ => return Err(format!("bad comment: {line}")),
+            }
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').ok_or(format!("no value: {line}"))?;
+        value
+            .parse::<f64>()
+            .map_err(|_| format!("bad value: {line}"))?;
+        let name = series.split('{').next().unwrap_or("");
+        if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') || !typed.contains(name) {
+            return Err(format!("bad or untyped name: {line}"));
+        }
+        if let Some(labels) = series.strip_prefix(name).filter(|l| !l.is_empty()) {
+            let inner = labels
+                .strip_prefix('{')
+                .and_then(|l| l.strip_suffix('}'))
+                .ok_or(format!("bad labels: {line}"))?;
+            let mut chars = inner.chars().peekable();
+            while chars.peek().is_some() {
+                let key: String = chars.by_ref().take_while(|c| *c != '=').collect();
+                if key.is_empty() || chars.next() != Some('"') {
+                    return Err(format!("bad label: {line}"));
+                }
+                loop {
+                    match chars.next() {
+                        Some('\\') => {
+                            if !matches!(chars.next(), Some('\\' | '"' | 'n')) {
+                                return Err(format!("bad escape: {line}"));
+                            }
+                        }
+                        Some('"') => break,
+                        Some(_) => {}
+                        None => return Err(format!("unterminated label: {line}")),
+                    }
+                }
+                match chars.next() {
+                    Some(',') | None => {}
+                    Some(_) => return Err(format!("junk after label: {line}")),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn the_exposition_is_valid_text_format_with_escaped_labels() {
+    let text = encode(&snapshot(), DaemonGauges { control_clients: 3 });
+    check_exposition(&text).unwrap();
+    assert!(
+        text.contains("weft_port_rx_packets_total{switch=\"br0\",port=\"vm\\\"1\\\\x\"} 5\n"),
+        "{text}"
+    );
+    assert!(text.contains("reason=\"tx_queue_full\"} 3\n"));
+    assert!(
+        text.contains("reason=\"malformed\"} 0\n"),
+        "zero drops are exported too"
+    );
+    assert!(text.contains("weft_port_up{switch=\"br0\",port=\"vm\\\"1\\\\x\"} 0\n"));
+    assert!(text.contains("weft_worker_busy_ratio{worker=\"0\"} 0.5\n"));
+    assert!(text.contains("weft_worker_busy_seconds_total{worker=\"0\"} 1.5\n"));
+    assert!(text.contains("weftd_control_clients 3\n"));
+    assert!(text.ends_with('\n'));
+}
+
+#[test]
+fn the_checker_refuses_broken_text() {
+    for bad in [
+        "m 1\n",
+        "# TYPE m counter\nm{a=\"x} 1\n",
+        "# TYPE m counter\nm one\n",
+        "# TYPE m histogramm\n",
+        "# TYPE m counter\n# TYPE m counter\n",
+        "# TYPE m counter\nm{a=\"\\q\"} 1\n",
+    ] {
+        assert!(check_exposition(bad).is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn escape_handles_backslash_quote_and_newline() {
+    assert_eq!(escape("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+}

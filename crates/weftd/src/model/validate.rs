@@ -1,0 +1,218 @@
+//! Whole-configuration checks: everything that can be known wrong without touching a switch
+//! or a device. A state file, a seed switch of the configuration and the target of
+//! `config_apply` all go through here before anything changes.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use weft_control::state::{PortKind, PortState, State, SwitchState};
+use weft_control::ControlError;
+use weft_switch::{PortId, MAX_PORTS};
+
+use super::translate::{self, Prefixed};
+use super::MAX_SWITCHES;
+
+/// A switch name: 1 to 32 of `A-Za-z0-9-_.` (the registry's rule).
+pub fn switch_name(name: &str) -> Result<(), ControlError> {
+    let ok = !name.is_empty()
+        && name.len() <= 32
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ControlError::invalid(format!(
+            "invalid switch name {name:?}: use 1 to 32 letters, digits, '-', '_' or '.'"
+        )))
+    }
+}
+
+/// A port name: 1 to 64 bytes, no ':' and no whitespace (the switch's rule).
+pub fn port_name(name: &str) -> Result<(), ControlError> {
+    if name.is_empty()
+        || name.len() > 64
+        || name.contains(|c: char| c == ':' || c.is_whitespace() || c.is_control())
+    {
+        Err(ControlError::invalid(format!(
+            "invalid port name {name:?}: use 1 to 64 characters without ':' or whitespace"
+        )))
+    } else {
+        Ok(())
+    }
+}
+
+/// A Linux interface name: 1 to 15 bytes, no '/', ':' or whitespace, not `.` or `..`.
+fn ifname(name: &str) -> Result<(), ControlError> {
+    if name.is_empty()
+        || name.len() > 15
+        || name == "."
+        || name == ".."
+        || name.contains(|c: char| c == '/' || c == ':' || c.is_whitespace() || c.is_control())
+    {
+        Err(ControlError::invalid(format!(
+            "invalid interface name {name:?}: use 1 to 15 characters without '/', ':' or whitespace"
+        )))
+    } else {
+        Ok(())
+    }
+}
+
+/// What a port is: names and sizes in range.
+pub fn port_kind(port_name: &str, kind: &PortKind) -> Result<(), ControlError> {
+    match kind {
+        PortKind::Tap {
+            ifname: name,
+            netns,
+            queues,
+            mtu,
+            offloads: _,
+        } => {
+            match name {
+                Some(n) => ifname(n)?,
+                None => ifname(port_name).map_err(|e| {
+                    e.prefixed("the TAP device takes the port's name")
+                        .with_hint("give the device a name of at most 15 characters (ifname)")
+                })?,
+            }
+            if let Some(ns) = netns {
+                if ns.is_empty()
+                    || ns.len() > 255
+                    || ns == "."
+                    || ns == ".."
+                    || ns.contains(|c: char| c == '/' || c.is_control())
+                {
+                    return Err(ControlError::invalid(format!(
+                        "invalid netns {ns:?}: give the name of a namespace under /run/netns"
+                    )));
+                }
+            }
+            if !(1..=16).contains(queues) {
+                return Err(ControlError::invalid(format!(
+                    "queues {queues} is out of range: use 1 to 16"
+                )));
+            }
+            if !(68..=65535).contains(mtu) {
+                return Err(ControlError::invalid(format!(
+                    "mtu {mtu} is out of range: use 68 to 65535"
+                )));
+            }
+            Ok(())
+        }
+        PortKind::AfPacket { ifname: name } => ifname(name),
+    }
+}
+
+/// One port on its own.
+pub fn port(port: &PortState) -> Result<(), ControlError> {
+    port_name(&port.name)?;
+    port_kind(&port.name, &port.kind)?;
+    translate::port_options(&port.options)?;
+    Ok(())
+}
+
+/// One switch and everything on it. Errors name the part at fault.
+pub fn switch_state(switch: &SwitchState) -> Result<(), ControlError> {
+    switch_name(&switch.name)?;
+    translate::switch_config(&switch.settings)?;
+    if switch.ports.len() > MAX_PORTS {
+        return Err(ControlError::new(
+            weft_control::ErrorKind::LimitReached,
+            format!(
+                "{} ports: a switch has at most {MAX_PORTS}",
+                switch.ports.len()
+            ),
+        ));
+    }
+    // Ports get ids in order, as a restore would give them.
+    let mut ids = BTreeMap::new();
+    for (i, p) in switch.ports.iter().enumerate() {
+        port(p).map_err(|e| e.prefixed(&format!("port {:?}", p.name)))?;
+        let id = PortId(u16::try_from(i).unwrap_or(u16::MAX));
+        if ids.insert(p.name.as_str(), id).is_some() {
+            return Err(ControlError::exists(format!(
+                "port {:?} is defined twice",
+                p.name
+            )));
+        }
+    }
+    if switch.static_macs.len() > switch.settings.fdb_max_entries {
+        return Err(ControlError::new(
+            weft_control::ErrorKind::LimitReached,
+            format!(
+                "{} static FDB entries do not fit in fdb_max_entries {}",
+                switch.static_macs.len(),
+                switch.settings.fdb_max_entries
+            ),
+        ));
+    }
+    let mut keys = BTreeSet::new();
+    for (i, m) in switch.static_macs.iter().enumerate() {
+        let ctx = format!("static_macs[{i}]");
+        let addr = translate::unicast_mac(&m.mac).map_err(|e| e.prefixed(&ctx))?;
+        translate::fdb_vlan(m.vlan).map_err(|e| e.prefixed(&ctx))?;
+        if !ids.contains_key(m.port.as_str()) {
+            return Err(ControlError::not_found(format!(
+                "{ctx}: no port {:?} on this switch",
+                m.port
+            ))
+            .with_hint("FDB entries name a port of their switch"));
+        }
+        if !keys.insert((m.vlan, addr)) {
+            return Err(ControlError::exists(format!(
+                "{ctx}: {} in VLAN {} has two entries",
+                m.mac, m.vlan
+            )));
+        }
+    }
+    if switch.rules.len() > switch.settings.max_rules {
+        return Err(ControlError::new(
+            weft_control::ErrorKind::LimitReached,
+            format!(
+                "{} rules do not fit in max_rules {}",
+                switch.rules.len(),
+                switch.settings.max_rules
+            ),
+        ));
+    }
+    let lookup = |name: &str| ids.get(name).copied();
+    for (i, r) in switch.rules.iter().enumerate() {
+        translate::rule(r, &lookup).map_err(|e| e.prefixed(&format!("rules[{i}]")))?;
+    }
+    Ok(())
+}
+
+/// A whole state: its version, each switch, and names unique.
+pub fn state(state: &State) -> Result<(), ControlError> {
+    if state.version != 1 {
+        return Err(ControlError::new(
+            weft_control::ErrorKind::UnsupportedVersion,
+            format!(
+                "state format version {} is not supported; this weftd reads version 1",
+                state.version
+            ),
+        ));
+    }
+    if state.switches.len() > MAX_SWITCHES {
+        return Err(ControlError::new(
+            weft_control::ErrorKind::LimitReached,
+            format!(
+                "{} switches: weftd runs at most {MAX_SWITCHES}",
+                state.switches.len()
+            ),
+        ));
+    }
+    let mut names = BTreeSet::new();
+    for s in &state.switches {
+        switch_state(s).map_err(|e| e.prefixed(&format!("switch {:?}", s.name)))?;
+        if !names.insert(s.name.as_str()) {
+            return Err(ControlError::exists(format!(
+                "switch {:?} is defined twice",
+                s.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

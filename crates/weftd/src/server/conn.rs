@@ -1,0 +1,263 @@
+//! One client connection: read bounded request lines, answer each, until the client goes,
+//! misbehaves or idles.
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use weft_control::codec::DecodeError;
+use weft_control::{
+    decode_request, encode_response, ControlError, ErrorKind, ResponseEnvelope, MAX_REQUEST_BYTES,
+    PROTOCOL_VERSION,
+};
+
+use super::auth::token_matches;
+use crate::control::{self, Controller, Session};
+use crate::ratelimit::RateLimit;
+
+/// A stream whose reads can time out.
+pub trait Conn: Read + Write {
+    /// Sets the read timeout (never zero; `None` blocks).
+    fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()>;
+}
+
+impl Conn for UnixStream {
+    fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        UnixStream::set_read_timeout(self, timeout)
+    }
+}
+
+impl Conn for TcpStream {
+    fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        TcpStream::set_read_timeout(self, timeout)
+    }
+}
+
+/// What reading the next line gave.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Line {
+    /// A line, without its newline.
+    Complete(Vec<u8>),
+    /// The client closed after these bytes, without a newline.
+    Unterminated(Vec<u8>),
+    /// The client closed between lines.
+    Closed,
+    /// More than `max` bytes came without a newline.
+    TooLong,
+    /// The deadline passed first.
+    TimedOut,
+}
+
+/// Reads newline-terminated lines of at most `max` bytes (newline included), never
+/// holding much more than that.
+pub struct LineReader {
+    buf: Vec<u8>,
+    /// Bytes of `buf` already searched for a newline.
+    scanned: usize,
+    max: usize,
+}
+
+impl LineReader {
+    /// A reader of lines up to `max` bytes.
+    pub fn new(max: usize) -> Self {
+        LineReader {
+            buf: Vec::new(),
+            scanned: 0,
+            max,
+        }
+    }
+
+    /// The next line, waiting until `deadline` at most.
+    pub fn next_line(&mut self, conn: &mut dyn Conn, deadline: Instant) -> io::Result<Line> {
+        let mut chunk = [0u8; 16 * 1024];
+        loop {
+            if let Some(pos) = self.buf[self.scanned..].iter().position(|b| *b == b'\n') {
+                let end = self.scanned + pos;
+                if end + 1 > self.max {
+                    return Ok(Line::TooLong);
+                }
+                let mut line: Vec<u8> = self.buf.drain(..=end).collect();
+                line.pop();
+                self.scanned = 0;
+                return Ok(Line::Complete(line));
+            }
+            self.scanned = self.buf.len();
+            if self.buf.len() >= self.max {
+                return Ok(Line::TooLong);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(Line::TimedOut);
+            }
+            conn.set_read_timeout(Some((deadline - now).max(Duration::from_millis(1))))?;
+            let room = (self.max - self.buf.len()).min(chunk.len());
+            match conn.read(&mut chunk[..room]) {
+                Ok(0) if self.buf.is_empty() => return Ok(Line::Closed),
+                Ok(0) => {
+                    self.scanned = 0;
+                    return Ok(Line::Unterminated(std::mem::take(&mut self.buf)));
+                }
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return Ok(Line::TimedOut)
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// What a connection needs to answer requests.
+pub struct Context<'a> {
+    /// The control plane.
+    pub controller: &'a Mutex<Controller>,
+    /// The token every request must carry (TCP), or none (Unix socket).
+    pub token: Option<&'a str>,
+    /// Close a connection that completes no request for this long.
+    pub idle_timeout: Duration,
+}
+
+static BAD_REQUESTS: RateLimit = RateLimit::new(10, Duration::from_secs(60));
+
+fn error_line(id: u64, error: ControlError) -> String {
+    encode_response(&ResponseEnvelope {
+        version: PROTOCOL_VERSION,
+        id,
+        result: Err(error),
+    })
+}
+
+/// The response line to one request line. Never panics, whatever the bytes.
+pub fn respond(line: &[u8], ctx: &Context<'_>, session: &mut Session) -> (String, bool) {
+    let envelope = match decode_request(line) {
+        Ok(e) => e,
+        Err(DecodeError { id, error }) => {
+            if let Some(suppressed) = BAD_REQUESTS.allow() {
+                tracing::warn!(kind = ?error.kind, error = %error.message, suppressed, "bad request");
+            }
+            return (error_line(id.unwrap_or(0), error), false);
+        }
+    };
+    if let Some(error) = unit_request_with_fields(line, &envelope.request) {
+        return (error_line(envelope.id, error), false);
+    }
+    if let Some(expected) = ctx.token {
+        if !token_matches(envelope.token.as_deref(), expected) {
+            if let Some(suppressed) = BAD_REQUESTS.allow() {
+                tracing::warn!(suppressed, "TCP request with a missing or wrong token");
+            }
+            let e = ControlError::new(ErrorKind::PermissionDenied, "missing or wrong token")
+                .with_hint("put the token of weftd's token_file in each request's \"token\"");
+            return (error_line(envelope.id, e), true);
+        }
+    }
+    let op = op_name(&envelope.request);
+    let result = control::serve(ctx.controller, envelope.request, session);
+    match &result {
+        Ok(_) => tracing::debug!(op, id = envelope.id, "request done"),
+        Err(e) => {
+            tracing::info!(op, id = envelope.id, kind = ?e.kind, error = %e.message, "request refused")
+        }
+    }
+    let line = encode_response(&ResponseEnvelope {
+        version: PROTOCOL_VERSION,
+        id: envelope.id,
+        result,
+    });
+    (line, false)
+}
+
+/// Requests without fields (`hello`, `switch_list`, `config_show`) decode even with
+/// unknown fields beside `op` (serde's `deny_unknown_fields` does not reach the unit
+/// variants of an internally tagged enum); refuse those as any unknown field is refused.
+fn unit_request_with_fields(line: &[u8], request: &weft_control::Request) -> Option<ControlError> {
+    use weft_control::Request::{ConfigShow, Hello, SwitchList};
+    if !matches!(request, Hello | SwitchList | ConfigShow) {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_slice(line).ok()?;
+    let fields = value.get("request")?.as_object()?;
+    let extra: Vec<&str> = fields
+        .keys()
+        .map(String::as_str)
+        .filter(|k| *k != "op")
+        .collect();
+    (!extra.is_empty()).then(|| {
+        ControlError::new(
+            ErrorKind::BadRequest,
+            format!(
+                "invalid request: unknown field(s) {} for this op, which takes none",
+                extra.join(", ")
+            ),
+        )
+    })
+}
+
+/// The request's `op`, for logs.
+fn op_name(request: &weft_control::Request) -> String {
+    serde_json::to_value(request)
+        .ok()
+        .and_then(|v| v.get("op").and_then(|o| o.as_str()).map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// Serves one connection until it ends; ends the captures it started.
+pub fn serve(conn: &mut dyn Conn, ctx: &Context<'_>) {
+    let mut reader = LineReader::new(MAX_REQUEST_BYTES);
+    let mut session = Session::default();
+    loop {
+        let deadline = Instant::now() + ctx.idle_timeout;
+        let (line, last) = match reader.next_line(conn, deadline) {
+            Ok(Line::Complete(l)) => (l, false),
+            Ok(Line::Unterminated(l)) => (l, true),
+            Ok(Line::Closed) => break,
+            Ok(Line::TooLong) => {
+                if let Some(suppressed) = BAD_REQUESTS.allow() {
+                    tracing::warn!(suppressed, "request line too long; closing the connection");
+                }
+                let e = ControlError::new(
+                    ErrorKind::TooLarge,
+                    format!("request line longer than {MAX_REQUEST_BYTES} bytes"),
+                )
+                .with_hint("send one request per line, each under the limit");
+                let _ = conn.write_all(error_line(0, e).as_bytes());
+                break;
+            }
+            Ok(Line::TimedOut) => {
+                tracing::debug!("client idle for too long; closing the connection");
+                break;
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "client read failed");
+                break;
+            }
+        };
+        if line.iter().all(u8::is_ascii_whitespace) {
+            if last {
+                break;
+            }
+            continue;
+        }
+        let (response, close) = respond(&line, ctx, &mut session);
+        if conn.write_all(response.as_bytes()).is_err() || close || last {
+            break;
+        }
+    }
+    control::lock(ctx.controller).end_session(&mut session);
+}
+
+/// Sends one error line on a connection about to be refused, without waiting on it.
+pub fn refuse(conn: &mut dyn Write, error: ControlError) {
+    let _ = conn.write_all(error_line(0, error).as_bytes());
+}
+
+#[cfg(test)]
+mod tests;

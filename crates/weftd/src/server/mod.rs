@@ -1,0 +1,272 @@
+//! The control socket (Unix, and TCP when configured): accepts clients within bounds and
+//! serves each on its own thread.
+//!
+//! Bounds: at most `max_clients` connections at once (the next one is told
+//! `limit_reached` and closed), requests of at most `MAX_REQUEST_BYTES`, and a connection
+//! that completes no request within `idle_timeout_secs` is closed. The acceptor never
+//! waits on a client: refusals are one short write on a fresh socket, with a timeout.
+
+pub mod auth;
+pub mod conn;
+
+use std::io;
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use weft_control::{ControlError, ErrorKind};
+
+use crate::control::Controller;
+use crate::ratelimit::RateLimit;
+use auth::UnixPolicy;
+use conn::Context;
+
+/// How long a refusal or a response may take to write.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Counts connected clients against the limit.
+#[derive(Debug)]
+pub struct ClientSlots {
+    max: usize,
+    used: AtomicUsize,
+}
+
+/// One taken slot; dropping it frees the slot.
+#[derive(Debug)]
+pub struct Slot(Arc<ClientSlots>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.used.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl ClientSlots {
+    /// Room for `max` clients.
+    pub fn new(max: usize) -> Arc<Self> {
+        Arc::new(ClientSlots {
+            max,
+            used: AtomicUsize::new(0),
+        })
+    }
+
+    /// A slot, if one is free.
+    pub fn take(self: &Arc<Self>) -> Option<Slot> {
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Slot(Arc::clone(self)))
+    }
+
+    /// Clients connected now.
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::Acquire)
+    }
+}
+
+/// Everything a serving thread needs, shared.
+#[derive(Clone)]
+pub struct Shared {
+    /// The control plane.
+    pub controller: Arc<Mutex<Controller>>,
+    /// The client limit.
+    pub slots: Arc<ClientSlots>,
+    /// Idle clients are closed after this.
+    pub idle_timeout: Duration,
+}
+
+static ACCEPT_ERRORS: RateLimit = RateLimit::new(5, Duration::from_secs(60));
+static REFUSALS: RateLimit = RateLimit::new(10, Duration::from_secs(60));
+
+/// Creates the control socket at `path` with permission bits `mode` and, when given,
+/// group `gid`. A stale socket left by a dead weftd is replaced; a live one is an error.
+pub fn bind_unix(path: &Path, mode: u32, gid: Option<u32>) -> Result<UnixListener, String> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) => {
+            use std::os::unix::fs::FileTypeExt;
+            if !meta.file_type().is_socket() {
+                return Err(format!(
+                    "{} exists and is not a socket: move it away or configure another control.socket",
+                    path.display()
+                ));
+            }
+            if UnixStream::connect(path).is_ok() {
+                return Err(format!(
+                    "another weftd answers on {}: stop it first, or give this one another --runtime-dir",
+                    path.display()
+                ));
+            }
+            std::fs::remove_file(path)
+                .map_err(|e| format!("cannot remove the stale socket {}: {e}", path.display()))?;
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("cannot inspect {}: {e}", path.display())),
+    }
+    // Created owner-only, then opened up to `mode`: never more open than configured.
+    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
+    let bound = UnixListener::bind(path);
+    nix::sys::stat::umask(old);
+    let listener =
+        bound.map_err(|e| format!("cannot create the control socket {}: {e}", path.display()))?;
+    if let Some(gid) = gid {
+        std::os::unix::fs::chown(path, None, Some(gid))
+            .map_err(|e| format!("cannot give {} to group {gid}: {e}", path.display()))?;
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| format!("cannot set the mode of {}: {e}", path.display()))?;
+    Ok(listener)
+}
+
+fn accept_failed(e: &io::Error) {
+    if let Some(suppressed) = ACCEPT_ERRORS.allow() {
+        tracing::warn!(error = %e, suppressed, "accept failed");
+    }
+    // Out of descriptors, say: do not spin.
+    std::thread::sleep(Duration::from_millis(50));
+}
+
+fn refused(stream: &mut dyn io::Write, kind: ErrorKind, message: &str, hint: &str) {
+    if let Some(suppressed) = REFUSALS.allow() {
+        tracing::warn!(?kind, suppressed, "{message}");
+    }
+    conn::refuse(stream, ControlError::new(kind, message).with_hint(hint));
+}
+
+fn limit_hint(max: usize) -> String {
+    format!("weftd serves {max} clients at once (control.max_clients): close some, or retry later")
+}
+
+/// Serves the Unix socket on a new thread.
+pub fn spawn_unix(
+    listener: UnixListener,
+    policy: UnixPolicy,
+    shared: Shared,
+) -> io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("weftd-accept".into())
+        .spawn(move || {
+            for stream in listener.incoming() {
+                let mut stream = match stream {
+                    Ok(s) => s,
+                    Err(e) => {
+                        accept_failed(&e);
+                        continue;
+                    }
+                };
+                let _ = stream.set_write_timeout(Some(Duration::from_millis(200)));
+                let allowed = auth::peer(&stream).is_ok_and(|p| policy.allows(&p));
+                if !allowed {
+                    refused(
+                        &mut stream,
+                        ErrorKind::PermissionDenied,
+                        "this user may not use weftd's control socket",
+                        "run as root or as weftd's user, or join the group of control.socket_group",
+                    );
+                    continue;
+                }
+                let Some(slot) = shared.slots.take() else {
+                    refused(
+                        &mut stream,
+                        ErrorKind::LimitReached,
+                        "too many clients",
+                        &limit_hint(shared.slots.max),
+                    );
+                    continue;
+                };
+                let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+                let shared = shared.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("weftd-client".into())
+                    .spawn(move || {
+                        let _slot = slot;
+                        let ctx = Context {
+                            controller: &shared.controller,
+                            token: None,
+                            idle_timeout: shared.idle_timeout,
+                        };
+                        conn::serve(&mut stream, &ctx);
+                    });
+                if let Err(e) = spawned {
+                    accept_failed(&e);
+                }
+            }
+        })
+}
+
+/// Serves the TCP listener on a new thread; every request must carry `token`.
+pub fn spawn_tcp(
+    listener: TcpListener,
+    token: String,
+    shared: Shared,
+) -> io::Result<std::thread::JoinHandle<()>> {
+    let token: Arc<str> = token.into();
+    std::thread::Builder::new()
+        .name("weftd-accept-tcp".into())
+        .spawn(move || {
+            for stream in listener.incoming() {
+                let mut stream = match stream {
+                    Ok(s) => s,
+                    Err(e) => {
+                        accept_failed(&e);
+                        continue;
+                    }
+                };
+                let _ = stream.set_write_timeout(Some(Duration::from_millis(200)));
+                let Some(slot) = shared.slots.take() else {
+                    refused(
+                        &mut stream,
+                        ErrorKind::LimitReached,
+                        "too many clients",
+                        &limit_hint(shared.slots.max),
+                    );
+                    continue;
+                };
+                let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+                let _ = stream.set_nodelay(true);
+                let shared = shared.clone();
+                let token = Arc::clone(&token);
+                let spawned = std::thread::Builder::new()
+                    .name("weftd-client-tcp".into())
+                    .spawn(move || {
+                        let _slot = slot;
+                        let ctx = Context {
+                            controller: &shared.controller,
+                            token: Some(&token),
+                            idle_timeout: shared.idle_timeout,
+                        };
+                        conn::serve(&mut stream, &ctx);
+                    });
+                if let Err(e) = spawned {
+                    accept_failed(&e);
+                }
+            }
+        })
+}
+
+/// Reads the TCP token: at least 16 characters, in a file not readable by group or others.
+pub fn read_token(path: &Path) -> Result<String, String> {
+    let meta = std::fs::metadata(path)
+        .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        return Err(format!(
+            "the token file {} is readable by group or others: chmod 600 it",
+            path.display()
+        ));
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
+    let token = text.trim();
+    if token.len() < 16 || token.chars().any(char::is_whitespace) {
+        return Err(format!(
+            "the token in {} must be at least 16 characters, without spaces (e.g. from `head -c 24 /dev/urandom | base64`)",
+            path.display()
+        ));
+    }
+    Ok(token.to_string())
+}
