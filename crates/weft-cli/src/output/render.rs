@@ -135,6 +135,7 @@ fn ports_table(ports: &[PortInfo]) -> String {
         ("SWITCH", L),
         ("PORT", L),
         ("TYPE", L),
+        ("STATE", L),
         ("IFNAME", L),
         ("VLAN", L),
         ("MTU", R),
@@ -147,6 +148,7 @@ fn ports_table(ports: &[PortInfo]) -> String {
             p.switch.clone(),
             p.name.clone(),
             kind_label(&p.kind).into(),
+            if p.failed.is_some() { "failed" } else { "up" }.into(),
             ifname(p).into(),
             vlan_label(&p.options.vlan),
             p.mtu.to_string(),
@@ -186,6 +188,12 @@ fn port_detail(port: &PortInfo, c: &PortCounters) -> String {
     let mut out = format!("port {}:{}\n", port.switch, port.name);
     let mut t = Table::bare(&[Align::Left, Align::Left]);
     t.row(["type".into(), kind_detail(port)]);
+    t.row([
+        "state".into(),
+        port.failed
+            .as_ref()
+            .map_or("up".into(), |why| format!("failed: {why}")),
+    ]);
     t.row(["vlan".into(), vlan_label(&port.options.vlan)]);
     t.row(["learning", yes_no(port.options.learning)]);
     t.row([

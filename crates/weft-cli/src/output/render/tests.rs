@@ -78,7 +78,7 @@ fn done_prints_nothing_and_rule_added_prints_the_id() {
 }
 
 #[test]
-fn ports_show_kind_ifname_and_vlan_mode() {
+fn ports_show_kind_state_ifname_and_vlan_mode() {
     let trunk = PortInfo {
         name: "up".into(),
         kind: PortKind::AfPacket {
@@ -93,6 +93,7 @@ fn ports_show_kind_ifname_and_vlan_mode() {
         },
         mtu: 1500,
         offloads: vec![],
+        failed: Some("no such device".into()),
         ..tap_port()
     };
     let text = human(
@@ -103,9 +104,9 @@ fn ports_show_kind_ifname_and_vlan_mode() {
     );
     assert_eq!(
         text,
-        "SWITCH  PORT  TYPE       IFNAME  VLAN                   MTU  LEARN  FLOOD  OFFLOADS\n\
-         br0     vm1   tap        vm1     access 10             9000  no     yes    csum,tso4\n\
-         br0     up    af-packet  eth1    trunk 10,20 native 1  1500  yes    yes    -\n"
+        "SWITCH  PORT  TYPE       STATE   IFNAME  VLAN                   MTU  LEARN  FLOOD  OFFLOADS\n\
+         br0     vm1   tap        up      vm1     access 10             9000  no     yes    csum,tso4\n\
+         br0     up    af-packet  failed  eth1    trunk 10,20 native 1  1500  yes    yes    -\n"
     );
 }
 
@@ -129,6 +130,7 @@ fn port_show_lists_counters_and_drops_by_reason() {
         text,
         "port br0:vm1\n\
          \x20 type                   tap, ifname vm1, netns blue, 2 queues, device mtu 9000, kernel offloads on\n\
+         \x20 state                  up\n\
          \x20 vlan                   access 10\n\
          \x20 learning               no\n\
          \x20 flood unknown unicast  yes\n\
@@ -298,4 +300,25 @@ fn json_output_is_the_response_object() {
     let text = crate::output::json(&Response::RuleAdded { id: 5 });
     assert_eq!(text, "{\n  \"kind\": \"rule_added\",\n  \"id\": 5\n}\n");
     assert_eq!(kind_name(&Response::Done), "done");
+}
+
+#[test]
+fn port_show_says_why_a_port_failed() {
+    let port = PortInfo {
+        failed: Some("cannot open /dev/net/tun: Permission denied".into()),
+        ..tap_port()
+    };
+    let text = human(
+        &Request::SwitchList,
+        &Response::Port {
+            port,
+            counters: PortCounters::default(),
+        },
+    );
+    assert!(
+        text.contains(
+            "  state                  failed: cannot open /dev/net/tun: Permission denied\n"
+        ),
+        "{text}"
+    );
 }
