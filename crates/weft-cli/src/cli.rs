@@ -1,0 +1,520 @@
+//! The command line, as clap types. Mapping to requests lives in [`crate::commands`].
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::rule_syntax::SYNTAX_HELP;
+
+const MAIN_HELP: &str = "\
+EXAMPLES:
+  weft switch add br1 --ageing 600
+  weft port add br1:vm1 tap --access 10
+  weft port add br1:up af-packet --ifname eth1 --trunk 10,20 --native 1
+  weft fdb add br1 52:54:00:00:00:01 vm1 --vlan 10
+  weft rule add br1 'priority=10,in_port=vm1,tcp,tp_dst=80 actions=output:up'
+  weft top
+  weft capture br1:vm1 -w vm1.pcap -c 100
+  weft --json config show > weft.json && weft config apply weft.json --dry-run
+
+THE DAEMON:
+  weft talks to weftd over its control socket: --socket PATH, else $WEFT_SOCKET, else
+  /run/weft/weftd.sock as root and $XDG_RUNTIME_DIR/weft/weftd.sock otherwise. With
+  --connect HOST:PORT --token-file FILE it uses weftd's TCP listener instead.
+
+EXIT CODES:
+  0  success
+  1  local failure (a file could not be read or written)
+  2  usage: the command line is wrong (options, SWITCH:PORT, rule syntax, MAC address)
+  3  not found: no such switch, port, rule, FDB entry or capture
+  4  refused: invalid content, name exists already, limit reached, invalid input file
+  5  cannot connect to weftd, or permission denied
+  6  weftd failed: internal or system error, protocol mismatch, no answer in time";
+
+/// weft: control the weft virtual switch daemon (weftd).
+#[derive(Debug, Parser)]
+#[command(name = "weft", version, after_help = MAIN_HELP, propagate_version = true)]
+pub struct Cli {
+    /// Options for every command.
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options for every command.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Print machine-readable JSON (the daemon's answer) instead of tables.
+    #[arg(help_heading = "Global options", long, global = true)]
+    pub json: bool,
+    /// weftd's control socket [default: /run/weft/weftd.sock as root, else $XDG_RUNTIME_DIR/weft/weftd.sock].
+    #[arg(
+        help_heading = "Global options",
+        long,
+        global = true,
+        env = "WEFT_SOCKET",
+        value_name = "PATH"
+    )]
+    pub socket: Option<PathBuf>,
+    /// Use weftd's TCP listener instead of the socket (needs --token-file).
+    #[arg(
+        help_heading = "Global options",
+        long,
+        global = true,
+        value_name = "HOST:PORT",
+        requires = "token_file"
+    )]
+    pub connect: Option<String>,
+    /// File holding the TCP listener's token.
+    #[arg(
+        help_heading = "Global options",
+        long,
+        global = true,
+        value_name = "FILE"
+    )]
+    pub token_file: Option<PathBuf>,
+    /// Seconds to wait for each answer.
+    #[arg(help_heading = "Global options", long, global = true, value_name = "SECS", default_value = "10", value_parser = parse_secs)]
+    pub timeout: Duration,
+}
+
+/// Seconds as a decimal number, from a millisecond to about 31 years.
+pub fn parse_secs(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    if secs.is_nan() || secs < 0.001 {
+        return Err(format!("'{s}' is too short: give at least 0.001 seconds"));
+    }
+    if secs > 1e9 {
+        return Err(format!("'{s}' is too long: give at most 1e9 seconds"));
+    }
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("'{s}' is not a number of seconds"))
+}
+
+/// A port, written `SWITCH:PORT`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortRef {
+    /// The switch.
+    pub switch: String,
+    /// The port.
+    pub port: String,
+}
+
+/// Parses `SWITCH:PORT`.
+pub fn parse_port_ref(s: &str) -> Result<PortRef, String> {
+    match s.split_once(':') {
+        Some((sw, port)) if !sw.is_empty() && !port.is_empty() => Ok(PortRef {
+            switch: sw.to_string(),
+            port: port.to_string(),
+        }),
+        _ => Err(format!(
+            "'{s}' is not SWITCH:PORT (e.g. br0:vm1): name the switch, a colon, then the port"
+        )),
+    }
+}
+
+/// Parses a MAC address `xx:xx:xx:xx:xx:xx`.
+pub fn parse_mac(s: &str) -> Result<String, String> {
+    let groups: Vec<&str> = s.split(':').collect();
+    let ok = groups.len() == 6
+        && groups
+            .iter()
+            .all(|g| g.len() == 2 && g.bytes().all(|b| b.is_ascii_hexdigit()));
+    if ok {
+        Ok(s.to_ascii_lowercase())
+    } else {
+        Err(format!(
+            "'{s}' is not a MAC address: write six hex pairs, e.g. 52:54:00:00:00:01"
+        ))
+    }
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create, delete and list switches.
+    #[command(subcommand)]
+    Switch(SwitchCmd),
+    /// Create, change, delete, list and inspect ports.
+    #[command(subcommand)]
+    Port(PortCmd),
+    /// The forwarding database: learned and static MAC addresses.
+    #[command(subcommand)]
+    Fdb(FdbCmd),
+    /// The flow table.
+    #[command(subcommand)]
+    Rule(RuleCmd),
+    /// Counters per switch and per port (drops by reason), and worker load.
+    #[command(after_help = "EXAMPLES:\n  weft stats\n  weft stats br0\n  weft --json stats br0")]
+    Stats {
+        /// Only this switch.
+        switch: Option<String>,
+    },
+    /// Live per-port packet and bit rates and drops, refreshed in the terminal.
+    Top(TopArgs),
+    /// Capture a port's packets into a pcap file (for tshark / Wireshark).
+    Capture(CaptureArgs),
+    /// Show or apply the whole configuration.
+    #[command(subcommand)]
+    Config(ConfigCmd),
+    /// Print a shell completion script.
+    #[command(
+        after_help = "EXAMPLES:\n  weft completions bash > /etc/bash_completion.d/weft\n  \
+                            weft completions zsh > ~/.zfunc/_weft\n  \
+                            weft completions fish > ~/.config/fish/completions/weft.fish"
+    )]
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Ask weftd for its version and protocol.
+    Hello,
+    /// Print weft's version and weftd's.
+    Version,
+}
+
+/// `weft switch ...`
+#[derive(Debug, Subcommand)]
+pub enum SwitchCmd {
+    /// Create a switch.
+    #[command(
+        after_help = "EXAMPLES:\n  weft switch add br1\n  weft switch add br1 --batch 128 --fdb-max 65536 --ageing 600"
+    )]
+    Add(SwitchAddArgs),
+    /// Delete a switch.
+    #[command(after_help = "EXAMPLES:\n  weft switch del br1\n  weft switch del br1 --force")]
+    Del {
+        /// The switch.
+        name: String,
+        /// Delete its ports too.
+        #[arg(long)]
+        force: bool,
+    },
+    /// List switches.
+    #[command(alias = "ls")]
+    List,
+}
+
+/// `weft switch add`.
+#[derive(Debug, Args)]
+pub struct SwitchAddArgs {
+    /// Name (1 to 32 of A-Z a-z 0-9 - _ .).
+    pub name: String,
+    /// Frames per batch (1 to 1024) [default: 64].
+    #[arg(long, value_name = "N")]
+    pub batch: Option<usize>,
+    /// Most FDB entries [default: 8192].
+    #[arg(long, value_name = "N")]
+    pub fdb_max: Option<usize>,
+    /// Most learned FDB entries per port [default: 1024].
+    #[arg(long, value_name = "N")]
+    pub fdb_per_port: Option<usize>,
+    /// FDB ageing time [default: 300].
+    #[arg(long, value_name = "SECS")]
+    pub ageing: Option<u64>,
+    /// Most flow rules [default: 4096].
+    #[arg(long, value_name = "N")]
+    pub max_rules: Option<usize>,
+    /// Flow cache entries [default: 4096].
+    #[arg(long, value_name = "N")]
+    pub cache: Option<usize>,
+}
+
+/// `weft port ...`
+#[derive(Debug, Subcommand)]
+pub enum PortCmd {
+    /// Create a port.
+    #[command(after_help = "EXAMPLES:\n  weft port add br0:vm1 tap\n  \
+        weft port add br0:vm1 tap --ifname tap-vm1 --netns blue --queues 4 --mtu 9000\n  \
+        weft port add br0:vm2 tap --access 10 --no-learning\n  \
+        weft port add br0:up af-packet --ifname eth1 --trunk 10,20 --native 1")]
+    Add {
+        /// The port to create.
+        #[arg(value_name = "SWITCH:PORT", value_parser = parse_port_ref)]
+        target: PortRef,
+        /// What the port is.
+        #[command(subcommand)]
+        kind: PortKindCmd,
+    },
+    /// Change a port's switch-side options (the ones not given stay as they are).
+    #[command(after_help = "EXAMPLES:\n  weft port set br0:vm1 --access 20\n  \
+        weft port set br0:up --trunk 10,20,30 --native 1\n  \
+        weft port set br0:vm1 --plain --learning")]
+    Set {
+        /// The port.
+        #[arg(value_name = "SWITCH:PORT", value_parser = parse_port_ref)]
+        target: PortRef,
+        /// The options to change.
+        #[command(flatten)]
+        options: PortOptionArgs,
+    },
+    /// Delete a port.
+    #[command(after_help = "EXAMPLES:\n  weft port del br0:vm1")]
+    Del {
+        /// The port.
+        #[arg(value_name = "SWITCH:PORT", value_parser = parse_port_ref)]
+        target: PortRef,
+    },
+    /// List ports (of one switch, or of all).
+    #[command(
+        alias = "ls",
+        after_help = "EXAMPLES:\n  weft port list\n  weft port list br0"
+    )]
+    List {
+        /// Only this switch.
+        switch: Option<String>,
+    },
+    /// A port in detail: options, counters, drops by reason.
+    #[command(after_help = "EXAMPLES:\n  weft port show br0:vm1")]
+    Show {
+        /// The port.
+        #[arg(value_name = "SWITCH:PORT", value_parser = parse_port_ref)]
+        target: PortRef,
+    },
+}
+
+/// The kinds of port.
+#[derive(Debug, Subcommand)]
+pub enum PortKindCmd {
+    /// A TAP device (created, or attached to when it exists).
+    Tap {
+        /// Device name [default: the port name].
+        #[arg(long, value_name = "NAME")]
+        ifname: Option<String>,
+        /// Network namespace (a name under /run/netns) to move the device into.
+        #[arg(long, value_name = "NS")]
+        netns: Option<String>,
+        /// Queues (multiqueue TAP), 1 to 16.
+        #[arg(long, value_name = "N", default_value_t = 1)]
+        queues: u16,
+        /// MTU of the device.
+        #[arg(long, value_name = "N", default_value_t = 1500)]
+        mtu: u32,
+        /// Do not negotiate checksum and segmentation offloads with the kernel.
+        #[arg(long)]
+        no_offloads: bool,
+        /// Switch-side options.
+        #[command(flatten)]
+        options: PortOptionArgs,
+    },
+    /// An existing interface (veth or physical) used through an AF_PACKET socket.
+    AfPacket {
+        /// The interface.
+        #[arg(long, value_name = "NAME")]
+        ifname: String,
+        /// Switch-side options.
+        #[command(flatten)]
+        options: PortOptionArgs,
+    },
+}
+
+/// Switch-side port options.
+#[derive(Debug, Args, Default, PartialEq, Eq)]
+pub struct PortOptionArgs {
+    /// Access port: untagged on the wire, in this VLAN (1 to 4094).
+    #[arg(long, value_name = "VLAN", conflicts_with_all = ["trunk", "plain"])]
+    pub access: Option<u16>,
+    /// Trunk port: these VLANs tagged on the wire (comma-separated).
+    #[arg(
+        long,
+        value_name = "VLANS",
+        value_delimiter = ',',
+        num_args = 1,
+        conflicts_with = "plain"
+    )]
+    pub trunk: Option<Vec<u16>>,
+    /// With --trunk: the VLAN of untagged frames.
+    #[arg(long, value_name = "VLAN", requires = "trunk")]
+    pub native: Option<u16>,
+    /// No VLAN processing: frames pass as they are (the default).
+    #[arg(long)]
+    pub plain: bool,
+    /// Do not flood unknown unicast to this port.
+    #[arg(long, conflicts_with = "flood_unknown")]
+    pub no_flood_unknown: bool,
+    /// Flood unknown unicast to this port (the default).
+    #[arg(long)]
+    pub flood_unknown: bool,
+    /// Do not learn source addresses seen on this port.
+    #[arg(long, conflicts_with = "learning")]
+    pub no_learning: bool,
+    /// Learn source addresses seen on this port (the default).
+    #[arg(long)]
+    pub learning: bool,
+}
+
+/// `weft fdb ...`
+#[derive(Debug, Subcommand)]
+pub enum FdbCmd {
+    /// List FDB entries.
+    #[command(
+        alias = "list",
+        after_help = "EXAMPLES:\n  weft fdb show br0\n  weft fdb show br0 --vlan 10 --port vm1"
+    )]
+    Show {
+        /// The switch.
+        switch: String,
+        /// Only this VLAN.
+        #[arg(long, value_name = "V")]
+        vlan: Option<u16>,
+        /// Only this port.
+        #[arg(long, value_name = "PORT")]
+        port: Option<String>,
+    },
+    /// Add a static entry.
+    #[command(
+        after_help = "EXAMPLES:\n  weft fdb add br0 52:54:00:00:00:01 vm1\n  weft fdb add br0 52:54:00:00:00:01 up --vlan 10"
+    )]
+    Add {
+        /// The switch.
+        switch: String,
+        /// The MAC address.
+        #[arg(value_parser = parse_mac)]
+        mac: String,
+        /// The port it lives behind.
+        port: String,
+        /// VLAN (0 = none).
+        #[arg(long, value_name = "V", default_value_t = 0)]
+        vlan: u16,
+    },
+    /// Remove an entry (static or learned).
+    #[command(after_help = "EXAMPLES:\n  weft fdb del br0 52:54:00:00:00:01 --vlan 10")]
+    Del {
+        /// The switch.
+        switch: String,
+        /// The MAC address.
+        #[arg(value_parser = parse_mac)]
+        mac: String,
+        /// VLAN (0 = none).
+        #[arg(long, value_name = "V", default_value_t = 0)]
+        vlan: u16,
+    },
+    /// Remove many entries.
+    #[command(
+        after_help = "EXAMPLES:\n  weft fdb flush br0\n  weft fdb flush br0 --port vm1 --dynamic"
+    )]
+    Flush {
+        /// The switch.
+        switch: String,
+        /// Only this port's entries.
+        #[arg(long, value_name = "PORT")]
+        port: Option<String>,
+        /// Only this VLAN's entries.
+        #[arg(long, value_name = "V")]
+        vlan: Option<u16>,
+        /// Only learned entries: keep the static ones.
+        #[arg(long)]
+        dynamic: bool,
+    },
+}
+
+/// `weft rule ...`
+#[derive(Debug, Subcommand)]
+pub enum RuleCmd {
+    /// Add a flow rule; prints its id.
+    #[command(after_long_help = SYNTAX_HELP, after_help = "See --help for the rule syntax.")]
+    Add {
+        /// The switch.
+        switch: String,
+        /// The rule, e.g. 'priority=10,in_port=vm1 actions=output:vm2' (see --help).
+        #[arg(required_unless_present = "json_rule", conflicts_with = "json_rule")]
+        rule: Option<String>,
+        /// Read the rule as JSON (the protocol's RuleSpec) from FILE ('-' for stdin).
+        #[arg(long, value_name = "FILE")]
+        json_rule: Option<PathBuf>,
+    },
+    /// Delete a rule by id.
+    #[command(after_help = "EXAMPLES:\n  weft rule del br0 3")]
+    Del {
+        /// The switch.
+        switch: String,
+        /// The rule's id (from `weft rule add` or `weft rule list`).
+        id: u64,
+    },
+    /// List rules with their counters, in lookup order.
+    #[command(alias = "ls", after_help = "EXAMPLES:\n  weft rule list br0")]
+    List {
+        /// The switch.
+        switch: String,
+    },
+}
+
+/// `weft top`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Press q or Ctrl-C to quit. When stdout is not a terminal, prints one \
+    sample after the interval and exits.\n\nEXAMPLES:\n  weft top\n  weft top br0 --interval 0.5\n  \
+    weft --json top --interval 2 > rates.json"
+)]
+pub struct TopArgs {
+    /// Only this switch.
+    pub switch: Option<String>,
+    /// Seconds between samples.
+    #[arg(long, short = 'i', value_name = "SECS", default_value = "1", value_parser = parse_secs)]
+    pub interval: Duration,
+}
+
+/// Which way packets went through the port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Direction {
+    /// Received from the port.
+    In,
+    /// Sent to the port.
+    Out,
+    /// Both.
+    Both,
+}
+
+/// `weft capture`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Stops after -c packets, after --duration, or on Ctrl-C, whichever \
+    comes first; then prints how many packets were captured and lost.\n\nEXAMPLES:\n  \
+    weft capture br0:vm1 -w vm1.pcap -c 100\n  \
+    weft capture br0:up -w up.pcap --direction in --duration 10 --snaplen 128\n  \
+    weft capture br0:vm1 -w - | tshark -r -"
+)]
+pub struct CaptureArgs {
+    /// The port.
+    #[arg(value_name = "SWITCH:PORT", value_parser = parse_port_ref)]
+    pub target: PortRef,
+    /// The pcap file to write ('-' for stdout).
+    #[arg(short = 'w', long = "write", value_name = "FILE.pcap")]
+    pub file: PathBuf,
+    /// Stop after this many packets.
+    #[arg(short = 'c', long = "count", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
+    /// Which way.
+    #[arg(long, value_enum, default_value_t = Direction::Both)]
+    pub direction: Direction,
+    /// Bytes kept per packet [default: 65535].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=262_144))]
+    pub snaplen: Option<u32>,
+    /// Stop after this many seconds.
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    pub duration: Option<Duration>,
+}
+
+/// `weft config ...`
+#[derive(Debug, Subcommand)]
+pub enum ConfigCmd {
+    /// Print the whole configuration (as weftd persists it) as JSON.
+    #[command(after_help = "EXAMPLES:\n  weft config show > weft.json")]
+    Show,
+    /// Make the configuration equal to a JSON state file; prints the changes.
+    #[command(after_help = "The file is what `weft config show` prints (or what \
+        `weft --json config show` prints). weftd validates it as a whole: an invalid file \
+        changes nothing.\n\nEXAMPLES:\n  weft config apply weft.json --dry-run\n  \
+        weft config apply weft.json")]
+    Apply {
+        /// The state file ('-' for stdin).
+        file: PathBuf,
+        /// Only validate and show what would change.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}

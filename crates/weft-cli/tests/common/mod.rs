@@ -1,0 +1,182 @@
+//! A fake weftd for tests: a thread on a Unix socket (or TCP port) in a temporary directory,
+//! answering each request line with what a handler says, and recording what it was sent.
+
+#![allow(dead_code)] // each test file uses a different part
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::os::unix::net::UnixListener;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+use weft_control::{
+    decode_request, encode_response, ControlError, Request, RequestEnvelope, Response,
+    ResponseEnvelope, PROTOCOL_VERSION,
+};
+
+/// What the fake answers to one raw line: the raw reply (newline included), or `None` to
+/// close the connection without answering.
+pub(crate) type RawHandler = dyn Fn(&[u8]) -> Option<Vec<u8>> + Send + Sync;
+
+pub(crate) struct FakeDaemon {
+    _dir: tempfile::TempDir,
+    pub(crate) socket: PathBuf,
+    pub(crate) tcp: Option<String>,
+    pub(crate) seen: Arc<Mutex<Vec<RequestEnvelope>>>,
+}
+
+impl FakeDaemon {
+    /// A fake that answers decoded requests with `handler`.
+    pub(crate) fn start<F>(handler: F) -> FakeDaemon
+    where
+        F: Fn(&Request) -> Result<Response, ControlError> + Send + Sync + 'static,
+    {
+        Self::start_with(handler, false)
+    }
+
+    /// The same, also listening on 127.0.0.1 (any port).
+    pub(crate) fn start_tcp<F>(handler: F) -> FakeDaemon
+    where
+        F: Fn(&Request) -> Result<Response, ControlError> + Send + Sync + 'static,
+    {
+        Self::start_with(handler, true)
+    }
+
+    fn start_with<F>(handler: F, tcp: bool) -> FakeDaemon
+    where
+        F: Fn(&Request) -> Result<Response, ControlError> + Send + Sync + 'static,
+    {
+        let seen: Arc<Mutex<Vec<RequestEnvelope>>> = Arc::default();
+        let record = Arc::clone(&seen);
+        let raw = move |line: &[u8]| {
+            let reply = match decode_request(line) {
+                Ok(env) => {
+                    let result = handler(&env.request);
+                    let id = env.id;
+                    record.lock().unwrap().push(env);
+                    ResponseEnvelope {
+                        version: PROTOCOL_VERSION,
+                        id,
+                        result,
+                    }
+                }
+                Err(e) => ResponseEnvelope {
+                    version: PROTOCOL_VERSION,
+                    id: e.id.unwrap_or(0),
+                    result: Err(e.error),
+                },
+            };
+            Some(encode_response(&reply).into_bytes())
+        };
+        let mut fake = Self::start_raw(raw);
+        fake.seen = seen;
+        if tcp {
+            fake.tcp = Some(fake.listen_tcp_again());
+        }
+        fake
+    }
+
+    /// A fake that answers raw lines.
+    pub(crate) fn start_raw<F>(handler: F) -> FakeDaemon
+    where
+        F: Fn(&[u8]) -> Option<Vec<u8>> + Send + Sync + 'static,
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("weftd.sock");
+        let listener = UnixListener::bind(&socket).unwrap();
+        let h: Arc<RawHandler> = Arc::new(handler);
+        thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let h = Arc::clone(&h);
+                thread::spawn(move || serve(conn, &*h));
+            }
+        });
+        FakeDaemon {
+            _dir: dir,
+            socket,
+            tcp: None,
+            seen: Arc::default(),
+        }
+    }
+
+    fn listen_tcp_again(&self) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let socket = self.socket.clone();
+        // Relay TCP connections to the Unix socket: same handler, same records.
+        thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let unix = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+                let (mut a, mut b) = (conn.try_clone().unwrap(), unix.try_clone().unwrap());
+                thread::spawn(move || {
+                    let _ = std::io::copy(&mut a, &mut b);
+                });
+                let (mut c, mut d) = (unix, conn);
+                thread::spawn(move || {
+                    let _ = std::io::copy(&mut c, &mut d);
+                });
+            }
+        });
+        addr
+    }
+
+    /// The requests received so far.
+    pub(crate) fn requests(&self) -> Vec<Request> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|e| e.request.clone())
+            .collect()
+    }
+
+    /// `weft --socket SOCKET args...`.
+    pub(crate) fn weft(&self, args: &[&str]) -> Output {
+        weft_cmd()
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+}
+
+fn serve<S: Read + Write>(conn: S, handler: &RawHandler) {
+    let mut reader = BufReader::new(conn);
+    loop {
+        let mut line = Vec::new();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        match handler(&line) {
+            Some(reply) => {
+                if reader.get_mut().write_all(&reply).is_err() {
+                    return;
+                }
+            }
+            None => return,
+        }
+    }
+}
+
+/// The `weft` binary, with no socket from the environment.
+pub(crate) fn weft_cmd() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_weft"));
+    c.env_remove("WEFT_SOCKET");
+    c
+}
+
+pub(crate) fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub(crate) fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+pub(crate) fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
