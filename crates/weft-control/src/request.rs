@@ -22,8 +22,9 @@ pub enum CaptureDirection {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
-    /// Versions of the daemon and the protocol.
-    Hello,
+    /// Versions of the daemon and the protocol. (Variants without fields are written as
+    /// empty structs so that unknown fields are refused for them too.)
+    Hello {},
     /// Creates a switch.
     SwitchAdd {
         /// Name.
@@ -41,7 +42,7 @@ pub enum Request {
         force: bool,
     },
     /// Lists switches.
-    SwitchList,
+    SwitchList {},
     /// Creates a port on a switch.
     PortAdd {
         /// Switch.
@@ -185,7 +186,7 @@ pub enum Request {
         id: u64,
     },
     /// The whole configuration, as persisted.
-    ConfigShow,
+    ConfigShow {},
     /// Makes the configuration equal to `state` (validated as a whole first: an invalid
     /// state changes nothing). With `dry_run`, only validates and reports.
     ConfigApply {

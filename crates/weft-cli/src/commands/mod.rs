@@ -52,7 +52,7 @@ pub fn plan(command: &Command) -> Result<Plan<'_>, CliError> {
             name: name.clone(),
             force: *force,
         }),
-        Command::Switch(SwitchCmd::List) => call(Request::SwitchList),
+        Command::Switch(SwitchCmd::List) => call(Request::SwitchList {}),
         Command::Port(PortCmd::Add { target, kind }) => call(port_add_request(target, kind)),
         Command::Port(PortCmd::Set { target, options }) => Ok(Plan::PortSet {
             switch: target.switch.clone(),
@@ -91,13 +91,13 @@ pub fn plan(command: &Command) -> Result<Plan<'_>, CliError> {
         }),
         Command::Top(args) => Ok(Plan::Top(args)),
         Command::Capture(args) => Ok(Plan::Capture(args)),
-        Command::Config(ConfigCmd::Show) => call(Request::ConfigShow),
+        Command::Config(ConfigCmd::Show) => call(Request::ConfigShow {}),
         Command::Config(ConfigCmd::Apply { file, dry_run }) => call(Request::ConfigApply {
             state: config::read_state(file)?,
             dry_run: *dry_run,
         }),
         Command::Completions { shell } => Ok(Plan::Completions(*shell)),
-        Command::Hello => call(Request::Hello),
+        Command::Hello => call(Request::Hello {}),
         Command::Version => Ok(Plan::Version),
     }
 }

@@ -137,7 +137,7 @@ struct VersionReport {
 
 fn version(global: &GlobalArgs, json_output: bool) -> Result<String, CliError> {
     let mine = env!("CARGO_PKG_VERSION");
-    let hello = connect(global).and_then(|mut c| c.call(Request::Hello));
+    let hello = connect(global).and_then(|mut c| c.call(Request::Hello {}));
     let hello = match hello {
         Ok(h) => h,
         Err(e) => {
@@ -157,7 +157,7 @@ fn version(global: &GlobalArgs, json_output: bool) -> Result<String, CliError> {
     }
     Ok(format!(
         "weft {mine} (protocol {PROTOCOL_VERSION})\n{}",
-        human(&Request::Hello, &hello)
+        human(&Request::Hello {}, &hello)
     ))
 }
 

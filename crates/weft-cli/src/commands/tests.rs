@@ -78,8 +78,8 @@ fn switch_del_and_list() {
             force: true
         }
     );
-    assert_eq!(request(&["switch", "list"]), Request::SwitchList);
-    assert_eq!(request(&["switch", "ls"]), Request::SwitchList);
+    assert_eq!(request(&["switch", "list"]), Request::SwitchList {});
+    assert_eq!(request(&["switch", "ls"]), Request::SwitchList {});
 }
 
 #[test]
@@ -492,8 +492,8 @@ fn rule_del_list_stats() {
             switch: Some("br0".into())
         }
     );
-    assert_eq!(request(&["hello"]), Request::Hello);
-    assert_eq!(request(&["config", "show"]), Request::ConfigShow);
+    assert_eq!(request(&["hello"]), Request::Hello {});
+    assert_eq!(request(&["config", "show"]), Request::ConfigShow {});
 }
 
 fn sample_state() -> State {

@@ -18,8 +18,8 @@ fn round_trip(request: Request) {
 
 #[test]
 fn every_request_kind_round_trips() {
-    round_trip(Request::Hello);
-    round_trip(Request::SwitchList);
+    round_trip(Request::Hello {});
+    round_trip(Request::SwitchList {});
     round_trip(Request::PortAdd {
         switch: "br0".into(),
         name: "tap1".into(),
@@ -92,6 +92,8 @@ fn malformed_requests_get_typed_errors() {
         (br#"{"version":1,"id":3,"request":{"op":"switch_add","name":7}}"#, Some(3), BadRequest),
         (br#"{"version":1,"id":3,"request":{"op":"switch_add","name":"a","colour":"red"}}"#, Some(3), BadRequest),
         (br#"{"version":1,"id":3,"extra":1,"request":{"op":"hello"}}"#, Some(3), BadRequest),
+        (br#"{"version":1,"id":3,"request":{"op":"hello","x":1}}"#, Some(3), BadRequest),
+        (br#"{"version":1,"id":3,"request":{"op":"config_show","switch":"b"}}"#, Some(3), BadRequest),
         (br#"{"version":1,"id":3,"request":{"op":"port_add","switch":"b","name":"p","kind":{"type":"warp"}}}"#, Some(3), BadRequest),
         (br#"{"version":1,"id":3,"request":{"op":"fdb_add","switch":"b","vlan":70000,"mac":"x","port":"p"}}"#, Some(3), BadRequest),
         (br#"{"version":1,"id":3,"request":{"op":"rule_del","switch":"b","id":"seven"}}"#, Some(3), BadRequest),

@@ -149,13 +149,13 @@ impl Controller {
         session: &mut Session,
     ) -> Result<Response, ControlError> {
         match request {
-            Request::Hello => Ok(Response::Hello {
+            Request::Hello {} => Ok(Response::Hello {
                 daemon_version: env!("CARGO_PKG_VERSION").to_string(),
                 protocol_version: weft_control::PROTOCOL_VERSION,
             }),
             Request::SwitchAdd { name, settings } => self.switch_add(name, settings),
             Request::SwitchDel { name, force } => self.switch_del(&name, force),
-            Request::SwitchList => self.switch_list(),
+            Request::SwitchList {} => self.switch_list(),
             Request::PortAdd {
                 switch,
                 name,
@@ -202,7 +202,7 @@ impl Controller {
                 wait_ms: _,
             } => self.capture_read(id, max),
             Request::CaptureStop { id } => self.capture_stop(id, session),
-            Request::ConfigShow => Ok(Response::Config {
+            Request::ConfigShow {} => Ok(Response::Config {
                 state: self.state.clone(),
             }),
             Request::ConfigApply { state, dry_run } => self.config_apply(state, dry_run),

@@ -161,7 +161,7 @@ fn switch_add_is_persisted_and_listed_and_a_duplicate_changes_nothing() {
     });
     let names: Vec<_> = f.saved().switches.into_iter().map(|s| s.name).collect();
     assert_eq!(names, ["br0", "br1"]);
-    let Response::Switches { switches } = f.ok(Request::SwitchList) else {
+    let Response::Switches { switches } = f.ok(Request::SwitchList {}) else {
         panic!()
     };
     assert_eq!(switches.len(), 2);
@@ -557,7 +557,7 @@ fn config_apply_validates_whole_then_changes_only_the_difference() {
         dry_run: false,
     });
     assert_eq!(f.saved(), target);
-    let Response::Config { state } = f.ok(Request::ConfigShow) else {
+    let Response::Config { state } = f.ok(Request::ConfigShow {}) else {
         panic!()
     };
     assert_eq!(state, target);
@@ -622,7 +622,7 @@ fn switches_spread_over_workers_and_rebalance_when_one_goes() {
         });
     }
     let workers = |f: &mut Fixture| {
-        let Response::Switches { switches } = f.ok(Request::SwitchList) else {
+        let Response::Switches { switches } = f.ok(Request::SwitchList {}) else {
             panic!()
         };
         switches.iter().map(|s| s.worker).collect::<Vec<_>>()

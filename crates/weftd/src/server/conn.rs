@@ -144,8 +144,8 @@ fn changes_configuration(request: &weft_control::Request) -> bool {
         | R::RuleAdd { .. }
         | R::RuleDel { .. } => true,
         R::ConfigApply { dry_run, .. } => !dry_run,
-        R::Hello
-        | R::SwitchList
+        R::Hello {}
+        | R::SwitchList {}
         | R::PortList { .. }
         | R::PortShow { .. }
         | R::FdbShow { .. }
@@ -154,7 +154,7 @@ fn changes_configuration(request: &weft_control::Request) -> bool {
         | R::CaptureStart { .. }
         | R::CaptureRead { .. }
         | R::CaptureStop { .. }
-        | R::ConfigShow => false,
+        | R::ConfigShow {} => false,
     }
 }
 
@@ -177,9 +177,6 @@ pub fn respond(line: &[u8], ctx: &Context<'_>, session: &mut Session) -> (String
             return (error_line(id.unwrap_or(0), error), false);
         }
     };
-    if let Some(error) = unit_request_with_fields(line, &envelope.request) {
-        return (error_line(envelope.id, error), false);
-    }
     if let Some(expected) = ctx.token {
         if !token_matches(envelope.token.as_deref(), expected) {
             if let Some(suppressed) = BAD_REQUESTS.allow() {
@@ -214,32 +211,6 @@ pub fn respond(line: &[u8], ctx: &Context<'_>, session: &mut Session) -> (String
         result,
     });
     (line, false)
-}
-
-/// Requests without fields (`hello`, `switch_list`, `config_show`) decode even with
-/// unknown fields beside `op` (serde's `deny_unknown_fields` does not reach the unit
-/// variants of an internally tagged enum); refuse those as any unknown field is refused.
-fn unit_request_with_fields(line: &[u8], request: &weft_control::Request) -> Option<ControlError> {
-    use weft_control::Request::{ConfigShow, Hello, SwitchList};
-    if !matches!(request, Hello | SwitchList | ConfigShow) {
-        return None;
-    }
-    let value: serde_json::Value = serde_json::from_slice(line).ok()?;
-    let fields = value.get("request")?.as_object()?;
-    let extra: Vec<&str> = fields
-        .keys()
-        .map(String::as_str)
-        .filter(|k| *k != "op")
-        .collect();
-    (!extra.is_empty()).then(|| {
-        ControlError::new(
-            ErrorKind::BadRequest,
-            format!(
-                "invalid request: unknown field(s) {} for this op, which takes none",
-                extra.join(", ")
-            ),
-        )
-    })
 }
 
 /// The request's `op`, for logs.

@@ -41,7 +41,7 @@ fn switches_render_as_an_aligned_table() {
         }],
     };
     assert_eq!(
-        human(&Request::SwitchList, &r),
+        human(&Request::SwitchList {}, &r),
         "NAME  PORTS  FDB  RULES  WORKER  BATCH  FDB-MAX  PER-PORT  AGEING  MAX-RULES  CACHE\n\
          br0       2   17      1       0     64     8192      1024    300s       4096   4096\n"
     );
@@ -49,7 +49,7 @@ fn switches_render_as_an_aligned_table() {
 
 #[test]
 fn empty_lists_say_so() {
-    let req = Request::SwitchList;
+    let req = Request::SwitchList {};
     assert_eq!(
         human(&req, &Response::Switches { switches: vec![] }),
         "no switches\n"
@@ -70,9 +70,9 @@ fn empty_lists_say_so() {
 
 #[test]
 fn done_prints_nothing_and_rule_added_prints_the_id() {
-    assert_eq!(human(&Request::SwitchList, &Response::Done), "");
+    assert_eq!(human(&Request::SwitchList {}, &Response::Done), "");
     assert_eq!(
-        human(&Request::SwitchList, &Response::RuleAdded { id: 42 }),
+        human(&Request::SwitchList {}, &Response::RuleAdded { id: 42 }),
         "42\n"
     );
 }
@@ -120,7 +120,7 @@ fn port_show_lists_counters_and_drops_by_reason() {
         drops: BTreeMap::from([("fdb_full".into(), 2), ("too_big".into(), 1)]),
     };
     let text = human(
-        &Request::SwitchList,
+        &Request::SwitchList {},
         &Response::Port {
             port: tap_port(),
             counters,
@@ -149,7 +149,7 @@ fn port_show_lists_counters_and_drops_by_reason() {
 #[test]
 fn fdb_entries_show_type_and_age() {
     let text = human(
-        &Request::SwitchList,
+        &Request::SwitchList {},
         &Response::Fdb {
             entries: vec![
                 FdbEntry {
@@ -189,7 +189,7 @@ fn rules_print_in_the_text_syntax_with_counters() {
         cookie: 0,
     };
     let text = human(
-        &Request::SwitchList,
+        &Request::SwitchList {},
         &Response::Rules {
             rules: vec![RuleInfo {
                 id: 3,
@@ -286,7 +286,7 @@ fn config_apply_dry_run_says_nothing_was_applied() {
 #[test]
 fn config_show_is_the_state_as_json() {
     let text = human(
-        &Request::ConfigShow,
+        &Request::ConfigShow {},
         &Response::Config {
             state: State::default(),
         },
@@ -309,7 +309,7 @@ fn port_show_says_why_a_port_failed() {
         ..tap_port()
     };
     let text = human(
-        &Request::SwitchList,
+        &Request::SwitchList {},
         &Response::Port {
             port,
             counters: PortCounters::default(),
