@@ -82,6 +82,13 @@ impl LabBuilder {
         )
         .unwrap_or_else(|e| panic!("open TAP {ifname}: {e}"));
         assert_eq!(tap.mtu(), mtu as usize);
+        let (want, got) = (offloads.normalized(), tap.offloads());
+        assert_eq!(
+            (got.csum, got.tso),
+            (want.csum, want.tso),
+            "the kernel took the offloads"
+        );
+        assert!(!got.uso || want.uso, "USO only when asked for");
         let ip = format!("10.77.0.{host}");
         ns.ip(&["addr", "add", &format!("{ip}/24"), "dev", &ifname]);
         let mut stats = Vec::new();

@@ -16,8 +16,10 @@ use weft_switch::{PortId, PortRx, Switch, Timestamp};
 /// How the worker waits when idle.
 #[derive(Debug, Clone, Copy)]
 pub struct IdlePolicy {
-    /// Empty polling rounds before sleeping.
-    pub spin_rounds: u32,
+    /// How long to keep polling after the last frame before sleeping, in microseconds.
+    /// Sleeping is cheap for the CPU but waking costs a cross-CPU interrupt (tens of
+    /// microseconds on these VMs): a worker that owns its CPU spins longer.
+    pub spin_us: u64,
     /// Longest sleep, in milliseconds.
     pub sleep_ms: i32,
 }
@@ -25,7 +27,7 @@ pub struct IdlePolicy {
 impl Default for IdlePolicy {
     fn default() -> Self {
         IdlePolicy {
-            spin_rounds: 64,
+            spin_us: 200,
             sleep_ms: 20,
         }
     }
@@ -73,7 +75,8 @@ impl SwitchThread {
                 }
                 let start = Instant::now();
                 let mut events = vec![EpollEvent::default(); 16];
-                let mut idle_rounds = 0;
+                let spin = std::time::Duration::from_micros(idle.spin_us);
+                let mut last_busy = Instant::now();
                 while !stop2.load(Ordering::Relaxed) {
                     let now =
                         Timestamp(u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX));
@@ -82,15 +85,14 @@ impl SwitchThread {
                         n += switch.process(*port, rx.as_mut(), now);
                     }
                     if n > 0 {
-                        idle_rounds = 0;
+                        last_busy = Instant::now();
                         continue;
                     }
-                    idle_rounds += 1;
-                    if idle_rounds < idle.spin_rounds {
+                    if last_busy.elapsed() < spin {
                         continue;
                     }
                     let _ = epoll.wait(idle.sleep_ms, &mut events);
-                    idle_rounds = 0;
+                    last_busy = Instant::now();
                 }
                 switch
             })
