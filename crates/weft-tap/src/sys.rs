@@ -71,7 +71,7 @@ pub(crate) fn ioctl_ifreq(
     request: libc::Ioctl,
     req: &mut libc::ifreq,
 ) -> io::Result<()> {
-    // SAFETY: every request passed here (TUNSETIFF, SIOCGIFMTU, SIOCSIFMTU, SIOCGIFFLAGS,
+    // SAFETY: every request passed here (TUNSETIFF, TUNGETIFF, SIOCGIFMTU, SIOCSIFMTU, SIOCGIFFLAGS,
     // SIOCSIFFLAGS, SIOCGIFINDEX) takes a pointer to one `struct ifreq`, which `req` is, live
     // and exclusively borrowed for the call.
     cvt(unsafe { ioctl_with_mut_ref(fd, request, req) }).map(drop)

@@ -198,6 +198,7 @@ impl TapQueue {
     /// and write behind a 12-byte virtio-net header (a `SOCK_SEQPACKET` socket: tests).
     /// It is made non-blocking.
     pub fn from_fd(fd: OwnedFd, caps: PortCaps, rx_frames: usize) -> Result<TapQueue, PortError> {
+        check_tap_flags(&fd)?;
         set_vnet_hdr_len(&fd, "fd")?;
         sys::set_nonblocking(&fd).map_err(|e| PortError::sys("fcntl(O_NONBLOCK)", "fd", e))?;
         Ok(TapQueue::new(File::from(fd), caps, rx_frames))
@@ -261,6 +262,26 @@ fn open_queue(name: &str, multi_queue: bool) -> Result<(OwnedFd, String), PortEr
     let actual = sys::ifreq_name(&req);
     set_vnet_hdr_len(&fd, &actual)?;
     Ok((fd, actual))
+}
+
+/// Refuses a TUN device, or a TAP without virtio-net headers: their frames would be misread.
+/// Descriptors that are not TUN/TAP at all (`ENOTTY`) are the caller's responsibility.
+fn check_tap_flags(fd: &OwnedFd) -> Result<(), PortError> {
+    let mut req = sys::ifreq("");
+    match sys::ioctl_ifreq(fd, libc::TUNGETIFF, &mut req) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::ENOTTY) => return Ok(()),
+        Err(e) => return Err(PortError::sys("TUNGETIFF", "fd", e)),
+    }
+    // SAFETY: TUNGETIFF filled the `ifru_flags` member of the union.
+    let flags = libc::c_int::from(unsafe { req.ifr_ifru.ifru_flags });
+    let name = sys::ifreq_name(&req);
+    if flags & libc::IFF_TAP == 0 || flags & libc::IFF_VNET_HDR == 0 {
+        return Err(PortError::BadOption(format!(
+            "{name}: not a TAP with IFF_VNET_HDR (flags {flags:#x})"
+        )));
+    }
+    Ok(())
 }
 
 /// Sets the 12-byte header and little-endian fields. Descriptors that are not TAPs (tests'

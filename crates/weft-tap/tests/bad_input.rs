@@ -128,3 +128,37 @@ fn a_real_tap_refuses_malformed_frames_on_transmit_and_the_port_counts_them() {
     assert_eq!(s.drops(PortDrop::TxError), 2);
     assert_eq!(s.tx_frames, 1);
 }
+
+#[test]
+fn a_tap_descriptor_without_virtio_net_headers_is_refused() {
+    if !common::lab::can_run("a_tap_descriptor_without_virtio_net_headers_is_refused") {
+        return;
+    }
+    let _serial = common::lab::serial();
+    let tun = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/net/tun")
+        .unwrap();
+    // SAFETY: all-zero is a valid ifreq.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    let name = common::lab::unique("plain");
+    for (d, s) in req.ifr_name.iter_mut().zip(name.bytes()) {
+        *d = libc::c_char::from_ne_bytes([s]);
+    }
+    req.ifr_ifru.ifru_flags = libc::c_short::try_from(libc::IFF_TAP | libc::IFF_NO_PI).unwrap();
+    // SAFETY: TUNSETIFF reads and writes one ifreq, which `req` is.
+    let r = unsafe {
+        libc::ioctl(
+            std::os::fd::AsRawFd::as_raw_fd(&tun),
+            libc::TUNSETIFF,
+            &mut req,
+        )
+    };
+    assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+    let refused = TapQueue::from_fd(OwnedFd::from(tun), Offloads::ALL.caps(1500), 8);
+    assert!(
+        matches!(refused, Err(weft_tap::PortError::BadOption(_))),
+        "{refused:?}"
+    );
+}
