@@ -1,0 +1,127 @@
+//! The transmit half of an AF_PACKET port: bursts of frames in one `sendmmsg`, each message
+//! gathered from its virtio-net header, new head and body (no copy in user space).
+
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+
+use weft_switch::{PortCaps, PortTx, TxFrame};
+
+use crate::stats::{PortDrop, PortStats};
+use crate::sys;
+use crate::vnet::{self, PACKET_HDR_LEN, TAP_HDR_LEN};
+
+/// Frames per `sendmmsg` (the core hands over at most this many per call anyway).
+const TX_BATCH: usize = 64;
+
+/// The transmit half of an AF_PACKET port.
+///
+/// Ownership: whoever delivers to the port (the daemon puts it behind one lock per port).
+pub struct AfPacketTx {
+    fd: Arc<OwnedFd>,
+    caps: PortCaps,
+    stats: Arc<PortStats>,
+}
+
+impl AfPacketTx {
+    pub(super) fn new(fd: Arc<OwnedFd>, caps: PortCaps, stats: Arc<PortStats>) -> Self {
+        AfPacketTx { fd, caps, stats }
+    }
+
+    /// The port's counters.
+    pub fn stats(&self) -> &Arc<PortStats> {
+        &self.stats
+    }
+
+    /// Sends up to [`TX_BATCH`] frames. Returns how many the kernel took or refused
+    /// (refusals are counted); fewer than `frames.len()` only when the socket is full.
+    fn send_burst(&self, frames: &[TxFrame<'_>]) -> usize {
+        let n = frames.len().min(TX_BATCH);
+        let frames = &frames[..n];
+        let empty = libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        };
+        let mut headers = [[0u8; TAP_HDR_LEN]; TX_BATCH];
+        for (h, f) in headers.iter_mut().zip(frames) {
+            *h = vnet::tx_header(&f.offload);
+        }
+        let mut iovs = [[empty; 3]; TX_BATCH];
+        let mut iov_lens = [0usize; TX_BATCH];
+        for (((iov, len), h), f) in iovs.iter_mut().zip(&mut iov_lens).zip(&headers).zip(frames) {
+            iov[0] = iovec(&h[..PACKET_HDR_LEN]);
+            let head = f.head();
+            *len = if head.is_empty() {
+                iov[1] = iovec(f.body);
+                2
+            } else {
+                iov[1] = iovec(head);
+                iov[2] = iovec(f.body);
+                3
+            };
+        }
+        // SAFETY: mmsghdr is a plain C struct for which all-zero (null pointers, zero
+        // lengths) is a valid value.
+        let mut msgs: [libc::mmsghdr; TX_BATCH] = unsafe { std::mem::zeroed() };
+        for ((m, iov), len) in msgs.iter_mut().zip(iovs.iter_mut()).zip(iov_lens) {
+            m.msg_hdr.msg_iov = iov.as_mut_ptr();
+            m.msg_hdr.msg_iovlen = len;
+        }
+        let mut done = 0;
+        while done < n {
+            match sys::sendmmsg(self.fd.as_fd(), &mut msgs[done..n]) {
+                Ok(0) => break,
+                Ok(k) => {
+                    self.count_sent(&frames[done..done + k]);
+                    done += k;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                // The kernel refused the first remaining frame (too big, a header it will
+                // not take, no buffer space on the device): drop it, count it, go on.
+                Err(_) => {
+                    self.stats.drop_one(PortDrop::TxError);
+                    done += 1;
+                }
+            }
+        }
+        done
+    }
+
+    fn count_sent(&self, frames: &[TxFrame<'_>]) {
+        self.stats.tx_frames.add(frames.len() as u64);
+        self.stats
+            .tx_gso_frames
+            .add(frames.iter().filter(|f| f.offload.is_gso()).count() as u64);
+        self.stats
+            .tx_csum_partial
+            .add(frames.iter().filter(|f| f.offload.needs_csum).count() as u64);
+    }
+}
+
+/// An iovec over `bytes` (the kernel only reads through it on send).
+fn iovec(bytes: &[u8]) -> libc::iovec {
+    libc::iovec {
+        iov_base: bytes.as_ptr().cast_mut().cast(),
+        iov_len: bytes.len(),
+    }
+}
+
+impl PortTx for AfPacketTx {
+    fn caps(&self) -> PortCaps {
+        self.caps
+    }
+
+    fn transmit(&mut self, frames: &[TxFrame<'_>]) -> usize {
+        let mut accepted = 0;
+        while accepted < frames.len() {
+            let burst = &frames[accepted..];
+            let n = self.send_burst(burst);
+            accepted += n;
+            if n < burst.len().min(TX_BATCH) {
+                break;
+            }
+        }
+        accepted
+    }
+}

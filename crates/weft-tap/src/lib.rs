@@ -1,0 +1,35 @@
+//! TAP and AF_PACKET ports for the weft switch: the host stack, containers in network
+//! namespaces, VMs that only know `-netdev tap`, and host interfaces (veth or physical).
+//!
+//! Both port kinds carry the virtio-net header beside every frame, so TCP super-frames
+//! (64 KiB) and "checksum not yet computed" frames cross the switch as they are whenever the
+//! destination takes them (dual-stack paper §6); the core segments and completes checksums
+//! for destinations that do not.
+//!
+//! - [`tap`]: [`Tap::open`] creates or attaches to a TAP device (optionally in another
+//!   network namespace, optionally multi-queue); each [`TapQueue`] splits into a
+//!   [`TapRx`]/[`TapTx`] pair and an `Arc<`[`PortStats`]`>`.
+//! - [`af_packet`]: [`AfPacket::open`] binds a packet socket to an existing interface, with a
+//!   memory-mapped `TPACKET_V3` receive ring and `sendmmsg` transmit.
+//! - [`stats`]: what a port drops itself, by reason ([`PortDrop`]).
+//! - [`netns`]: doing things inside another network namespace.
+//!
+//! Every `unsafe` block (ioctls, `setns`, `sendmmsg`, the mapped ring) lives in this crate,
+//! each with a `// SAFETY:` comment.
+#![deny(missing_docs)]
+
+pub mod af_packet;
+pub mod error;
+pub mod netns;
+pub mod offloads;
+mod ring;
+pub mod stats;
+mod sys;
+pub mod tap;
+pub mod vnet;
+
+pub use af_packet::{AfPacket, AfPacketOptions, AfPacketRx, AfPacketTx};
+pub use error::PortError;
+pub use offloads::Offloads;
+pub use stats::{PortDrop, PortStats, PortStatsSnapshot};
+pub use tap::{Tap, TapOptions, TapQueue, TapRx, TapTx};

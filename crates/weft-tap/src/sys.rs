@@ -1,0 +1,242 @@
+//! Thin wrappers over the system calls and ioctls the ports use. Every `unsafe` block of the
+//! crate outside the mapped ring (`ring.rs`) lives here, each with its argument checked.
+
+use std::ffi::c_int;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+use vmm_sys_util::ioctl::{ioctl_with_mut_ref, ioctl_with_ref, ioctl_with_val};
+
+use crate::error::PortError;
+
+/// Longest interface name (without the NUL).
+pub(crate) const MAX_IFNAME: usize = libc::IFNAMSIZ - 1;
+
+/// Checks an interface name: 1..=15 bytes, no '/', ':' or whitespace, no NUL.
+pub(crate) fn check_ifname(name: &str) -> Result<(), PortError> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_IFNAME
+        && !name
+            .chars()
+            .any(|c| c == '/' || c == ':' || c == '\0' || c.is_whitespace());
+    if ok {
+        Ok(())
+    } else {
+        Err(PortError::BadName(name.to_string()))
+    }
+}
+
+/// An `ifreq` naming `name` (checked with [`check_ifname`] first), the rest zero.
+pub(crate) fn ifreq(name: &str) -> libc::ifreq {
+    // SAFETY: ifreq is a plain C struct (a name array and a union of integers, addresses and
+    // a pointer) for which all-zero bytes is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(name.bytes().take(MAX_IFNAME)) {
+        *dst = libc::c_char::from_ne_bytes([src]);
+    }
+    req
+}
+
+/// The name the kernel left in an `ifreq` (it fills in `%d` patterns).
+pub(crate) fn ifreq_name(req: &libc::ifreq) -> String {
+    let bytes: Vec<u8> = req
+        .ifr_name
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c.to_ne_bytes()[0])
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+// C constants narrowed to the width of the field they go in; each fits by definition
+// (AF_PACKET = 17, ETH_P_ALL = 3, IFF_UP = 1).
+#[allow(clippy::cast_possible_truncation)]
+const AF_PACKET_FAMILY: libc::c_ushort = libc::AF_PACKET as libc::c_ushort;
+#[allow(clippy::cast_possible_truncation)]
+const ETH_P_ALL_BE: u16 = (libc::ETH_P_ALL as u16).to_be();
+#[allow(clippy::cast_possible_truncation)]
+const IFF_UP_FLAG: libc::c_short = libc::IFF_UP as libc::c_short;
+
+fn cvt(ret: c_int) -> io::Result<c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// An ioctl whose argument is an `ifreq` the kernel reads and may update.
+pub(crate) fn ioctl_ifreq(
+    fd: &impl AsRawFd,
+    request: libc::Ioctl,
+    req: &mut libc::ifreq,
+) -> io::Result<()> {
+    // SAFETY: every request passed here (TUNSETIFF, TUNGETIFF, SIOCGIFMTU, SIOCSIFMTU, SIOCGIFFLAGS,
+    // SIOCSIFFLAGS, SIOCGIFINDEX) takes a pointer to one `struct ifreq`, which `req` is, live
+    // and exclusively borrowed for the call.
+    cvt(unsafe { ioctl_with_mut_ref(fd, request, req) }).map(drop)
+}
+
+/// An ioctl whose argument is a pointer to an `int` the kernel reads.
+pub(crate) fn ioctl_int_ptr(
+    fd: &impl AsRawFd,
+    request: libc::Ioctl,
+    value: c_int,
+) -> io::Result<()> {
+    // SAFETY: the requests passed here (TUNSETVNETHDRSZ, TUNSETVNETLE) read one `int` through
+    // the pointer, which points at `value` for the duration of the call.
+    cvt(unsafe { ioctl_with_ref(fd, request, &value) }).map(drop)
+}
+
+/// An ioctl whose argument is an integer passed by value.
+pub(crate) fn ioctl_value(fd: &impl AsRawFd, request: libc::Ioctl, value: u64) -> io::Result<()> {
+    // SAFETY: the request passed here (TUNSETOFFLOAD) takes its argument by value; no memory
+    // is read or written through it.
+    cvt(unsafe { ioctl_with_val(fd, request, value) }).map(drop)
+}
+
+/// Opens `/dev/net/tun`, non-blocking and close-on-exec.
+pub(crate) fn open_tun() -> io::Result<OwnedFd> {
+    let path = c"/dev/net/tun";
+    // SAFETY: `path` is a NUL-terminated string; open has no other memory arguments.
+    let fd = cvt(unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        )
+    })?;
+    // SAFETY: open returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Sets `O_NONBLOCK` on a descriptor.
+pub(crate) fn set_nonblocking(fd: &impl AsRawFd) -> io::Result<()> {
+    // SAFETY: F_GETFL and F_SETFL take and return integers only.
+    let flags = cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;
+    // SAFETY: as above.
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) }).map(drop)
+}
+
+/// A socket of the given family, type and protocol (close-on-exec is added).
+pub(crate) fn socket(family: c_int, ty: c_int, protocol: c_int) -> io::Result<OwnedFd> {
+    // SAFETY: socket takes no memory arguments.
+    let fd = cvt(unsafe { libc::socket(family, ty | libc::SOCK_CLOEXEC, protocol) })?;
+    // SAFETY: socket returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `setsockopt` with a plain value.
+pub(crate) fn setsockopt<T: Copy>(
+    fd: &impl AsRawFd,
+    level: c_int,
+    name: c_int,
+    value: &T,
+) -> io::Result<()> {
+    let len = libc::socklen_t::try_from(std::mem::size_of::<T>())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: the pointer and length describe `value`, which outlives the call; the kernel
+    // only reads it. Callers pass the type each option expects (int, tpacket_req3,
+    // packet_mreq).
+    cvt(unsafe { libc::setsockopt(fd.as_raw_fd(), level, name, (value as *const T).cast(), len) })
+        .map(drop)
+}
+
+/// Binds an AF_PACKET socket to interface `ifindex`, all protocols.
+pub(crate) fn bind_packet(fd: &impl AsRawFd, ifindex: c_int) -> io::Result<()> {
+    // SAFETY: sockaddr_ll is a plain C struct; all-zero is valid.
+    let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    addr.sll_family = AF_PACKET_FAMILY;
+    addr.sll_protocol = ETH_P_ALL_BE;
+    addr.sll_ifindex = ifindex;
+    let len = libc::socklen_t::try_from(std::mem::size_of::<libc::sockaddr_ll>())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: the pointer and length describe `addr`, a valid sockaddr_ll for the call.
+    cvt(unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&addr as *const libc::sockaddr_ll).cast(),
+            len,
+        )
+    })
+    .map(drop)
+}
+
+/// `sendmmsg` without blocking. Returns the messages sent.
+pub(crate) fn sendmmsg(fd: BorrowedFd<'_>, msgs: &mut [libc::mmsghdr]) -> io::Result<usize> {
+    let n = libc::c_uint::try_from(msgs.len()).unwrap_or(libc::c_uint::MAX);
+    // SAFETY: `msgs` is a live, exclusively borrowed array of at least `n` headers; the
+    // caller built each one's iovec array and buffers, which outlive this call (they are
+    // borrowed by the caller's frames). The kernel writes only `msg_len` fields.
+    let sent =
+        cvt(unsafe { libc::sendmmsg(fd.as_raw_fd(), msgs.as_mut_ptr(), n, libc::MSG_DONTWAIT) })?;
+    Ok(usize::try_from(sent).unwrap_or(0))
+}
+
+/// Attributes of a network interface, read in the caller's network namespace.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IfInfo {
+    pub(crate) ifindex: c_int,
+    pub(crate) mtu: usize,
+}
+
+/// Reads an interface's index and MTU; sets its MTU first when `mtu` is given, and brings it
+/// up when `up`. Works in the calling thread's network namespace.
+pub(crate) fn configure_interface(
+    name: &str,
+    mtu: Option<u32>,
+    up: bool,
+) -> Result<IfInfo, PortError> {
+    let ctl = socket(libc::AF_INET, libc::SOCK_DGRAM, 0)
+        .map_err(|e| PortError::sys("socket(AF_INET)", name, e))?;
+    if let Some(mtu) = mtu {
+        let mut req = ifreq(name);
+        req.ifr_ifru.ifru_mtu = c_int::try_from(mtu)
+            .map_err(|_| PortError::BadOption(format!("MTU {mtu} is out of range")))?;
+        ioctl_ifreq(&ctl, libc::SIOCSIFMTU, &mut req)
+            .map_err(|e| PortError::sys("SIOCSIFMTU", name, e))?;
+    }
+    if up {
+        let mut req = ifreq(name);
+        ioctl_ifreq(&ctl, libc::SIOCGIFFLAGS, &mut req)
+            .map_err(|e| PortError::sys("SIOCGIFFLAGS", name, e))?;
+        // SAFETY: SIOCGIFFLAGS filled the `ifru_flags` member of the union.
+        let flags = unsafe { req.ifr_ifru.ifru_flags };
+        req.ifr_ifru.ifru_flags = flags | IFF_UP_FLAG;
+        ioctl_ifreq(&ctl, libc::SIOCSIFFLAGS, &mut req)
+            .map_err(|e| PortError::sys("SIOCSIFFLAGS", name, e))?;
+    }
+    let mut req = ifreq(name);
+    ioctl_ifreq(&ctl, libc::SIOCGIFMTU, &mut req)
+        .map_err(|e| PortError::sys("SIOCGIFMTU", name, e))?;
+    // SAFETY: SIOCGIFMTU filled the `ifru_mtu` member of the union.
+    let mtu = unsafe { req.ifr_ifru.ifru_mtu };
+    let mut req = ifreq(name);
+    ioctl_ifreq(&ctl, libc::SIOCGIFINDEX, &mut req)
+        .map_err(|e| PortError::sys("SIOCGIFINDEX", name, e))?;
+    // SAFETY: SIOCGIFINDEX filled the `ifru_ifindex` member of the union.
+    let ifindex = unsafe { req.ifr_ifru.ifru_ifindex };
+    let mtu = usize::try_from(mtu)
+        .map_err(|_| PortError::Unsupported(format!("{name} reports MTU {mtu}")))?;
+    Ok(IfInfo { ifindex, mtu })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interface_names_are_checked() {
+        assert!(check_ifname("tap0").is_ok());
+        assert!(check_ifname("weft%d").is_ok());
+        assert!(check_ifname("123456789012345").is_ok());
+        for bad in ["", "1234567890123456", "a/b", "a b", "a:b", "a\0"] {
+            assert!(check_ifname(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn ifreq_round_trips_the_name() {
+        assert_eq!(ifreq_name(&ifreq("wt-a")), "wt-a");
+        assert_eq!(ifreq_name(&ifreq("123456789012345")), "123456789012345");
+    }
+}
