@@ -305,3 +305,6 @@ fn serve(
     shared.connected.store(false, Ordering::Release);
     outcome
 }
+
+#[cfg(test)]
+mod tests;
