@@ -43,6 +43,8 @@ mod tx;
 mod vring;
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod testutil;
 
 pub use config::{ConfigError, VhostPortConfig, MAX_FRAME_LEN, MAX_QUEUE_SIZE};
