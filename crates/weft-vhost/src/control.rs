@@ -9,8 +9,7 @@ use std::time::Duration;
 use vhost::vhost_user::message::{
     VhostTransferStateDirection, VhostTransferStatePhase, VhostUserConfigFlags, VhostUserInflight,
     VhostUserLog, VhostUserMemoryRegion, VhostUserProtocolFeatures, VhostUserShMemConfig,
-    VhostUserSharedMsg, VhostUserSingleMemoryRegion, VhostUserVirtioFeatures,
-    VhostUserVringAddrFlags, VhostUserVringState,
+    VhostUserSharedMsg, VhostUserSingleMemoryRegion, VhostUserVringAddrFlags, VhostUserVringState,
 };
 use vhost::vhost_user::{Error, GpuBackend, Result, VhostUserBackendReqHandlerMut};
 use vhost::VhostUserMemoryRegionBase;
@@ -46,7 +45,8 @@ struct RingConfig {
     base: u16,
     addrs: Option<RingAddrs>,
     call: Option<EventFd>,
-    enabled: bool,
+    /// What the last SET_VRING_ENABLE said, if one got through.
+    enabled: Option<bool>,
     started: bool,
 }
 
@@ -115,13 +115,8 @@ impl Device {
         self.shared.set_features(Features(0));
     }
 
-    fn protocol_features_acked(&self) -> bool {
-        self.acked_features & VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits() != 0
-    }
-
     /// Starts ring `index` with the kick descriptor just received.
     fn start_ring(&mut self, index: usize, kick: Option<EventFd>) -> Result<()> {
-        let protocol = self.protocol_features_acked();
         let features = Features(self.acked_features);
         let ring = self.rings.get(index).ok_or(Error::InvalidParam)?;
         let (Some(size), Some(addrs)) = (ring.size, ring.addrs) else {
@@ -152,7 +147,11 @@ impl Device {
                 base: ring.base,
             },
             features,
-            enabled: !protocol || ring.enabled,
+            // The spec starts a ring disabled when PROTOCOL_FEATURES is negotiated, until
+            // SET_VRING_ENABLE. QEMU 7.2's virtio-net sends that enable before SET_FEATURES,
+            // which the `vhost` crate refuses (see `server.rs`), and does not repeat it: a
+            // ring therefore starts enabled unless the frontend disabled it explicitly.
+            enabled: ring.enabled.unwrap_or(true),
             kick,
             call,
         };
@@ -395,7 +394,7 @@ impl VhostUserBackendReqHandlerMut for Device {
 
     fn set_vring_enable(&mut self, index: u32, enable: bool) -> Result<()> {
         let (i, ring) = self.ring(index)?;
-        ring.enabled = enable;
+        ring.enabled = Some(enable);
         if ring.started {
             let vring = self.shared.vrings.get(i).ok_or(Error::InvalidParam)?;
             let mut st = vring.lock();

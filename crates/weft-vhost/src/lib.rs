@@ -54,6 +54,6 @@ pub use fds::FdError;
 pub use features::{offered_features, Features};
 pub use memory::{GuestMemoryTable, MemoryTableError, RegionDesc, MAX_REGIONS};
 pub use rx::VhostPortRx;
-pub use server::{VhostPortStats, VhostUserPort};
+pub use server::{QueueStatus, VhostPortStats, VhostUserPort};
 pub use tx::VhostPortTx;
 pub use vring::{RingError, RingLayout, NUM_QUEUES, RX_QUEUE, TX_QUEUE};

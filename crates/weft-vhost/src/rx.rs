@@ -20,7 +20,7 @@ use crate::chain::{read_tx_chain, ChainError, FrameLoc, TableRef};
 use crate::counters::{FrameDrop, QueueFault};
 use crate::device::DeviceShared;
 use crate::fds::drain;
-use crate::vring::VringState;
+use crate::vring::{VringState, TX_QUEUE};
 
 /// The receive half of a vhost-user port (see the module documentation).
 pub struct VhostPortRx {
@@ -214,6 +214,14 @@ impl PortRx for VhostPortRx {
         self.complete_pending(&mut st);
         if !st.serving() {
             self.mem = None;
+            if st.fault.is_some() && st.kick.is_some() {
+                // A broken ring is not read again until restarted: stop watching its kicks,
+                // or a guest kicking it would keep waking the worker.
+                dev.replace_kick(TX_QUEUE, &mut st, None);
+            } else if let Some(kick) = &st.kick {
+                // Started but disabled: a pending kick would keep an idle worker awake.
+                drain(kick);
+            }
             return;
         }
         match (&self.mem, &st.mem) {

@@ -22,7 +22,7 @@ use weft_switch::PortCaps;
 
 use crate::config::VhostPortConfig;
 use crate::control::Device;
-use crate::counters::{LogLimiter, QueueStats};
+use crate::counters::{LogLimiter, QueueFault, QueueStats};
 use crate::device::DeviceShared;
 use crate::error::VhostError;
 use crate::rx::VhostPortRx;
@@ -38,6 +38,17 @@ pub struct VhostPortStats {
     pub to_guest: QueueStats,
     /// The guest's transmit queue: frames the port received from the guest.
     pub from_guest: QueueStats,
+}
+
+/// The state of one of the port's queues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueStatus {
+    /// The frontend started the ring (and has not stopped it).
+    pub running: bool,
+    /// The frontend enabled it.
+    pub enabled: bool,
+    /// Why it stopped being served, if it broke.
+    pub fault: Option<QueueFault>,
 }
 
 /// A vhost-user port listening for its frontend. Dropping it stops the control thread,
@@ -130,6 +141,22 @@ impl VhostUserPort {
     /// True when both queues are being served.
     pub fn is_running(&self) -> bool {
         self.shared.vrings.iter().all(|v| v.lock().serving())
+    }
+
+    /// The state of both queues: the guest's receive queue, then its transmit queue.
+    pub fn queue_status(&self) -> [QueueStatus; 2] {
+        let status = |v: &crate::vring::Vring| {
+            let st = v.lock();
+            QueueStatus {
+                running: st.running,
+                enabled: st.enabled,
+                fault: st.fault,
+            }
+        };
+        [
+            status(self.shared.rx_vring()),
+            status(self.shared.tx_vring()),
+        ]
     }
 
     /// Waits until both queues are served; false on timeout.
@@ -288,6 +315,14 @@ fn serve(
         }
         if let Err(e) = handler.handle_request() {
             match e {
+                // QEMU 7.2's virtio-net enables its rings before it sets any feature; the
+                // `vhost` crate refuses that (PROTOCOL_FEATURES not yet acknowledged) after
+                // reading the whole message, so the stream is intact: carry on. Rings start
+                // enabled for that reason (see `control.rs`).
+                VhostUserError::InactiveFeature(_) => {
+                    tracing::debug!("request needing unnegotiated features ignored");
+                    continue;
+                }
                 VhostUserError::Disconnected | VhostUserError::PartialMessage => {
                     tracing::info!("vhost-user frontend disconnected");
                 }

@@ -9,6 +9,7 @@ use crate::rx::VhostPortRx;
 use crate::testutil::{ether_frame, memfd, GuestRing, GUEST_MEM};
 use crate::tx::VhostPortTx;
 use crate::vring::RX_QUEUE;
+use vhost::vhost_user::message::VhostUserVirtioFeatures;
 use vm_memory::{FileOffset, GuestAddress, GuestMemoryMmap};
 use vmm_sys_util::eventfd::EFD_NONBLOCK;
 use weft_packet::OffloadInfo;
@@ -357,27 +358,38 @@ fn get_vring_base_stops_the_ring_and_tells_where_to_resume() {
 }
 
 #[test]
-fn with_protocol_features_rings_wait_for_enable() {
+fn rings_start_enabled_unless_the_frontend_disabled_them() {
     let mut fe = frontend();
     fe.negotiate();
     fe.mem_table().unwrap();
-    fe.dev.set_vring_num(1, 256).unwrap();
     let (d, a, u) = (fe.txq.desc.0, fe.txq.avail.0, fe.txq.used.0);
-    fe.dev
-        .set_vring_addr(
-            1,
-            VhostUserVringAddrFlags::empty(),
-            VA + d,
-            VA + u,
-            VA + a,
-            0,
-        )
-        .unwrap();
-    fe.dev.set_vring_kick(1, None).unwrap();
-    assert!(!fe.serving(TX_QUEUE), "started but disabled");
+    let setup = |fe: &mut Frontend| {
+        fe.dev.set_vring_num(1, 256).unwrap();
+        fe.dev
+            .set_vring_addr(
+                1,
+                VhostUserVringAddrFlags::empty(),
+                VA + d,
+                VA + u,
+                VA + a,
+                0,
+            )
+            .unwrap();
+        fe.dev.set_vring_kick(1, None).unwrap();
+    };
+    setup(&mut fe);
+    assert!(
+        fe.serving(TX_QUEUE),
+        "QEMU 7.2 never gets its enable through"
+    );
+    fe.dev.set_vring_enable(1, false).unwrap();
+    assert!(!fe.serving(TX_QUEUE));
     fe.dev.set_vring_enable(1, true).unwrap();
     assert!(fe.serving(TX_QUEUE));
+    // Disabled before the start: it starts disabled.
+    fe.dev.get_vring_base(1).unwrap();
     fe.dev.set_vring_enable(1, false).unwrap();
+    setup(&mut fe);
     assert!(!fe.serving(TX_QUEUE));
 }
 

@@ -309,3 +309,36 @@ fn finishing_while_the_control_thread_holds_the_ring_completes_later() {
     rx.receive(&mut batch);
     assert_eq!(rig.txq.take_used().len(), 1);
 }
+
+fn readable(fd: std::os::fd::RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the duration of the call.
+    unsafe { libc::poll(&mut p, 1, 0) == 1 }
+}
+
+#[test]
+fn a_disabled_ring_does_not_keep_the_worker_awake() {
+    let (rig, mut rx, _tx) = rig();
+    rig.dev.tx_vring().lock().enabled = false;
+    rig.tx_kick.write(1).unwrap();
+    let fd = rx.readiness_fd().unwrap();
+    assert!(readable(fd));
+    assert_eq!(receive_all(&mut rx, 8).len(), 0);
+    assert!(!readable(fd));
+}
+
+#[test]
+fn a_broken_ring_stops_being_watched() {
+    let (mut rig, mut rx, _tx) = rig();
+    rig.txq.publish(1000);
+    assert_eq!(receive_all(&mut rx, 8).len(), 0);
+    assert!(rig.fault_from_guest().is_some());
+    assert_eq!(receive_all(&mut rx, 8).len(), 0);
+    let fd = rx.readiness_fd().unwrap();
+    rig.tx_kick.write(1).unwrap();
+    assert!(!readable(fd), "kicks of a broken ring wake no one");
+}
