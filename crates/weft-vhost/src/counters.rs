@@ -96,9 +96,10 @@ pub enum FrameDrop {
     /// header).
     #[error("guest receive buffers too small")]
     GuestBufferTooSmall,
-    /// The frame needs an offload the guest cannot receive (checksum or segmentation).
-    #[error("guest cannot receive this offload")]
-    GuestRefusesOffload,
+    /// The frame needed an offload the guest did not negotiate, and doing it in software
+    /// failed (its headers do not allow segmentation or checksumming).
+    #[error("offload failed in software")]
+    OffloadFailed,
 }
 
 /// Number of [`FrameDrop`] counters (bad headers are counted per header error).
@@ -115,7 +116,7 @@ impl FrameDrop {
             FrameDrop::ZeroLengthDescriptor => 3,
             FrameDrop::OffloadNotNegotiated => 4,
             FrameDrop::GuestBufferTooSmall => 5,
-            FrameDrop::GuestRefusesOffload => 6,
+            FrameDrop::OffloadFailed => 6,
             FrameDrop::BadHeader(h) => match h {
                 H::UnknownFlags(_) => 7,
                 H::RscInfo => 8,
@@ -143,7 +144,7 @@ impl FrameDrop {
             "zero_length_descriptor",
             "offload_not_negotiated",
             "guest_buffer_too_small",
-            "guest_refuses_offload",
+            "offload_failed",
             "header_unknown_flags",
             "header_rsc_info",
             "header_unknown_gso_type",
@@ -175,6 +176,7 @@ pub(crate) struct QueueCounters {
     kicks_drained: AtomicU64,
     no_buffers: AtomicU64,
     discarded_in_flight: AtomicU64,
+    software_offloads: AtomicU64,
     drops: [AtomicU64; DROP_COUNTERS],
     faults: [AtomicU64; QueueFault::ALL.len()],
 }
@@ -214,6 +216,11 @@ impl QueueCounters {
     pub(crate) fn no_buffers(&self) {
         bump(&self.no_buffers, 1);
     }
+    pub(crate) fn add_software_offloads(&self, n: u64) {
+        if n > 0 {
+            bump(&self.software_offloads, n);
+        }
+    }
     pub(crate) fn discarded_in_flight(&self, n: u64) {
         bump(&self.discarded_in_flight, n);
     }
@@ -241,6 +248,7 @@ impl QueueCounters {
             kicks_drained: load(&self.kicks_drained),
             no_buffers: load(&self.no_buffers),
             discarded_in_flight: load(&self.discarded_in_flight),
+            software_offloads: load(&self.software_offloads),
             drops: std::array::from_fn(|i| load(&self.drops[i])),
             faults: std::array::from_fn(|i| load(&self.faults[i])),
         }
@@ -268,6 +276,9 @@ pub struct QueueStats {
     pub no_buffers: u64,
     /// Chains in flight when the frontend stopped the ring; the next start re-reads them.
     pub discarded_in_flight: u64,
+    /// Frames whose offload (checksum, segmentation) the port did in software because the
+    /// guest did not negotiate it.
+    pub software_offloads: u64,
     /// Dropped frames per [`FrameDrop::index`].
     pub drops: [u64; DROP_COUNTERS],
     /// Faults per [`QueueFault::index`].

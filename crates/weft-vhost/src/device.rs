@@ -21,6 +21,8 @@ pub(crate) struct DeviceShared {
     pub(crate) vrings: [Vring; NUM_QUEUES],
     /// Negotiated features (0 while no frontend has set any).
     features: AtomicU64,
+    /// Bumped whenever `features` (and so the caps) change.
+    caps_generation: AtomicU64,
     /// Holds the transmit queue's kick descriptor while it has one. Its own descriptor
     /// never changes, so a worker's epoll set need not follow reconnections.
     readiness: Epoll,
@@ -37,6 +39,7 @@ impl DeviceShared {
             ],
             config,
             features: AtomicU64::new(0),
+            caps_generation: AtomicU64::new(0),
             readiness: Epoll::new().map_err(VhostError::io("creating the readiness epoll"))?,
             connected: AtomicBool::new(false),
         }))
@@ -57,7 +60,14 @@ impl DeviceShared {
     }
 
     pub(crate) fn set_features(&self, features: Features) {
-        self.features.store(features.0, Ordering::Release);
+        if self.features.swap(features.0, Ordering::AcqRel) != features.0 {
+            self.caps_generation.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Changes whenever the caps may have changed.
+    pub(crate) fn caps_generation(&self) -> u64 {
+        self.caps_generation.load(Ordering::Acquire)
     }
 
     /// What the port can transmit now (conservative until features are negotiated).

@@ -181,6 +181,11 @@ impl VhostUserPort {
         self.shared.caps()
     }
 
+    /// Changes whenever [`caps`](Self::caps) may have changed.
+    pub fn caps_generation(&self) -> u64 {
+        self.shared.caps_generation()
+    }
+
     /// The port's counters.
     pub fn stats(&self) -> VhostPortStats {
         VhostPortStats {

@@ -146,10 +146,16 @@ fn a_frontend_sets_up_both_rings_over_the_socket_and_frames_flow() {
     let (mut rx, mut tx) = port.take_halves().unwrap();
     assert!(matches!(port.take_halves(), Err(VhostError::HalvesTaken)));
     assert!(!port.is_running());
+    let generation = tx.caps_generation();
     let mut guest = Guest::connect(&path);
     guest.start();
     assert!(port.wait_running(Duration::from_secs(5)));
     assert!(port.is_connected());
+    assert_ne!(
+        tx.caps_generation(),
+        generation,
+        "negotiation changed the caps"
+    );
     assert!(port.caps().tso4 && port.caps().partial_csum);
     assert_eq!(port.features(), guest.fe.get_features().unwrap());
     assert_traffic(&mut guest, &mut rx, &mut tx, 1);
