@@ -347,4 +347,6 @@ fn serve(
 }
 
 #[cfg(test)]
+mod hostile_tests;
+#[cfg(test)]
 mod tests;

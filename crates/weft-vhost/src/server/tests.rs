@@ -15,24 +15,24 @@ use weft_switch::{PortRx, PortTx, RxBatch, TxFrame};
 
 const VA: u64 = 0x7f00_0000_0000;
 
-fn socket_path(tag: &str) -> PathBuf {
+pub(super) fn socket_path(tag: &str) -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
     let n = N.fetch_add(1, Ordering::Relaxed);
     std::env::temp_dir().join(format!("weft-vhost-{}-{tag}-{n}.sock", std::process::id()))
 }
 
 /// A frontend process in miniature: its memory, its two rings, its socket.
-struct Guest {
+pub(super) struct Guest {
     fe: Frontend,
     file: std::fs::File,
     rxq: GuestRing,
-    txq: GuestRing,
+    pub(super) txq: GuestRing,
     call: [EventFd; 2],
     kick: [EventFd; 2],
 }
 
 impl Guest {
-    fn connect(path: &Path) -> Guest {
+    pub(super) fn connect(path: &Path) -> Guest {
         let file = memfd(GUEST_MEM);
         let mem = GuestMemoryMmap::<()>::from_ranges_with_files([(
             GuestAddress(0),
@@ -96,7 +96,7 @@ impl Guest {
         self.fe.set_vring_enable(index, true)
     }
 
-    fn start(&mut self) {
+    pub(super) fn start(&mut self) {
         self.negotiate();
         self.mem_table().unwrap();
         self.ring(RX_QUEUE).unwrap();
