@@ -67,6 +67,20 @@ impl VhostPortRx {
         }
     }
 
+    /// The batch is over: its frames are forgotten and its chains wait to be returned
+    /// (those of an older epoch are forgotten too).
+    fn retire_batch(&mut self) {
+        self.frames.clear();
+        self.bounce.reset();
+        if !self.heads.is_empty() {
+            if self.pending_epoch != self.epoch {
+                self.pending.clear();
+            }
+            self.pending.append(&mut self.heads);
+            self.pending_epoch = self.epoch;
+        }
+    }
+
     /// Returns finished chains to the used ring, if they belong to the ring as it is now.
     fn complete_pending(&mut self, st: &mut VringState) {
         if self.pending.is_empty() {
@@ -201,6 +215,21 @@ impl VhostPortRx {
     }
 }
 
+impl Drop for VhostPortRx {
+    /// Gives the guest back the chains of an unfinished batch, so that removing the port
+    /// from a switch does not leak the guest's transmit buffers. Waits for the ring's lock
+    /// (held by the control thread for a moment at most).
+    fn drop(&mut self) {
+        self.retire_batch();
+        if self.pending.is_empty() {
+            return;
+        }
+        let dev = Arc::clone(&self.dev);
+        let mut st = dev.tx_vring().lock();
+        self.complete_pending(&mut st);
+    }
+}
+
 impl PortRx for VhostPortRx {
     fn receive(&mut self, batch: &mut RxBatch) {
         if !self.heads.is_empty() {
@@ -287,15 +316,7 @@ impl PortRx for VhostPortRx {
     }
 
     fn finish(&mut self) {
-        self.frames.clear();
-        self.bounce.reset();
-        if !self.heads.is_empty() {
-            if self.pending_epoch != self.epoch {
-                self.pending.clear();
-            }
-            self.pending.append(&mut self.heads);
-            self.pending_epoch = self.epoch;
-        }
+        self.retire_batch();
         if self.pending.is_empty() {
             return;
         }

@@ -342,3 +342,20 @@ fn a_broken_ring_stops_being_watched() {
     rig.tx_kick.write(1).unwrap();
     assert!(!readable(fd), "kicks of a broken ring wake no one");
 }
+
+#[test]
+fn dropping_the_receive_half_returns_its_chains_to_the_guest() {
+    let (mut rig, mut rx, _tx) = rig();
+    rig.txq.send(&HDR0, &ether_frame(1, 2, 60, 0), &[]);
+    let mut batch = RxBatch::new(8);
+    rx.receive(&mut batch);
+    assert_eq!(batch.len(), 1);
+    {
+        // finish() while the control thread holds the ring leaves the chain pending.
+        let _held = rig.dev.tx_vring().lock();
+        rx.finish();
+    }
+    assert!(rig.txq.take_used().is_empty());
+    drop(rx);
+    assert_eq!(rig.txq.take_used().len(), 1);
+}
