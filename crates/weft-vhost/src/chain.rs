@@ -1,0 +1,403 @@
+//! Walking descriptor chains in guest memory: reading a frame the guest transmits, writing
+//! a frame into the guest's receive buffers.
+//!
+//! The walk itself is `virtio-queue`'s iterator, which bounds a chain by its table size
+//! (no loops), reads indirect tables and refuses nested ones, and caps a chain at 4 GiB.
+//! It ends silently on any of these; a chain that ends on a descriptor still flagged NEXT
+//! (or yields nothing) has therefore been cut short, and a second, cold look
+//! ([`diagnose`]) names the reason for the counters. Every buffer is translated through
+//! the guest memory map, so a buffer outside guest memory, or wrapping past the end of the
+//! address space, faults the queue instead of being touched.
+
+use virtio_bindings::bindings::virtio_ring::{VRING_DESC_F_INDIRECT, VRING_DESC_F_NEXT};
+use virtio_queue::desc::split::Descriptor;
+use virtio_queue::DescriptorChain;
+use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, VolatileSlice};
+use weft_packet::{ethernet, virtio_net};
+
+use crate::bounce::Bounce;
+use crate::config::MAX_FRAME_LEN;
+use crate::counters::{FrameDrop, QueueFault};
+
+/// A chain over mapped guest memory.
+pub(crate) type Chain<'m> = DescriptorChain<&'m GuestMemoryMmap>;
+
+/// The descriptor table a chain comes from (for [`diagnose`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TableRef {
+    pub(crate) desc_table: GuestAddress,
+    pub(crate) size: u16,
+}
+
+/// What went wrong with one chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ChainError {
+    /// The ring cannot be trusted any more.
+    Fault(QueueFault),
+    /// This frame is dropped; the chain goes back to the guest.
+    Drop(FrameDrop),
+    /// No room left in the bounce buffer for this batch: leave the chain for the next one.
+    NoRoom,
+}
+
+/// A pointer into mapped guest memory.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GuestPtr(pub(crate) *const u8);
+
+// SAFETY: the pointer is only an address inside a guest memory mapping; the mapping is
+// process-wide (no thread affinity), and whoever holds a GuestPtr also holds the Arc that
+// keeps the mapping alive (see `rx.rs`).
+unsafe impl Send for GuestPtr {}
+
+/// Where a received frame's bytes are.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum FrameLoc {
+    /// Contiguous in guest memory: `len` bytes at the pointer.
+    Guest(GuestPtr, usize),
+    /// Copied into the bounce buffer: `len` bytes at `start`.
+    Bounce(usize, usize),
+}
+
+/// A frame read from a transmit chain.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TxFrameRead {
+    /// The virtio-net header as the guest wrote it (a private copy).
+    pub(crate) header: [u8; virtio_net::HEADER_LEN],
+    /// Frame length (header excluded).
+    pub(crate) len: usize,
+    pub(crate) loc: FrameLoc,
+}
+
+/// Reads the frame of transmit chain `chain`: its `hdr_len`-byte virtio-net header into a
+/// private copy, and its bytes either lent in place (when they are contiguous and `lend`)
+/// or copied into `bounce`.
+pub(crate) fn read_tx_chain<'m>(
+    chain: Chain<'m>,
+    mem: &'m GuestMemoryMmap,
+    table: TableRef,
+    hdr_len: usize,
+    bounce: &mut Bounce,
+    lend: bool,
+) -> Result<TxFrameRead, ChainError> {
+    let start = bounce.used();
+    let result = walk_tx_chain(chain, mem, table, hdr_len, bounce, lend, start);
+    if result.is_err() {
+        bounce.truncate(start);
+    }
+    result
+}
+
+struct TxWalk<'m> {
+    header: [u8; virtio_net::HEADER_LEN],
+    hdr_got: usize,
+    hdr_len: usize,
+    first: Option<VolatileSlice<'m>>,
+    copying: bool,
+    len: usize,
+    too_long: bool,
+}
+
+impl<'m> TxWalk<'m> {
+    fn take(&mut self, slice: VolatileSlice<'m>, bounce: &mut Bounce) -> Result<(), ChainError> {
+        let mut slice = slice;
+        if self.hdr_got < self.hdr_len {
+            let n = slice.len().min(self.hdr_len - self.hdr_got);
+            let dst = self
+                .header
+                .get_mut(self.hdr_got..self.hdr_got + n)
+                .ok_or(ChainError::Fault(QueueFault::MalformedChain))?;
+            let head = slice
+                .subslice(0, n)
+                .map_err(|_| ChainError::Fault(QueueFault::AddressOutOfRange))?;
+            head.copy_to(dst);
+            self.hdr_got += n;
+            slice = slice
+                .offset(n)
+                .map_err(|_| ChainError::Fault(QueueFault::AddressOutOfRange))?;
+        }
+        if slice.is_empty() || self.too_long {
+            return Ok(());
+        }
+        self.len += slice.len();
+        if self.len > MAX_FRAME_LEN {
+            self.too_long = true;
+            return Ok(());
+        }
+        match self.first {
+            None => self.first = Some(slice),
+            Some(first) => {
+                if !self.copying {
+                    bounce.append(&first)?;
+                    self.copying = true;
+                }
+                bounce.append(&slice)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn walk_tx_chain<'m>(
+    chain: Chain<'m>,
+    mem: &'m GuestMemoryMmap,
+    table: TableRef,
+    hdr_len: usize,
+    bounce: &mut Bounce,
+    lend: bool,
+    start: usize,
+) -> Result<TxFrameRead, ChainError> {
+    let head = chain.head_index();
+    let mut walk = TxWalk {
+        header: [0; virtio_net::HEADER_LEN],
+        hdr_got: 0,
+        hdr_len: hdr_len.min(virtio_net::HEADER_LEN),
+        first: None,
+        copying: false,
+        len: 0,
+        too_long: false,
+    };
+    let mut ended = false;
+    let mut zero_len = false;
+    for desc in chain {
+        if desc.is_write_only() {
+            return Err(ChainError::Fault(QueueFault::WrongDirection));
+        }
+        ended = !desc.has_next();
+        if desc.len() == 0 {
+            zero_len = true;
+            continue;
+        }
+        for slice in buffer_slices(mem, &desc)? {
+            let slice = slice.map_err(|_| ChainError::Fault(QueueFault::AddressOutOfRange))?;
+            walk.take(slice, bounce)?;
+        }
+    }
+    if !ended {
+        return Err(ChainError::Fault(diagnose(mem, table, head)));
+    }
+    if walk.hdr_got < walk.hdr_len {
+        return Err(ChainError::Drop(FrameDrop::HeaderTooShort));
+    }
+    if zero_len {
+        return Err(ChainError::Drop(FrameDrop::ZeroLengthDescriptor));
+    }
+    if walk.too_long {
+        return Err(ChainError::Drop(FrameDrop::FrameTooLong));
+    }
+    if walk.len < ethernet::HEADER_LEN {
+        return Err(ChainError::Drop(FrameDrop::FrameTooShort));
+    }
+    let loc = match walk.first {
+        Some(first) if !walk.copying && lend => {
+            FrameLoc::Guest(GuestPtr(first.ptr_guard().as_ptr()), walk.len)
+        }
+        Some(first) if !walk.copying => {
+            bounce.append(&first)?;
+            FrameLoc::Bounce(start, walk.len)
+        }
+        _ => FrameLoc::Bounce(start, walk.len),
+    };
+    Ok(TxFrameRead {
+        header: walk.header,
+        len: walk.len,
+        loc,
+    })
+}
+
+/// The mapped slices of one descriptor's buffer (several when it spans adjacent regions).
+fn buffer_slices<'m>(
+    mem: &'m GuestMemoryMmap,
+    desc: &Descriptor,
+) -> Result<
+    impl Iterator<Item = Result<VolatileSlice<'m>, vm_memory::GuestMemoryError>> + 'm,
+    ChainError,
+> {
+    let len =
+        usize::try_from(desc.len()).map_err(|_| ChainError::Fault(QueueFault::ChainTooLarge))?;
+    // A buffer ending past the top of the address space wraps around: refuse it here
+    // rather than rely on the memory map refusing the wrapped part.
+    if desc.addr().0.checked_add(u64::from(desc.len())).is_none() {
+        return Err(ChainError::Fault(QueueFault::AddressOutOfRange));
+    }
+    Ok(GuestMemoryBackend::get_slices(mem, desc.addr(), len))
+}
+
+/// The source of a frame being written into receive buffers: its head, then its body.
+pub(crate) struct FrameSource<'f> {
+    parts: [&'f [u8]; 2],
+    part: usize,
+    offset: usize,
+}
+
+impl<'f> FrameSource<'f> {
+    pub(crate) fn new(head: &'f [u8], body: &'f [u8]) -> Self {
+        let mut s = FrameSource {
+            parts: [head, body],
+            part: 0,
+            offset: 0,
+        };
+        s.skip_empty();
+        s
+    }
+
+    fn skip_empty(&mut self) {
+        while self
+            .parts
+            .get(self.part)
+            .is_some_and(|p| self.offset >= p.len())
+        {
+            self.part += 1;
+            self.offset = 0;
+        }
+    }
+
+    /// Bytes still to write.
+    pub(crate) fn remaining(&self) -> usize {
+        self.parts
+            .iter()
+            .skip(self.part)
+            .map(|p| p.len())
+            .sum::<usize>()
+            - self.offset
+    }
+
+    /// Copies as much as fits into `dst`; returns the bytes copied.
+    fn fill(&mut self, dst: &VolatileSlice<'_>) -> usize {
+        let mut done = 0;
+        while done < dst.len() {
+            let Some(src) = self.parts.get(self.part).and_then(|p| p.get(self.offset..)) else {
+                break;
+            };
+            let n = src.len().min(dst.len() - done);
+            if let (Ok(d), Some(s)) = (dst.subslice(done, n), src.get(..n)) {
+                d.copy_from(s);
+            }
+            done += n;
+            self.offset += n;
+            self.skip_empty();
+        }
+        done
+    }
+}
+
+/// One receive chain after writing.
+#[derive(Debug)]
+pub(crate) struct RxChainWritten<'m> {
+    pub(crate) head: u16,
+    /// Bytes written into the chain (header included).
+    pub(crate) len: u32,
+    /// Where the virtio-net header goes (first chain of a frame only).
+    pub(crate) header: Option<VolatileSlice<'m>>,
+}
+
+/// Writes the next bytes of `src` into receive chain `chain`. When `hdr_len > 0` the
+/// chain is a frame's first: its first `hdr_len` bytes are kept for the header, which must
+/// fit in its first buffer.
+pub(crate) fn write_rx_chain<'m>(
+    chain: Chain<'m>,
+    mem: &'m GuestMemoryMmap,
+    table: TableRef,
+    hdr_len: usize,
+    src: &mut FrameSource<'_>,
+) -> Result<RxChainWritten<'m>, ChainError> {
+    let head = chain.head_index();
+    let mut written = 0usize;
+    let mut need_header = hdr_len;
+    let mut header = None;
+    let mut ended = false;
+    'walk: for desc in chain {
+        if !desc.is_write_only() {
+            return Err(ChainError::Fault(QueueFault::WrongDirection));
+        }
+        ended = !desc.has_next();
+        if desc.len() == 0 {
+            continue;
+        }
+        for slice in buffer_slices(mem, &desc)? {
+            let mut slice = slice.map_err(|_| ChainError::Fault(QueueFault::AddressOutOfRange))?;
+            if need_header > 0 {
+                if slice.len() < need_header {
+                    return Err(ChainError::Drop(FrameDrop::GuestBufferTooSmall));
+                }
+                header = Some(
+                    slice
+                        .subslice(0, need_header)
+                        .map_err(|_| ChainError::Fault(QueueFault::AddressOutOfRange))?,
+                );
+                slice = slice
+                    .offset(need_header)
+                    .map_err(|_| ChainError::Fault(QueueFault::AddressOutOfRange))?;
+                written += need_header;
+                need_header = 0;
+            }
+            written += src.fill(&slice);
+            if src.remaining() == 0 {
+                ended = true;
+                break 'walk;
+            }
+        }
+    }
+    if !ended {
+        return Err(ChainError::Fault(diagnose(mem, table, head)));
+    }
+    if need_header > 0 {
+        return Err(ChainError::Drop(FrameDrop::GuestBufferTooSmall));
+    }
+    Ok(RxChainWritten {
+        head,
+        len: u32::try_from(written).map_err(|_| ChainError::Fault(QueueFault::ChainTooLarge))?,
+        header,
+    })
+}
+
+/// Names why the chain at `head` ended early: a second walk, step by step, over the raw
+/// descriptors (cold path; the guest may have changed them meanwhile, hence the fallback).
+pub(crate) fn diagnose(mem: &GuestMemoryMmap, table: TableRef, head: u16) -> QueueFault {
+    if head >= table.size {
+        return QueueFault::HeadIndexOutOfRange;
+    }
+    let mut desc_table = table.desc_table;
+    let mut size = table.size;
+    let mut index = head;
+    let mut ttl = table.size;
+    let mut indirect = false;
+    let mut total: u64 = 0;
+    loop {
+        if ttl == 0 {
+            return QueueFault::ChainTooLong;
+        }
+        if index >= size {
+            return QueueFault::NextIndexOutOfRange;
+        }
+        let Some(addr) = desc_table.0.checked_add(u64::from(index) * 16) else {
+            return QueueFault::DescriptorUnreadable;
+        };
+        let Ok(desc) = mem.read_obj::<Descriptor>(GuestAddress(addr)) else {
+            return QueueFault::DescriptorUnreadable;
+        };
+        let flags = u32::from(desc.flags());
+        if flags & VRING_DESC_F_INDIRECT != 0 {
+            if indirect || desc.len() == 0 || desc.len() % 16 != 0 || desc.len() / 16 > 0xffff {
+                return QueueFault::BadIndirectTable;
+            }
+            desc_table = desc.addr();
+            size = u16::try_from(desc.len() / 16).unwrap_or(0);
+            index = 0;
+            ttl = size;
+            indirect = true;
+            continue;
+        }
+        total += u64::from(desc.len());
+        if total > u64::from(u32::MAX) {
+            return QueueFault::ChainTooLarge;
+        }
+        if flags & VRING_DESC_F_NEXT == 0 {
+            return QueueFault::MalformedChain;
+        }
+        index = desc.next();
+        ttl -= 1;
+    }
+}
+
+#[cfg(test)]
+mod tests;

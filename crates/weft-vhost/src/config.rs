@@ -1,0 +1,116 @@
+//! How a vhost-user port is set up.
+
+/// The largest virtqueue a split ring may have (virtio 1.x §2.7).
+pub const MAX_QUEUE_SIZE: u16 = 32_768;
+
+/// The largest Ethernet frame (without FCS) a guest may send or be sent: a 64 KB IP packet
+/// behind an Ethernet header and two VLAN tags — the size of a TSO super-frame.
+pub const MAX_FRAME_LEN: usize = 65_535 + 22;
+
+/// Settings of one vhost-user port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VhostPortConfig {
+    /// The port's MTU (largest L3 packet in an ordinary frame), 68..=65535.
+    pub mtu: usize,
+    /// The largest queue size the frontend may set (a power of two, at most
+    /// [`MAX_QUEUE_SIZE`]).
+    pub max_queue_size: u16,
+    /// Offer checksum and TCP segmentation offloads (`CSUM`, `GUEST_CSUM`, `HOST_TSO4/6`,
+    /// `GUEST_TSO4/6`). Off: every frame is complete and at most MTU-sized.
+    pub offloads: bool,
+    /// Offer mergeable receive buffers (`MRG_RXBUF`).
+    pub mergeable_rx_buffers: bool,
+    /// Offer `EVENT_IDX` (notification suppression by ring index).
+    pub event_idx: bool,
+    /// Lend frames that lie contiguous in guest memory to the switch instead of copying them
+    /// into the port's own buffer first (one copy instead of two). The accepted hazard: the
+    /// guest can rewrite a frame it sent while the switch reads it (see `rx.rs`). Turn it off
+    /// when flow rules must hold even against a guest that races its own buffers.
+    pub lend_guest_memory: bool,
+    /// The most bytes the receive half keeps in its bounce buffer (frames that are scattered
+    /// in guest memory, or all frames when lending is off). At least two maximal frames.
+    pub bounce_limit: usize,
+}
+
+impl Default for VhostPortConfig {
+    fn default() -> Self {
+        VhostPortConfig {
+            mtu: 1500,
+            max_queue_size: 1024,
+            offloads: true,
+            mergeable_rx_buffers: true,
+            event_idx: true,
+            lend_guest_memory: true,
+            bounce_limit: 16 << 20,
+        }
+    }
+}
+
+/// A setting that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// The MTU is outside 68..=65535.
+    #[error("MTU {0} outside 68..=65535")]
+    BadMtu(usize),
+    /// The queue size limit is zero, not a power of two, or above 32768.
+    #[error("maximum queue size {0} is not a power of two in 1..=32768")]
+    BadQueueSize(u16),
+}
+
+impl VhostPortConfig {
+    /// Checks the settings.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(68..=65_535).contains(&self.mtu) {
+            return Err(ConfigError::BadMtu(self.mtu));
+        }
+        if self.max_queue_size == 0
+            || !self.max_queue_size.is_power_of_two()
+            || self.max_queue_size > MAX_QUEUE_SIZE
+        {
+            return Err(ConfigError::BadQueueSize(self.max_queue_size));
+        }
+        Ok(())
+    }
+
+    /// The bounce buffer limit actually used: room for two maximal frames at least.
+    pub(crate) fn effective_bounce_limit(&self) -> usize {
+        self.bounce_limit.max(2 * MAX_FRAME_LEN)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_config_is_valid() {
+        assert_eq!(VhostPortConfig::default().validate(), Ok(()));
+    }
+
+    #[test]
+    fn queue_size_must_be_a_power_of_two_up_to_32768() {
+        for bad in [0u16, 3, 1000, 65_535] {
+            let c = VhostPortConfig {
+                max_queue_size: bad,
+                ..VhostPortConfig::default()
+            };
+            assert_eq!(c.validate(), Err(ConfigError::BadQueueSize(bad)));
+        }
+        let c = VhostPortConfig {
+            max_queue_size: MAX_QUEUE_SIZE,
+            ..VhostPortConfig::default()
+        };
+        assert_eq!(c.validate(), Ok(()));
+    }
+
+    #[test]
+    fn mtu_out_of_range_is_refused() {
+        for bad in [0usize, 67, 65_536] {
+            let c = VhostPortConfig {
+                mtu: bad,
+                ..VhostPortConfig::default()
+            };
+            assert_eq!(c.validate(), Err(ConfigError::BadMtu(bad)));
+        }
+    }
+}

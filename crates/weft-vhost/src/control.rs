@@ -1,0 +1,476 @@
+//! The vhost-user request handler: feature negotiation, the memory table and ring setup,
+//! every value the frontend sends checked before use. Runs on the port's control thread;
+//! it hands rings to the data path by starting them in the shared [`VringState`]s.
+
+use std::fs::File;
+use std::sync::Arc;
+use std::time::Duration;
+
+use vhost::vhost_user::message::{
+    VhostTransferStateDirection, VhostTransferStatePhase, VhostUserConfigFlags, VhostUserInflight,
+    VhostUserLog, VhostUserMemoryRegion, VhostUserProtocolFeatures, VhostUserShMemConfig,
+    VhostUserSharedMsg, VhostUserSingleMemoryRegion, VhostUserVringAddrFlags, VhostUserVringState,
+};
+use vhost::vhost_user::{Error, GpuBackend, Result, VhostUserBackendReqHandlerMut};
+use vhost::VhostUserMemoryRegionBase;
+use vmm_sys_util::eventfd::EventFd;
+
+use crate::counters::LogLimiter;
+use crate::device::{DeviceShared, RingStart};
+use crate::fds::eventfd_from_file;
+use crate::features::{offered_features, Features};
+use crate::memory::{GuestMemoryTable, RegionDesc};
+use crate::vring::{RingLayout, NUM_QUEUES, TX_QUEUE};
+
+/// Protocol features on offer (REPLY_ACK is added by the `vhost` crate, which implements
+/// it). Multiqueue comes with a later change.
+const OFFERED_PROTOCOL_FEATURES: VhostUserProtocolFeatures = VhostUserProtocolFeatures::empty();
+
+/// How long `GET_VRING_BASE` waits for a batch in flight to be returned before it gives the
+/// batch back to the available ring instead.
+const IN_FLIGHT_WAIT: Duration = Duration::from_millis(50);
+
+/// A ring's addresses as the frontend gave them (its own virtual addresses).
+#[derive(Debug, Clone, Copy)]
+struct RingAddrs {
+    desc: u64,
+    avail: u64,
+    used: u64,
+}
+
+/// What the frontend has told us about one ring.
+#[derive(Default)]
+struct RingConfig {
+    size: Option<u16>,
+    base: u16,
+    addrs: Option<RingAddrs>,
+    call: Option<EventFd>,
+    /// What the last SET_VRING_ENABLE said, if one got through.
+    enabled: Option<bool>,
+    started: bool,
+}
+
+/// The per-connection device model.
+pub(crate) struct Device {
+    shared: Arc<DeviceShared>,
+    acked_features: u64,
+    acked_protocol: u64,
+    memory: Option<GuestMemoryTable>,
+    rings: [RingConfig; NUM_QUEUES],
+    log: LogLimiter,
+}
+
+fn ring_index(index: u32) -> Result<usize> {
+    usize::try_from(index)
+        .ok()
+        .filter(|i| *i < NUM_QUEUES)
+        .ok_or(Error::InvalidParam)
+}
+
+/// Sizes of the three parts of a split ring of `size` entries (virtio 1.x §2.7).
+fn ring_sizes(size: u16) -> (u64, u64, u64) {
+    let n = u64::from(size);
+    (16 * n, 6 + 2 * n, 6 + 8 * n)
+}
+
+impl Device {
+    pub(crate) fn new(shared: Arc<DeviceShared>) -> Self {
+        Device {
+            shared,
+            acked_features: 0,
+            acked_protocol: 0,
+            memory: None,
+            rings: Default::default(),
+            log: LogLimiter::new(),
+        }
+    }
+
+    fn refuse(&mut self, what: &str, why: &dyn std::fmt::Display) -> Error {
+        if let Some(held_back) = self.log.allow() {
+            tracing::warn!(request = what, reason = %why, held_back, "vhost-user request refused");
+        }
+        Error::InvalidParam
+    }
+
+    fn ring(&mut self, index: u32) -> Result<(usize, &mut RingConfig)> {
+        let i = ring_index(index)?;
+        let ring = self.rings.get_mut(i).ok_or(Error::InvalidParam)?;
+        Ok((i, ring))
+    }
+
+    /// The frontend is gone (or reset us): stop every ring, forget everything.
+    pub(crate) fn reset(&mut self) {
+        for (index, vring) in self.shared.vrings.iter().enumerate() {
+            let mut st = vring.lock();
+            st.stop(&vring.counters);
+            self.shared.replace_kick(index, &mut st, None);
+            st.call = None;
+            st.enabled = false;
+            st.fault = None;
+        }
+        self.rings = Default::default();
+        self.memory = None;
+        self.acked_features = 0;
+        self.acked_protocol = 0;
+        self.shared.set_features(Features(0));
+    }
+
+    /// Starts ring `index` with the kick descriptor just received.
+    fn start_ring(&mut self, index: usize, kick: Option<EventFd>) -> Result<()> {
+        let features = Features(self.acked_features);
+        let ring = self.rings.get(index).ok_or(Error::InvalidParam)?;
+        let (Some(size), Some(addrs)) = (ring.size, ring.addrs) else {
+            return Err(self.refuse("SET_VRING_KICK", &"ring size or addresses not set"));
+        };
+        let Some(table) = &self.memory else {
+            return Err(self.refuse("SET_VRING_KICK", &"no memory table"));
+        };
+        let (desc_len, avail_len, used_len) = ring_sizes(size);
+        let (Some(desc), Some(avail), Some(used)) = (
+            table.va_to_gpa(addrs.desc, desc_len),
+            table.va_to_gpa(addrs.avail, avail_len),
+            table.va_to_gpa(addrs.used, used_len),
+        ) else {
+            return Err(self.refuse("SET_VRING_KICK", &"ring outside the memory table"));
+        };
+        let call = match &ring.call {
+            Some(c) => Some(c.try_clone().map_err(|_| Error::BackendInternalError)?),
+            None => None,
+        };
+        let start = RingStart {
+            mem: table.memory_arc(),
+            layout: RingLayout {
+                size,
+                desc,
+                avail,
+                used,
+                base: ring.base,
+            },
+            features,
+            // The spec starts a ring disabled when PROTOCOL_FEATURES is negotiated, until
+            // SET_VRING_ENABLE. QEMU 7.2's virtio-net sends that enable before SET_FEATURES,
+            // which the `vhost` crate refuses (see `server.rs`), and does not repeat it: a
+            // ring therefore starts enabled unless the frontend disabled it explicitly.
+            enabled: ring.enabled.unwrap_or(true),
+            kick,
+            call,
+        };
+        if let Err(e) = self.shared.start_ring(index, start) {
+            return Err(self.refuse("SET_VRING_KICK", &e));
+        }
+        if let Some(ring) = self.rings.get_mut(index) {
+            ring.started = true;
+        }
+        Ok(())
+    }
+}
+
+impl VhostUserBackendReqHandlerMut for Device {
+    fn set_owner(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    fn reset_owner(&mut self) -> Result<()> {
+        self.reset();
+        Ok(())
+    }
+
+    fn reset_device(&mut self) -> Result<()> {
+        self.reset();
+        Ok(())
+    }
+
+    fn get_features(&mut self) -> Result<u64> {
+        Ok(offered_features(&self.shared.config))
+    }
+
+    fn set_features(&mut self, features: u64) -> Result<()> {
+        let offered = offered_features(&self.shared.config);
+        if features & !offered != 0 {
+            return Err(self.refuse(
+                "SET_FEATURES",
+                &format_args!("features {:#x} not offered", features & !offered),
+            ));
+        }
+        if self.rings.iter().any(|r| r.started) && features != self.acked_features {
+            return Err(self.refuse("SET_FEATURES", &"features changed while rings run"));
+        }
+        self.acked_features = features;
+        self.shared.set_features(Features(features));
+        Ok(())
+    }
+
+    fn set_mem_table(
+        &mut self,
+        regions: &[VhostUserMemoryRegion],
+        files: Vec<File>,
+        _postcopy_listening: Option<bool>,
+    ) -> Result<Option<Vec<VhostUserMemoryRegionBase>>> {
+        let descs: Vec<RegionDesc> = regions
+            .iter()
+            .map(|r| RegionDesc {
+                guest_phys_addr: r.guest_phys_addr,
+                size: r.memory_size,
+                user_addr: r.user_addr,
+                mmap_offset: r.mmap_offset,
+            })
+            .collect();
+        let table = match GuestMemoryTable::map(&descs, files) {
+            Ok(t) => t,
+            Err(e) => return Err(self.refuse("SET_MEM_TABLE", &e)),
+        };
+        // Running rings move to the new memory; a ring the new table no longer covers stops
+        // being served (the data path keeps the old mapping until its batch is finished).
+        let mem = table.memory_arc();
+        for vring in &self.shared.vrings {
+            let mut st = vring.lock();
+            if !st.running {
+                continue;
+            }
+            if virtio_queue::QueueT::is_valid(&st.queue, &*mem) {
+                st.mem = Some(Arc::clone(&mem));
+            } else {
+                st.mem = Some(Arc::clone(&mem));
+                st.fault(
+                    crate::counters::QueueFault::RingInaccessible,
+                    &vring.counters,
+                    vring.name,
+                );
+            }
+        }
+        self.memory = Some(table);
+        Ok(None)
+    }
+
+    fn set_vring_num(&mut self, index: u32, num: u32) -> Result<()> {
+        let max = self.shared.config.max_queue_size;
+        let (_, ring) = self.ring(index)?;
+        if ring.started {
+            return Err(Error::InvalidOperation("ring size changed while running"));
+        }
+        match u16::try_from(num) {
+            Ok(n) if n != 0 && n.is_power_of_two() && n <= max => {
+                ring.size = Some(n);
+                Ok(())
+            }
+            _ => Err(self.refuse(
+                "SET_VRING_NUM",
+                &format_args!("size {num} is not a power of two in 1..={max}"),
+            )),
+        }
+    }
+
+    fn set_vring_addr(
+        &mut self,
+        index: u32,
+        flags: VhostUserVringAddrFlags,
+        descriptor: u64,
+        used: u64,
+        available: u64,
+        _log: u64,
+    ) -> Result<()> {
+        if !flags.is_empty() {
+            return Err(self.refuse("SET_VRING_ADDR", &"logging was not negotiated"));
+        }
+        let (_, ring) = self.ring(index)?;
+        if ring.started {
+            return Err(Error::InvalidOperation(
+                "ring addresses changed while running",
+            ));
+        }
+        ring.addrs = Some(RingAddrs {
+            desc: descriptor,
+            avail: available,
+            used,
+        });
+        Ok(())
+    }
+
+    fn set_vring_base(&mut self, index: u32, base: u32) -> Result<()> {
+        let (_, ring) = self.ring(index)?;
+        if ring.started {
+            return Err(Error::InvalidOperation("ring base changed while running"));
+        }
+        match u16::try_from(base) {
+            Ok(b) => {
+                ring.base = b;
+                Ok(())
+            }
+            Err(_) => Err(self.refuse("SET_VRING_BASE", &format_args!("base {base} above 65535"))),
+        }
+    }
+
+    fn get_vring_base(&mut self, index: u32) -> Result<VhostUserVringState> {
+        let (i, ring) = self.ring(index)?;
+        if !ring.started {
+            // Never started (or stopped already): the base is what the frontend set.
+            return Ok(VhostUserVringState::new(index, u32::from(ring.base)));
+        }
+        let vring = self.shared.vrings.get(i).ok_or(Error::InvalidParam)?;
+        let deadline = std::time::Instant::now() + IN_FLIGHT_WAIT;
+        let mut st = vring.lock();
+        while st.in_flight > 0 && st.running && std::time::Instant::now() < deadline {
+            drop(st);
+            std::thread::sleep(Duration::from_micros(200));
+            st = vring.lock();
+        }
+        let base = st.stop(&vring.counters);
+        self.shared.replace_kick(i, &mut st, None);
+        st.call = None;
+        st.fault = None;
+        drop(st);
+        if let Some(ring) = self.rings.get_mut(i) {
+            ring.started = false;
+            ring.base = base;
+            ring.call = None;
+        }
+        Ok(VhostUserVringState::new(index, u32::from(base)))
+    }
+
+    fn set_vring_kick(&mut self, index: u8, fd: Option<File>) -> Result<()> {
+        let (i, ring) = self.ring(u32::from(index))?;
+        let started = ring.started;
+        let kick = match fd.map(eventfd_from_file).transpose() {
+            Ok(k) => k,
+            Err(e) => return Err(self.refuse("SET_VRING_KICK", &e)),
+        };
+        if started {
+            // A new kick descriptor for a running ring: swap it in.
+            let vring = self.shared.vrings.get(i).ok_or(Error::InvalidParam)?;
+            let mut st = vring.lock();
+            self.shared.replace_kick(i, &mut st, kick);
+            return Ok(());
+        }
+        self.start_ring(i, kick)
+    }
+
+    fn set_vring_call(&mut self, index: u8, fd: Option<File>) -> Result<()> {
+        let (i, _) = self.ring(u32::from(index))?;
+        let call = match fd.map(eventfd_from_file).transpose() {
+            Ok(c) => c,
+            Err(e) => return Err(self.refuse("SET_VRING_CALL", &e)),
+        };
+        let for_ring = match &call {
+            Some(c) => Some(c.try_clone().map_err(|_| Error::BackendInternalError)?),
+            None => None,
+        };
+        let (_, ring) = self.ring(u32::from(index))?;
+        ring.call = call;
+        if ring.started {
+            let vring = self.shared.vrings.get(i).ok_or(Error::InvalidParam)?;
+            vring.lock().call = for_ring;
+        }
+        Ok(())
+    }
+
+    fn set_vring_err(&mut self, index: u8, fd: Option<File>) -> Result<()> {
+        self.ring(u32::from(index))?;
+        // Validated and closed: the port reports errors through its counters instead.
+        if let Some(Err(e)) = fd.map(eventfd_from_file) {
+            return Err(self.refuse("SET_VRING_ERR", &e));
+        }
+        Ok(())
+    }
+
+    fn get_protocol_features(&mut self) -> Result<VhostUserProtocolFeatures> {
+        Ok(OFFERED_PROTOCOL_FEATURES)
+    }
+
+    fn set_protocol_features(&mut self, features: u64) -> Result<()> {
+        let offered = (OFFERED_PROTOCOL_FEATURES | VhostUserProtocolFeatures::REPLY_ACK).bits();
+        if features & !offered != 0 {
+            return Err(self.refuse(
+                "SET_PROTOCOL_FEATURES",
+                &format_args!("protocol features {:#x} not offered", features & !offered),
+            ));
+        }
+        self.acked_protocol = features;
+        Ok(())
+    }
+
+    fn get_queue_num(&mut self) -> Result<u64> {
+        Ok(1)
+    }
+
+    fn set_vring_enable(&mut self, index: u32, enable: bool) -> Result<()> {
+        let (i, ring) = self.ring(index)?;
+        ring.enabled = Some(enable);
+        if ring.started {
+            let vring = self.shared.vrings.get(i).ok_or(Error::InvalidParam)?;
+            let mut st = vring.lock();
+            st.enabled = enable;
+            if enable && i == TX_QUEUE {
+                if let Some(kick) = &st.kick {
+                    // Wake the worker: the guest may have queued frames already.
+                    let _ = kick.write(1);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn get_config(&mut self, _: u32, _: u32, _: VhostUserConfigFlags) -> Result<Vec<u8>> {
+        Err(Error::InvalidOperation("config space not offered"))
+    }
+
+    fn set_config(&mut self, _: u32, _: &[u8], _: VhostUserConfigFlags) -> Result<()> {
+        Err(Error::InvalidOperation("config space not offered"))
+    }
+
+    fn set_gpu_socket(&mut self, _: GpuBackend) -> Result<()> {
+        Err(Error::InvalidOperation("not a GPU"))
+    }
+
+    fn get_shared_object(&mut self, _: VhostUserSharedMsg) -> Result<File> {
+        Err(Error::InvalidOperation("shared objects not offered"))
+    }
+
+    fn get_inflight_fd(&mut self, _: &VhostUserInflight) -> Result<(VhostUserInflight, File)> {
+        Err(Error::InvalidOperation("inflight tracking not offered"))
+    }
+
+    fn set_inflight_fd(&mut self, _: &VhostUserInflight, _: File) -> Result<()> {
+        Err(Error::InvalidOperation("inflight tracking not offered"))
+    }
+
+    fn get_max_mem_slots(&mut self) -> Result<u64> {
+        Err(Error::InvalidOperation("memory slots not offered"))
+    }
+
+    fn add_mem_region(
+        &mut self,
+        _: &VhostUserSingleMemoryRegion,
+        _: File,
+        _: Option<bool>,
+    ) -> Result<Option<VhostUserMemoryRegionBase>> {
+        Err(Error::InvalidOperation("memory slots not offered"))
+    }
+
+    fn remove_mem_region(&mut self, _: &VhostUserSingleMemoryRegion) -> Result<()> {
+        Err(Error::InvalidOperation("memory slots not offered"))
+    }
+
+    fn set_device_state_fd(
+        &mut self,
+        _: VhostTransferStateDirection,
+        _: VhostTransferStatePhase,
+        _: File,
+    ) -> Result<Option<File>> {
+        Err(Error::InvalidOperation("device state transfer not offered"))
+    }
+
+    fn check_device_state(&mut self) -> Result<()> {
+        Err(Error::InvalidOperation("device state transfer not offered"))
+    }
+
+    fn get_shmem_config(&mut self) -> Result<VhostUserShMemConfig> {
+        Err(Error::InvalidOperation("shared memory regions not offered"))
+    }
+
+    fn set_log_base(&mut self, _: &VhostUserLog, _: File) -> Result<()> {
+        Err(Error::InvalidOperation("dirty logging not offered"))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,379 @@
+//! Per-queue counters: frames, bytes, notifications, and every drop and fault by reason.
+//!
+//! Written by the data path (and by the control thread when it stops a ring), read from
+//! any thread. Frames and bytes are added once per batch.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use weft_packet::VirtioNetHeaderError;
+
+/// Why a queue stopped being served: its ring can no longer be trusted. The frontend must
+/// reset the ring (stop and restart it) before the port serves it again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+pub enum QueueFault {
+    /// The available index moved more than the queue size past what was consumed.
+    #[error("available index out of range")]
+    AvailIndexOutOfRange,
+    /// A chain head in the available ring is not a descriptor of the table.
+    #[error("chain head index out of range")]
+    HeadIndexOutOfRange,
+    /// A descriptor's `next` is not a descriptor of its table.
+    #[error("next descriptor index out of range")]
+    NextIndexOutOfRange,
+    /// A chain longer than its table: a loop.
+    #[error("descriptor chain loops or exceeds the queue size")]
+    ChainTooLong,
+    /// An indirect table that is nested, empty, too large or not a whole number of
+    /// descriptors.
+    #[error("bad indirect descriptor table")]
+    BadIndirectTable,
+    /// A descriptor table (direct or indirect) lies outside guest memory.
+    #[error("descriptor table not readable")]
+    DescriptorUnreadable,
+    /// A buffer lies outside guest memory or wraps around the address space.
+    #[error("buffer address outside guest memory")]
+    AddressOutOfRange,
+    /// A chain whose buffers add up to more than 4 GiB.
+    #[error("descriptor chain larger than 4 GiB")]
+    ChainTooLarge,
+    /// A device-writable buffer in a transmit chain, or a read-only one in a receive chain.
+    #[error("descriptor of the wrong direction")]
+    WrongDirection,
+    /// The available or used ring could not be read or written.
+    #[error("ring not accessible")]
+    RingInaccessible,
+    /// A chain that ended early for no reason a second look could name.
+    #[error("malformed descriptor chain")]
+    MalformedChain,
+}
+
+impl QueueFault {
+    /// Every fault, in counter order.
+    pub const ALL: [QueueFault; 11] = [
+        QueueFault::AvailIndexOutOfRange,
+        QueueFault::HeadIndexOutOfRange,
+        QueueFault::NextIndexOutOfRange,
+        QueueFault::ChainTooLong,
+        QueueFault::BadIndirectTable,
+        QueueFault::DescriptorUnreadable,
+        QueueFault::AddressOutOfRange,
+        QueueFault::ChainTooLarge,
+        QueueFault::WrongDirection,
+        QueueFault::RingInaccessible,
+        QueueFault::MalformedChain,
+    ];
+
+    /// The counter index.
+    pub fn index(self) -> usize {
+        Self::ALL.iter().position(|f| *f == self).unwrap_or(0)
+    }
+}
+
+/// Why one frame was dropped while its queue goes on being served (the chain is returned
+/// to the guest).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+pub enum FrameDrop {
+    /// The chain is shorter than the virtio-net header.
+    #[error("chain shorter than the virtio-net header")]
+    HeaderTooShort,
+    /// The frame after the header is shorter than an Ethernet header.
+    #[error("frame shorter than an Ethernet header")]
+    FrameTooShort,
+    /// The frame is longer than the largest super-frame.
+    #[error("frame longer than the largest super-frame")]
+    FrameTooLong,
+    /// A descriptor of length zero in a transmit chain.
+    #[error("zero-length descriptor")]
+    ZeroLengthDescriptor,
+    /// The virtio-net header is inconsistent with its frame.
+    #[error("bad virtio-net header: {0}")]
+    BadHeader(VirtioNetHeaderError),
+    /// The guest used an offload it did not negotiate.
+    #[error("offload not negotiated by the guest")]
+    OffloadNotNegotiated,
+    /// The guest's receive buffers are too small for the frame (or its first buffer for the
+    /// header).
+    #[error("guest receive buffers too small")]
+    GuestBufferTooSmall,
+    /// The frame needed an offload the guest did not negotiate, and doing it in software
+    /// failed (its headers do not allow segmentation or checksumming).
+    #[error("offload failed in software")]
+    OffloadFailed,
+}
+
+/// Number of [`FrameDrop`] counters (bad headers are counted per header error).
+const DROP_COUNTERS: usize = 21;
+
+impl FrameDrop {
+    /// The counter index: one per reason, one per kind of header error.
+    pub fn index(self) -> usize {
+        use VirtioNetHeaderError as H;
+        match self {
+            FrameDrop::HeaderTooShort => 0,
+            FrameDrop::FrameTooShort => 1,
+            FrameDrop::FrameTooLong => 2,
+            FrameDrop::ZeroLengthDescriptor => 3,
+            FrameDrop::OffloadNotNegotiated => 4,
+            FrameDrop::GuestBufferTooSmall => 5,
+            FrameDrop::OffloadFailed => 6,
+            FrameDrop::BadHeader(h) => match h {
+                H::UnknownFlags(_) => 7,
+                H::RscInfo => 8,
+                H::UnknownGsoType(_) => 9,
+                H::UfoUnsupported => 10,
+                H::EcnWithoutTcpGso => 11,
+                H::GsoWithoutNeedsCsum => 12,
+                H::GsoSizeZero => 13,
+                H::GsoSizeTooLarge(_) => 14,
+                H::TooManySegments { .. } => 15,
+                H::CsumOutOfFrame { .. } => 16,
+                H::CsumStartInEthernetHeader { .. } => 17,
+                H::BadGsoCsumOffset { .. } => 18,
+                H::HdrLenTooLarge { .. } => 19,
+            },
+        }
+    }
+
+    /// A short name for the counter at `index` (for metrics and logs).
+    pub fn counter_name(index: usize) -> &'static str {
+        const NAMES: [&str; DROP_COUNTERS] = [
+            "header_too_short",
+            "frame_too_short",
+            "frame_too_long",
+            "zero_length_descriptor",
+            "offload_not_negotiated",
+            "guest_buffer_too_small",
+            "offload_failed",
+            "header_unknown_flags",
+            "header_rsc_info",
+            "header_unknown_gso_type",
+            "header_ufo",
+            "header_ecn_without_tcp_gso",
+            "header_gso_without_needs_csum",
+            "header_gso_size_zero",
+            "header_gso_size_too_large",
+            "header_too_many_segments",
+            "header_csum_out_of_frame",
+            "header_csum_start_in_ethernet_header",
+            "header_bad_gso_csum_offset",
+            "header_hdr_len_too_large",
+            "other",
+        ];
+        NAMES.get(index).copied().unwrap_or("other")
+    }
+}
+
+/// Counters of one virtqueue.
+#[derive(Debug, Default)]
+pub(crate) struct QueueCounters {
+    frames: AtomicU64,
+    bytes: AtomicU64,
+    lent: AtomicU64,
+    bounced: AtomicU64,
+    notifications: AtomicU64,
+    notifications_suppressed: AtomicU64,
+    kicks_drained: AtomicU64,
+    no_buffers: AtomicU64,
+    discarded_in_flight: AtomicU64,
+    software_offloads: AtomicU64,
+    drops: [AtomicU64; DROP_COUNTERS],
+    faults: [AtomicU64; QueueFault::ALL.len()],
+}
+
+fn bump(counter: &AtomicU64, n: u64) {
+    counter.fetch_add(n, Ordering::Relaxed);
+}
+
+impl QueueCounters {
+    pub(crate) fn add_frames(&self, frames: u64, bytes: u64) {
+        if frames > 0 {
+            bump(&self.frames, frames);
+            bump(&self.bytes, bytes);
+        }
+    }
+    pub(crate) fn add_lent(&self, lent: u64, bounced: u64) {
+        if lent > 0 {
+            bump(&self.lent, lent);
+        }
+        if bounced > 0 {
+            bump(&self.bounced, bounced);
+        }
+    }
+    pub(crate) fn notified(&self, sent: bool) {
+        bump(
+            if sent {
+                &self.notifications
+            } else {
+                &self.notifications_suppressed
+            },
+            1,
+        );
+    }
+    pub(crate) fn kick_drained(&self) {
+        bump(&self.kicks_drained, 1);
+    }
+    pub(crate) fn no_buffers(&self) {
+        bump(&self.no_buffers, 1);
+    }
+    pub(crate) fn add_software_offloads(&self, n: u64) {
+        if n > 0 {
+            bump(&self.software_offloads, n);
+        }
+    }
+    pub(crate) fn discarded_in_flight(&self, n: u64) {
+        bump(&self.discarded_in_flight, n);
+    }
+    pub(crate) fn dropped(&self, reason: FrameDrop) {
+        if let Some(c) = self.drops.get(reason.index()) {
+            bump(c, 1);
+        }
+    }
+    pub(crate) fn faulted(&self, fault: QueueFault) {
+        if let Some(c) = self.faults.get(fault.index()) {
+            bump(c, 1);
+        }
+    }
+
+    /// A copy of the counters.
+    pub(crate) fn snapshot(&self) -> QueueStats {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        QueueStats {
+            frames: load(&self.frames),
+            bytes: load(&self.bytes),
+            lent: load(&self.lent),
+            bounced: load(&self.bounced),
+            notifications: load(&self.notifications),
+            notifications_suppressed: load(&self.notifications_suppressed),
+            kicks_drained: load(&self.kicks_drained),
+            no_buffers: load(&self.no_buffers),
+            discarded_in_flight: load(&self.discarded_in_flight),
+            software_offloads: load(&self.software_offloads),
+            drops: std::array::from_fn(|i| load(&self.drops[i])),
+            faults: std::array::from_fn(|i| load(&self.faults[i])),
+        }
+    }
+}
+
+/// A snapshot of a queue's counters.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct QueueStats {
+    /// Frames received from (transmit queue) or delivered to (receive queue) the guest.
+    pub frames: u64,
+    /// Their bytes (frames only, virtio-net headers excluded).
+    pub bytes: u64,
+    /// Received frames lent to the switch straight from guest memory.
+    pub lent: u64,
+    /// Received frames copied into the bounce buffer first.
+    pub bounced: u64,
+    /// Notifications (interrupts) sent to the guest.
+    pub notifications: u64,
+    /// Notifications the guest's suppression (flags or `used_event`) made unnecessary.
+    pub notifications_suppressed: u64,
+    /// Times the kick counter was drained before re-enabling guest notifications.
+    pub kicks_drained: u64,
+    /// Bursts cut short because the guest had no receive buffers.
+    pub no_buffers: u64,
+    /// Chains in flight when the frontend stopped the ring; the next start re-reads them.
+    pub discarded_in_flight: u64,
+    /// Frames whose offload (checksum, segmentation) the port did in software because the
+    /// guest did not negotiate it.
+    pub software_offloads: u64,
+    /// Dropped frames per [`FrameDrop::index`].
+    pub drops: [u64; DROP_COUNTERS],
+    /// Faults per [`QueueFault::index`].
+    pub faults: [u64; QueueFault::ALL.len()],
+}
+
+impl QueueStats {
+    /// Count of drops for one reason.
+    pub fn dropped(&self, reason: FrameDrop) -> u64 {
+        self.drops.get(reason.index()).copied().unwrap_or(0)
+    }
+    /// Count of one fault.
+    pub fn faulted(&self, fault: QueueFault) -> u64 {
+        self.faults.get(fault.index()).copied().unwrap_or(0)
+    }
+    /// Every drop, all reasons.
+    pub fn total_drops(&self) -> u64 {
+        self.drops.iter().sum()
+    }
+    /// Every fault.
+    pub fn total_faults(&self) -> u64 {
+        self.faults.iter().sum()
+    }
+}
+
+/// Lets one log line through per interval and counts the ones held back, so that a guest
+/// sending garbage cannot flood the log.
+#[derive(Debug)]
+pub(crate) struct LogLimiter {
+    next: Option<Instant>,
+    suppressed: u64,
+}
+
+impl LogLimiter {
+    const INTERVAL: Duration = Duration::from_secs(1);
+
+    pub(crate) const fn new() -> Self {
+        LogLimiter {
+            next: None,
+            suppressed: 0,
+        }
+    }
+
+    /// `Some(held back since the last line)` when a line may be logged now.
+    pub(crate) fn allow(&mut self) -> Option<u64> {
+        let now = Instant::now();
+        if self.next.is_some_and(|next| now < next) {
+            self.suppressed = self.suppressed.saturating_add(1);
+            return None;
+        }
+        self.next = Some(now + Self::INTERVAL);
+        Some(std::mem::take(&mut self.suppressed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_fault_has_its_own_counter() {
+        for (i, f) in QueueFault::ALL.iter().enumerate() {
+            assert_eq!(f.index(), i);
+        }
+    }
+
+    #[test]
+    fn header_errors_are_counted_apart() {
+        let c = QueueCounters::default();
+        c.dropped(FrameDrop::BadHeader(VirtioNetHeaderError::GsoSizeZero));
+        c.dropped(FrameDrop::BadHeader(VirtioNetHeaderError::RscInfo));
+        c.dropped(FrameDrop::BadHeader(VirtioNetHeaderError::RscInfo));
+        let s = c.snapshot();
+        assert_eq!(
+            s.dropped(FrameDrop::BadHeader(VirtioNetHeaderError::RscInfo)),
+            2
+        );
+        assert_eq!(
+            s.dropped(FrameDrop::BadHeader(VirtioNetHeaderError::GsoSizeZero)),
+            1
+        );
+        assert_eq!(s.total_drops(), 3);
+        assert_eq!(
+            FrameDrop::counter_name(FrameDrop::BadHeader(VirtioNetHeaderError::RscInfo).index()),
+            "header_rsc_info"
+        );
+    }
+
+    #[test]
+    fn log_limiter_holds_back_lines_within_the_interval() {
+        let mut l = LogLimiter::new();
+        assert_eq!(l.allow(), Some(0));
+        assert_eq!(l.allow(), None);
+        assert_eq!(l.allow(), None);
+        l.next = Some(Instant::now());
+        assert_eq!(l.allow(), Some(2));
+    }
+}

@@ -1,0 +1,138 @@
+//! The state one port's control thread and data path share: its queues, the negotiated
+//! features, and the readiness descriptor an idle worker sleeps on.
+
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use vm_memory::GuestMemoryMmap;
+use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
+use vmm_sys_util::eventfd::EventFd;
+use weft_switch::PortCaps;
+
+use crate::config::VhostPortConfig;
+use crate::error::VhostError;
+use crate::features::Features;
+use crate::vring::{RingError, RingLayout, Vring, VringState, NUM_QUEUES, RX_QUEUE, TX_QUEUE};
+
+/// Shared by the control thread and the two halves of one port.
+pub(crate) struct DeviceShared {
+    pub(crate) config: VhostPortConfig,
+    pub(crate) vrings: [Vring; NUM_QUEUES],
+    /// Negotiated features (0 while no frontend has set any).
+    features: AtomicU64,
+    /// Bumped whenever `features` (and so the caps) change.
+    caps_generation: AtomicU64,
+    /// Holds the transmit queue's kick descriptor while it has one. Its own descriptor
+    /// never changes, so a worker's epoll set need not follow reconnections.
+    readiness: Epoll,
+    pub(crate) connected: AtomicBool,
+}
+
+impl DeviceShared {
+    pub(crate) fn new(config: VhostPortConfig) -> Result<Arc<Self>, VhostError> {
+        config.validate()?;
+        Ok(Arc::new(DeviceShared {
+            vrings: [
+                Vring::new("rx", config.max_queue_size)?,
+                Vring::new("tx", config.max_queue_size)?,
+            ],
+            config,
+            features: AtomicU64::new(0),
+            caps_generation: AtomicU64::new(0),
+            readiness: Epoll::new().map_err(VhostError::io("creating the readiness epoll"))?,
+            connected: AtomicBool::new(false),
+        }))
+    }
+
+    /// The guest's receive queue (the port transmits into it).
+    pub(crate) fn rx_vring(&self) -> &Vring {
+        &self.vrings[RX_QUEUE]
+    }
+
+    /// The guest's transmit queue (the port receives from it).
+    pub(crate) fn tx_vring(&self) -> &Vring {
+        &self.vrings[TX_QUEUE]
+    }
+
+    pub(crate) fn features(&self) -> Features {
+        Features(self.features.load(Ordering::Acquire))
+    }
+
+    pub(crate) fn set_features(&self, features: Features) {
+        if self.features.swap(features.0, Ordering::AcqRel) != features.0 {
+            self.caps_generation.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Changes whenever the caps may have changed.
+    pub(crate) fn caps_generation(&self) -> u64 {
+        self.caps_generation.load(Ordering::Acquire)
+    }
+
+    /// What the port can transmit now (conservative until features are negotiated).
+    pub(crate) fn caps(&self) -> PortCaps {
+        self.features().port_caps(self.config.mtu)
+    }
+
+    pub(crate) fn readiness_fd(&self) -> RawFd {
+        self.readiness.as_raw_fd()
+    }
+
+    /// Replaces ring `index`'s kick descriptor, keeping the readiness set in step: a
+    /// descriptor is removed from the set before it is closed (once closed here it could
+    /// no longer be removed, and the frontend's copy would keep waking the worker).
+    pub(crate) fn replace_kick(&self, index: usize, state: &mut VringState, kick: Option<EventFd>) {
+        if index == TX_QUEUE {
+            if let Some(old) = &state.kick {
+                let _ = self.readiness.ctl(
+                    ControlOperation::Delete,
+                    old.as_raw_fd(),
+                    EpollEvent::default(),
+                );
+            }
+            if let Some(new) = &kick {
+                if let Err(e) = self.readiness.ctl(
+                    ControlOperation::Add,
+                    new.as_raw_fd(),
+                    EpollEvent::new(EventSet::IN, 0),
+                ) {
+                    tracing::warn!(error = %e, "cannot watch the transmit queue's kicks");
+                }
+            }
+        }
+        state.kick = kick;
+    }
+
+    /// Starts ring `index` (under its lock) with its descriptors.
+    pub(crate) fn start_ring(&self, index: usize, start: RingStart) -> Result<(), RingError> {
+        let vring = self.vrings.get(index).ok_or(RingError::BadSize(0))?;
+        let mut state = vring.lock();
+        state.start(
+            start.mem,
+            &start.layout,
+            start.features,
+            self.config.max_queue_size,
+        )?;
+        state.enabled = start.enabled;
+        state.call = start.call;
+        self.replace_kick(index, &mut state, start.kick);
+        if index == TX_QUEUE {
+            // Wake the worker so it looks at buffers the guest queued before the start.
+            if let Some(kick) = &state.kick {
+                let _ = kick.write(1);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Everything a ring needs to start.
+pub(crate) struct RingStart {
+    pub(crate) mem: Arc<GuestMemoryMmap>,
+    pub(crate) layout: RingLayout,
+    pub(crate) features: Features,
+    pub(crate) enabled: bool,
+    pub(crate) kick: Option<EventFd>,
+    pub(crate) call: Option<EventFd>,
+}

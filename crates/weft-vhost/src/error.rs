@@ -1,0 +1,37 @@
+//! Errors of the port's public API.
+
+use std::path::PathBuf;
+
+use crate::config::ConfigError;
+use crate::vring::RingError;
+
+/// Why a vhost-user port could not be created or used.
+#[derive(Debug, thiserror::Error)]
+pub enum VhostError {
+    /// The configuration cannot work.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A queue could not be set up with the configured size.
+    #[error(transparent)]
+    Ring(#[from] RingError),
+    /// The socket path exists and is not a socket (refusing to remove it).
+    #[error("{0} exists and is not a socket")]
+    PathInUse(PathBuf),
+    /// The receive and transmit halves were taken already.
+    #[error("the port's halves were taken already")]
+    HalvesTaken,
+    /// A system call failed (socket, epoll, eventfd, thread).
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+impl VhostError {
+    pub(crate) fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> VhostError {
+        move |source| VhostError::Io { what, source }
+    }
+}

@@ -1,0 +1,183 @@
+//! Virtio feature bits: what the backend offers, and what follows from what the frontend
+//! accepted (header length, mergeable buffers, which offloads may pass each way).
+
+use vhost::vhost_user::message::VhostUserVirtioFeatures;
+use virtio_bindings::bindings::virtio_config::VIRTIO_F_VERSION_1;
+use virtio_bindings::bindings::virtio_net::{
+    VIRTIO_NET_F_CSUM, VIRTIO_NET_F_GUEST_CSUM, VIRTIO_NET_F_GUEST_TSO4, VIRTIO_NET_F_GUEST_TSO6,
+    VIRTIO_NET_F_HOST_TSO4, VIRTIO_NET_F_HOST_TSO6, VIRTIO_NET_F_MRG_RXBUF, VIRTIO_NET_F_MTU,
+    VIRTIO_NET_F_STATUS,
+};
+use virtio_bindings::bindings::virtio_ring::{
+    VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC,
+};
+use weft_packet::{virtio_net, GsoKind, OffloadInfo};
+use weft_switch::PortCaps;
+
+use crate::config::{VhostPortConfig, MAX_FRAME_LEN};
+
+const fn bit(b: u32) -> u64 {
+    1u64 << b
+}
+
+/// The offload bits, offered only when [`VhostPortConfig::offloads`] is on.
+const OFFLOAD_FEATURES: u64 = bit(VIRTIO_NET_F_CSUM)
+    | bit(VIRTIO_NET_F_GUEST_CSUM)
+    | bit(VIRTIO_NET_F_HOST_TSO4)
+    | bit(VIRTIO_NET_F_HOST_TSO6)
+    | bit(VIRTIO_NET_F_GUEST_TSO4)
+    | bit(VIRTIO_NET_F_GUEST_TSO6);
+
+/// Bits offered whatever the configuration. `STATUS` and `MTU` describe fields of the
+/// device configuration space, which the frontend (QEMU, virtio-user) emulates itself.
+const BASE_FEATURES: u64 = bit(VIRTIO_F_VERSION_1)
+    | bit(VIRTIO_RING_F_INDIRECT_DESC)
+    | bit(VIRTIO_NET_F_MTU)
+    | bit(VIRTIO_NET_F_STATUS);
+
+/// The virtio features this backend offers under `config` (the vhost-user
+/// `PROTOCOL_FEATURES` bit included).
+pub fn offered_features(config: &VhostPortConfig) -> u64 {
+    let mut f = BASE_FEATURES | VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits();
+    if config.offloads {
+        f |= OFFLOAD_FEATURES;
+    }
+    if config.mergeable_rx_buffers {
+        f |= bit(VIRTIO_NET_F_MRG_RXBUF);
+    }
+    if config.event_idx {
+        f |= bit(VIRTIO_RING_F_EVENT_IDX);
+    }
+    f
+}
+
+/// The features a frontend accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct Features(pub u64);
+
+impl Features {
+    /// True when feature bit `b` was accepted.
+    pub const fn has(self, b: u32) -> bool {
+        self.0 & bit(b) != 0
+    }
+
+    /// Length of the virtio-net header before every frame: 12 bytes with `VERSION_1` or
+    /// `MRG_RXBUF`, the 10-byte legacy header otherwise.
+    pub const fn header_len(self) -> usize {
+        if self.has(VIRTIO_F_VERSION_1) || self.has(VIRTIO_NET_F_MRG_RXBUF) {
+            virtio_net::HEADER_LEN
+        } else {
+            virtio_net::LEGACY_HEADER_LEN
+        }
+    }
+
+    /// Mergeable receive buffers: a frame to the guest may span several descriptor chains.
+    pub const fn mergeable_rx(self) -> bool {
+        self.has(VIRTIO_NET_F_MRG_RXBUF)
+    }
+
+    /// Notification suppression by ring index.
+    pub const fn event_idx(self) -> bool {
+        self.has(VIRTIO_RING_F_EVENT_IDX)
+    }
+
+    /// The guest takes frames whose checksum is still to be computed.
+    pub const fn guest_csum(self) -> bool {
+        self.has(VIRTIO_NET_F_GUEST_CSUM)
+    }
+
+    /// What the port can transmit to this guest.
+    pub fn port_caps(self, mtu: usize) -> PortCaps {
+        let csum = self.guest_csum();
+        let tso4 = csum && self.has(VIRTIO_NET_F_GUEST_TSO4);
+        let tso6 = csum && self.has(VIRTIO_NET_F_GUEST_TSO6);
+        PortCaps {
+            partial_csum: csum,
+            tso4,
+            tso6,
+            uso: false,
+            max_gso_frame_len: if tso4 || tso6 { MAX_FRAME_LEN } else { 0 },
+            ..PortCaps::plain(mtu)
+        }
+    }
+
+    /// True when the guest may send a frame with this offload state: a partial checksum
+    /// needs `CSUM`, TCP segmentation `HOST_TSO4`/`HOST_TSO6` (spec §5.1.6.2: a driver must
+    /// not use what it did not negotiate).
+    pub fn guest_may_send(self, info: &OffloadInfo) -> bool {
+        if info.needs_csum && !self.has(VIRTIO_NET_F_CSUM) {
+            return false;
+        }
+        match info.gso {
+            GsoKind::None => true,
+            GsoKind::TcpV4 => self.has(VIRTIO_NET_F_HOST_TSO4),
+            GsoKind::TcpV6 => self.has(VIRTIO_NET_F_HOST_TSO6),
+            GsoKind::UdpL4 => false,
+        }
+    }
+
+    /// True when the guest accepted receiving a frame with this offload state.
+    pub fn guest_may_receive(self, info: &OffloadInfo) -> bool {
+        let caps = self.port_caps(MAX_FRAME_LEN);
+        (!info.needs_csum || caps.partial_csum) && caps.accepts_gso(info.gso)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offloads_are_offered_only_when_configured() {
+        let on = offered_features(&VhostPortConfig::default());
+        assert_eq!(on & OFFLOAD_FEATURES, OFFLOAD_FEATURES);
+        let off = offered_features(&VhostPortConfig {
+            offloads: false,
+            mergeable_rx_buffers: false,
+            event_idx: false,
+            ..VhostPortConfig::default()
+        });
+        assert_eq!(off & OFFLOAD_FEATURES, 0);
+        assert!(!Features(off).mergeable_rx());
+        assert!(!Features(off).event_idx());
+        assert!(Features(off).has(VIRTIO_F_VERSION_1));
+    }
+
+    #[test]
+    fn header_is_legacy_without_version_1_or_mergeable_buffers() {
+        assert_eq!(Features(0).header_len(), 10);
+        assert_eq!(Features(bit(VIRTIO_F_VERSION_1)).header_len(), 12);
+        assert_eq!(Features(bit(VIRTIO_NET_F_MRG_RXBUF)).header_len(), 12);
+    }
+
+    #[test]
+    fn guest_tso_without_guest_csum_gives_no_tso_caps() {
+        let f = Features(bit(VIRTIO_NET_F_GUEST_TSO4) | bit(VIRTIO_NET_F_GUEST_TSO6));
+        let caps = f.port_caps(1500);
+        assert!(!caps.tso4 && !caps.tso6 && !caps.partial_csum);
+        assert_eq!(caps.max_gso_frame_len, 0);
+        let f = Features(f.0 | bit(VIRTIO_NET_F_GUEST_CSUM));
+        let caps = f.port_caps(9000);
+        assert!(caps.tso4 && caps.tso6 && caps.partial_csum && !caps.uso);
+        assert_eq!(caps.mtu, 9000);
+        assert_eq!(caps.max_gso_frame_len, MAX_FRAME_LEN);
+    }
+
+    #[test]
+    fn guest_may_only_send_negotiated_offloads() {
+        let csum = OffloadInfo {
+            needs_csum: true,
+            ..OffloadInfo::default()
+        };
+        let tso4 = OffloadInfo {
+            gso: GsoKind::TcpV4,
+            ..csum
+        };
+        assert!(Features(0).guest_may_send(&OffloadInfo::default()));
+        assert!(!Features(0).guest_may_send(&csum));
+        let f = Features(bit(VIRTIO_NET_F_CSUM));
+        assert!(f.guest_may_send(&csum));
+        assert!(!f.guest_may_send(&tso4));
+        assert!(Features(f.0 | bit(VIRTIO_NET_F_HOST_TSO4)).guest_may_send(&tso4));
+    }
+}

@@ -1,0 +1,59 @@
+//! vhost-user backend ports: a VM's virtio-net device (QEMU/KVM, Cloud Hypervisor) or a DPDK
+//! virtio-user port, attached to a weft switch.
+//!
+//! The switch maps the guest's memory and walks its virtqueues itself — the position
+//! VNET/P and Hyper-Switch give their switch inside the hypervisor. Frames the guest
+//! transmits are lent to the switch where they lie in guest memory, and copied once,
+//! straight into the receiving guest's buffers.
+//!
+//! ```no_run
+//! use weft_vhost::{VhostPortConfig, VhostUserPort};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // Listen; QEMU connects with `-chardev socket,path=/tmp/vm1.sock`.
+//! let mut port = VhostUserPort::listen("/tmp/vm1.sock", VhostPortConfig::default())?;
+//! let (rx, tx) = port.take_halves()?;
+//! // `rx` is a `weft_switch::PortRx`, `tx` a `weft_switch::PortTx`:
+//! // switch.add_port("vm1", Some(Box::new(rx)), Box::new(tx), options)
+//! # Ok(()) }
+//! ```
+//!
+//! Threads: each port has a control thread that speaks vhost-user with its frontend
+//! (`server.rs`, `control.rs`); the halves belong to the worker that owns the switch. They
+//! meet in each queue's state (`vring.rs`), which the data path only ever `try_lock`s.
+//!
+//! Everything from the frontend is hostile: memory tables, ring setup, descriptor chains
+//! and virtio-net headers are validated (`memory.rs`, `control.rs`, `chain.rs`, `rx.rs`).
+//! A bad frame is dropped and counted by reason; a bad chain or ring stops that queue only
+//! ([`QueueFault`]), until the frontend resets it.
+#![deny(missing_docs)]
+
+mod bounce;
+mod chain;
+mod config;
+mod control;
+mod counters;
+mod device;
+mod error;
+mod fds;
+mod features;
+mod memory;
+mod rx;
+mod server;
+mod tx;
+mod vring;
+
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod testutil;
+
+pub use config::{ConfigError, VhostPortConfig, MAX_FRAME_LEN, MAX_QUEUE_SIZE};
+pub use counters::{FrameDrop, QueueFault, QueueStats};
+pub use error::VhostError;
+pub use fds::FdError;
+pub use features::{offered_features, Features};
+pub use memory::{GuestMemoryTable, MemoryTableError, RegionDesc, MAX_REGIONS};
+pub use rx::VhostPortRx;
+pub use server::{QueueStatus, VhostPortStats, VhostUserPort};
+pub use tx::VhostPortTx;
+pub use vring::{RingError, RingLayout, NUM_QUEUES, RX_QUEUE, TX_QUEUE};

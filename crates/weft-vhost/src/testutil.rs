@@ -1,0 +1,342 @@
+//! Test helpers: memfds, a guest-side driver over a split ring, and a port wired to two
+//! such rings without a socket.
+
+use std::fs::File;
+use std::os::fd::FromRawFd;
+use std::sync::Arc;
+
+use virtio_bindings::bindings::virtio_ring::{
+    VRING_DESC_F_INDIRECT, VRING_DESC_F_NEXT, VRING_DESC_F_WRITE,
+};
+use virtio_queue::desc::split::Descriptor;
+use vm_memory::{Address, Bytes, GuestAddress, GuestMemoryMmap};
+use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
+
+use crate::config::VhostPortConfig;
+use crate::device::{DeviceShared, RingStart};
+use crate::features::{offered_features, Features};
+use crate::rx::VhostPortRx;
+use crate::tx::VhostPortTx;
+use crate::vring::{RingLayout, RX_QUEUE, TX_QUEUE};
+
+/// An anonymous memory file of `len` bytes.
+pub(crate) fn memfd(len: u64) -> File {
+    // SAFETY: the name is a valid NUL-terminated string; memfd_create returns a new
+    // descriptor (or -1, checked below).
+    let fd = unsafe { libc::memfd_create(c"weft-test".as_ptr(), libc::MFD_CLOEXEC) };
+    assert!(fd >= 0, "memfd_create failed");
+    // SAFETY: the descriptor was just created and is owned by nobody else.
+    let file = unsafe { File::from_raw_fd(fd) };
+    file.set_len(len).unwrap();
+    file
+}
+
+/// Size of the test guest's memory.
+pub(crate) const GUEST_MEM: u64 = 8 << 20;
+/// A descriptor flag bit as the u16 a descriptor holds (the flags are 1, 2 and 4).
+#[allow(clippy::cast_possible_truncation)]
+pub(crate) const fn desc_flag(bit: u32) -> u16 {
+    bit as u16
+}
+pub(crate) const NEXT: u16 = desc_flag(VRING_DESC_F_NEXT);
+pub(crate) const WRITE: u16 = desc_flag(VRING_DESC_F_WRITE);
+pub(crate) const INDIRECT: u16 = desc_flag(VRING_DESC_F_INDIRECT);
+
+/// The driver side of one split ring, in test guest memory.
+pub(crate) struct GuestRing {
+    pub(crate) mem: GuestMemoryMmap,
+    pub(crate) size: u16,
+    pub(crate) desc: GuestAddress,
+    pub(crate) avail: GuestAddress,
+    pub(crate) used: GuestAddress,
+    next_desc: u16,
+    avail_idx: u16,
+    used_seen: u16,
+    data: GuestAddress,
+    data_len: u64,
+    data_next: u64,
+}
+
+impl GuestRing {
+    /// A ring of `size` at `base`, with a buffer area of `data_len` bytes at `data`.
+    pub(crate) fn new(
+        mem: GuestMemoryMmap,
+        size: u16,
+        base: u64,
+        data: u64,
+        data_len: u64,
+    ) -> Self {
+        let n = u64::from(size);
+        let desc = GuestAddress(base);
+        let avail = GuestAddress(base + 16 * n);
+        let used = GuestAddress((base + 16 * n + 6 + 2 * n + 3) & !3);
+        // Zero the rings (used_event/avail_event included).
+        let zeros = vec![0u8; usize::try_from(16 * n + 16 + 10 * n + 16).unwrap()];
+        mem.write_slice(&zeros, desc).unwrap();
+        GuestRing {
+            mem,
+            size,
+            desc,
+            avail,
+            used,
+            next_desc: 0,
+            avail_idx: 0,
+            used_seen: 0,
+            data: GuestAddress(data),
+            data_len,
+            data_next: 0,
+        }
+    }
+
+    pub(crate) fn layout(&self) -> RingLayout {
+        RingLayout {
+            size: self.size,
+            desc: self.desc,
+            avail: self.avail,
+            used: self.used,
+            base: 0,
+        }
+    }
+
+    /// Room for `len` bytes in the buffer area (wrapping).
+    pub(crate) fn alloc(&mut self, len: u64) -> u64 {
+        if self.data_next + len > self.data_len {
+            self.data_next = 0;
+        }
+        let addr = self.data.0 + self.data_next;
+        self.data_next += (len + 63) & !63;
+        addr
+    }
+
+    /// Writes descriptor `index` as given.
+    pub(crate) fn set_desc(&self, index: u16, addr: u64, len: u32, flags: u16, next: u16) {
+        let d = Descriptor::new(addr, len, flags, next);
+        self.mem
+            .write_obj(d, self.desc.unchecked_add(u64::from(index) * 16))
+            .unwrap();
+    }
+
+    /// Makes `head` available.
+    pub(crate) fn publish(&mut self, head: u16) {
+        let slot = u64::from(self.avail_idx % self.size);
+        self.mem
+            .write_obj(head.to_le(), self.avail.unchecked_add(4 + 2 * slot))
+            .unwrap();
+        self.avail_idx = self.avail_idx.wrapping_add(1);
+        self.mem
+            .write_obj(self.avail_idx.to_le(), self.avail.unchecked_add(2))
+            .unwrap();
+    }
+
+    /// Sets the avail index as a broken driver might.
+    pub(crate) fn set_avail_idx(&mut self, idx: u16) {
+        self.avail_idx = idx;
+        self.mem
+            .write_obj(idx.to_le(), self.avail.unchecked_add(2))
+            .unwrap();
+    }
+
+    /// Adds a chain of buffers `(addr, len, writable)`; returns its head.
+    pub(crate) fn add_chain(&mut self, bufs: &[(u64, u32, bool)]) -> u16 {
+        let head = self.next_desc;
+        let n = u16::try_from(bufs.len()).unwrap();
+        for (i, (addr, len, writable)) in bufs.iter().enumerate() {
+            let i = u16::try_from(i).unwrap();
+            let index = (head + i) % self.size;
+            let last = i + 1 == n;
+            let mut flags = if last { 0 } else { NEXT };
+            if *writable {
+                flags |= WRITE;
+            }
+            self.set_desc(index, *addr, *len, flags, (index + 1) % self.size);
+        }
+        self.next_desc = (head + n) % self.size;
+        self.publish(head);
+        head
+    }
+
+    /// The guest sends `header` + `frame`, split into buffers of `split` bytes (the rest in
+    /// a last buffer). Returns the head.
+    pub(crate) fn send(&mut self, header: &[u8], frame: &[u8], split: &[usize]) -> u16 {
+        let bytes: Vec<u8> = header.iter().chain(frame).copied().collect();
+        let mut bufs = Vec::new();
+        let mut at = 0;
+        for s in split.iter().copied().chain(std::iter::once(usize::MAX)) {
+            let end = at + s.min(bytes.len() - at);
+            let part = &bytes[at..end];
+            if part.is_empty() && !bufs.is_empty() {
+                break;
+            }
+            let addr = self.alloc(part.len() as u64);
+            self.mem.write_slice(part, GuestAddress(addr)).unwrap();
+            bufs.push((addr, u32::try_from(part.len()).unwrap(), false));
+            at = end;
+            if at == bytes.len() {
+                break;
+            }
+        }
+        self.add_chain(&bufs)
+    }
+
+    /// Posts `count` receive buffers of `len` bytes, one descriptor each.
+    pub(crate) fn post_rx(&mut self, count: usize, len: u32) -> Vec<u16> {
+        (0..count)
+            .map(|_| {
+                let addr = self.alloc(u64::from(len));
+                self.add_chain(&[(addr, len, true)])
+            })
+            .collect()
+    }
+
+    /// Used entries added since the last call: `(id, len)`.
+    pub(crate) fn take_used(&mut self) -> Vec<(u32, u32)> {
+        let idx: u16 = u16::from_le(self.mem.read_obj(self.used.unchecked_add(2)).unwrap());
+        let mut out = Vec::new();
+        while self.used_seen != idx {
+            let slot = u64::from(self.used_seen % self.size);
+            let at = self.used.unchecked_add(4 + 8 * slot);
+            let id: u32 = u32::from_le(self.mem.read_obj(at).unwrap());
+            let len: u32 = u32::from_le(self.mem.read_obj(at.unchecked_add(4)).unwrap());
+            out.push((id, len));
+            self.used_seen = self.used_seen.wrapping_add(1);
+        }
+        out
+    }
+
+    /// The bytes the device wrote into the receive chain with head `id` (single buffer).
+    pub(crate) fn read_rx(&self, id: u32, len: u32) -> Vec<u8> {
+        let d: Descriptor = self
+            .mem
+            .read_obj(self.desc.unchecked_add(u64::from(id) * 16))
+            .unwrap();
+        let mut out = vec![0u8; len as usize];
+        self.mem.read_slice(&mut out, d.addr()).unwrap();
+        out
+    }
+
+    /// Sets the used ring flags / avail flags word the driver writes.
+    pub(crate) fn set_avail_flags(&self, flags: u16) {
+        self.mem.write_obj(flags.to_le(), self.avail).unwrap();
+    }
+
+    /// Sets `used_event` (EVENT_IDX).
+    pub(crate) fn set_used_event(&self, value: u16) {
+        let at = self.avail.unchecked_add(4 + 2 * u64::from(self.size));
+        self.mem.write_obj(value.to_le(), at).unwrap();
+    }
+
+    /// The device's `avail_event` (EVENT_IDX).
+    pub(crate) fn avail_event(&self) -> u16 {
+        let at = self.used.unchecked_add(4 + 8 * u64::from(self.size));
+        u16::from_le(self.mem.read_obj(at).unwrap())
+    }
+
+    /// The used ring's flags word (NO_NOTIFY).
+    pub(crate) fn used_flags(&self) -> u16 {
+        u16::from_le(self.mem.read_obj(self.used).unwrap())
+    }
+}
+
+/// A port whose two rings are driven by the test, without a socket.
+pub(crate) struct Rig {
+    pub(crate) dev: Arc<DeviceShared>,
+    /// The guest's receive queue (the port transmits into it).
+    pub(crate) rxq: GuestRing,
+    /// The guest's transmit queue (the port receives from it).
+    pub(crate) txq: GuestRing,
+    /// Interrupts toward the guest, per queue.
+    pub(crate) rx_call: EventFd,
+    pub(crate) tx_call: EventFd,
+    /// The guest's kick of its transmit queue.
+    pub(crate) tx_kick: EventFd,
+}
+
+/// Features a Linux guest typically accepts from us.
+pub(crate) fn all_features(config: &VhostPortConfig) -> Features {
+    Features(offered_features(config))
+}
+
+impl Rig {
+    pub(crate) fn new(
+        config: VhostPortConfig,
+        features: Features,
+        size: u16,
+    ) -> (Rig, VhostPortRx, VhostPortTx) {
+        let mem = GuestMemoryMmap::<()>::from_ranges(&[(
+            GuestAddress(0),
+            usize::try_from(GUEST_MEM).unwrap(),
+        )])
+        .unwrap();
+        let dev = DeviceShared::new(config).unwrap();
+        dev.set_features(features);
+        let rxq = GuestRing::new(mem.clone(), size, 0x1000, 0x10_0000, 0x30_0000);
+        let txq = GuestRing::new(mem.clone(), size, 0x8_0000, 0x40_0000, 0x30_0000);
+        let rx_call = EventFd::new(EFD_NONBLOCK).unwrap();
+        let tx_call = EventFd::new(EFD_NONBLOCK).unwrap();
+        let tx_kick = EventFd::new(EFD_NONBLOCK).unwrap();
+        let shared_mem = Arc::new(mem);
+        for (index, ring, call, kick) in [
+            (RX_QUEUE, &rxq, &rx_call, None),
+            (TX_QUEUE, &txq, &tx_call, Some(&tx_kick)),
+        ] {
+            dev.start_ring(
+                index,
+                RingStart {
+                    mem: Arc::clone(&shared_mem),
+                    layout: ring.layout(),
+                    features,
+                    enabled: true,
+                    kick: kick.map(|k| k.try_clone().unwrap()),
+                    call: Some(call.try_clone().unwrap()),
+                },
+            )
+            .unwrap();
+        }
+        // Forget the wake-up the start wrote.
+        let _ = tx_kick.read();
+        let rx = VhostPortRx::new(Arc::clone(&dev));
+        let tx = VhostPortTx::new(Arc::clone(&dev));
+        (
+            Rig {
+                dev,
+                rxq,
+                txq,
+                rx_call,
+                tx_call,
+                tx_kick,
+            },
+            rx,
+            tx,
+        )
+    }
+
+    pub(crate) fn stats_to_guest(&self) -> crate::counters::QueueStats {
+        self.dev.rx_vring().counters.snapshot()
+    }
+
+    pub(crate) fn stats_from_guest(&self) -> crate::counters::QueueStats {
+        self.dev.tx_vring().counters.snapshot()
+    }
+
+    pub(crate) fn fault_from_guest(&self) -> Option<crate::counters::QueueFault> {
+        self.dev.tx_vring().lock().fault
+    }
+
+    pub(crate) fn fault_to_guest(&self) -> Option<crate::counters::QueueFault> {
+        self.dev.rx_vring().lock().fault
+    }
+}
+
+/// An Ethernet frame of `len` bytes (at least 14) from `src` to `dst`, payload a pattern.
+pub(crate) fn ether_frame(dst: u8, src: u8, len: usize, seed: u8) -> Vec<u8> {
+    let mut f = vec![0u8; len];
+    f[..6].copy_from_slice(&[2, 0, 0, 0, 0, dst]);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, src]);
+    f[12..14].copy_from_slice(&[0x88, 0xb5]);
+    let mut v = seed;
+    for b in f.iter_mut().skip(14) {
+        *b = v;
+        v = v.wrapping_add(1);
+    }
+    f
+}

@@ -1,0 +1,308 @@
+//! The port's transmit half: frames from the switch, copied once — straight from where the
+//! switch found them (usually another guest's memory) into this guest's receive buffers
+//! (Hyper-Switch's single copy).
+//!
+//! Per frame: enough receive chains for header and frame (several with mergeable buffers,
+//! `num_buffers` set), the header written from the frame's offload state, the frame's head
+//! and body copied. The used ring is updated and the guest notified once per burst, unless
+//! its `used_event` (EVENT_IDX) or NO_INTERRUPT flag says it need not be. With no buffer left
+//! the burst stops: `transmit` returns what was accepted and never waits.
+//!
+//! A frame needing an offload the guest did not negotiate (a partial checksum, a TCP
+//! super-frame) has it done here in software — checksum completed, or segmented to the
+//! port's MTU — at the price of a second copy. The switch normally does this itself from
+//! [`PortTx::caps`]; the fallback keeps the port correct when the guest renegotiated fewer
+//! offloads than the switch last read.
+
+use std::sync::Arc;
+
+use virtio_queue::{AvailIter, Error as QueueError, QueueOwnedT, QueueT};
+use vm_memory::{GuestAddress, GuestMemoryMmap};
+use weft_packet::{OffloadInfo, Segmenter, VirtioNetHeader};
+use weft_switch::{PortCaps, PortTx, TxFrame};
+
+use crate::chain::{write_rx_chain, ChainError, FrameSource, TableRef};
+use crate::config::MAX_FRAME_LEN;
+use crate::counters::{FrameDrop, QueueFault};
+use crate::device::DeviceShared;
+use crate::features::Features;
+
+/// The transmit half of a vhost-user port (see the module documentation).
+pub struct VhostPortTx {
+    dev: Arc<DeviceShared>,
+    /// Chains filled this burst, with the bytes written into each.
+    used: Vec<(u16, u32)>,
+    software: SoftwareOffload,
+}
+
+impl std::fmt::Debug for VhostPortTx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VhostPortTx")
+            .field("caps", &self.dev.caps())
+            .finish()
+    }
+}
+
+/// What the guest is told about a frame: `DATA_VALID` only if it negotiated checksums.
+fn offload_for_guest(mut info: OffloadInfo, features: Features) -> OffloadInfo {
+    if !features.guest_csum() {
+        info.data_valid = false;
+    }
+    info
+}
+
+impl VhostPortTx {
+    /// A number that changes whenever [`PortTx::caps`] may have changed (a frontend
+    /// negotiated features, or went away): a switch caching the caps reads them again when
+    /// it moves.
+    pub fn caps_generation(&self) -> u64 {
+        self.dev.caps_generation()
+    }
+
+    pub(crate) fn new(dev: Arc<DeviceShared>) -> Self {
+        let capacity = usize::from(dev.config.max_queue_size);
+        VhostPortTx {
+            dev,
+            used: Vec::with_capacity(capacity),
+            software: SoftwareOffload::default(),
+        }
+    }
+}
+
+/// Gives the chains a frame took (from `first` on) back to the available ring.
+fn rewind(iter: &mut AvailIter<'_, &GuestMemoryMmap>, used: &mut Vec<(u16, u32)>, first: usize) {
+    for _ in first..used.len() {
+        iter.go_to_previous_position();
+    }
+    used.truncate(first);
+}
+
+/// How putting one frame into the ring went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Put {
+    Done,
+    /// The guest has no buffer left: stop the burst.
+    NoBuffers,
+    /// This frame cannot go in; the next may.
+    Dropped(FrameDrop),
+    /// The ring is broken.
+    Fault(QueueFault),
+}
+
+/// Fills the guest's receive ring for one burst.
+struct RingWriter<'q, 'm> {
+    iter: AvailIter<'q, &'m GuestMemoryMmap>,
+    mem: &'m GuestMemoryMmap,
+    table: TableRef,
+    features: Features,
+    used: &'q mut Vec<(u16, u32)>,
+    delivered: u64,
+    bytes: u64,
+}
+
+impl RingWriter<'_, '_> {
+    /// Writes `head` + `body` behind a header saying `info` into as many chains as it
+    /// takes (one without mergeable buffers); on failure gives the chains back.
+    fn put(&mut self, head: &[u8], body: &[u8], info: &OffloadInfo) -> Put {
+        let hdr_len = self.features.header_len();
+        let mut src = FrameSource::new(head, body);
+        let first = self.used.len();
+        let mut header = None;
+        loop {
+            let Some(chain) = self.iter.next() else {
+                rewind(&mut self.iter, self.used, first);
+                return Put::NoBuffers;
+            };
+            let is_first = self.used.len() == first;
+            let want_header = if is_first { hdr_len } else { 0 };
+            match write_rx_chain(chain, self.mem, self.table, want_header, &mut src) {
+                Ok(w) => {
+                    if is_first {
+                        header = w.header;
+                    }
+                    self.used.push((w.head, w.len));
+                }
+                Err(ChainError::Drop(reason)) => {
+                    self.iter.go_to_previous_position();
+                    rewind(&mut self.iter, self.used, first);
+                    return Put::Dropped(reason);
+                }
+                Err(ChainError::Fault(fault)) => {
+                    self.used.truncate(first);
+                    return Put::Fault(fault);
+                }
+                Err(ChainError::NoRoom) => {
+                    self.used.truncate(first);
+                    return Put::Fault(QueueFault::MalformedChain);
+                }
+            }
+            if src.remaining() == 0 {
+                break;
+            }
+            if !self.features.mergeable_rx() || self.used.len() - first >= usize::from(u16::MAX) {
+                // Without mergeable buffers a frame must fit one chain.
+                rewind(&mut self.iter, self.used, first);
+                return Put::Dropped(FrameDrop::GuestBufferTooSmall);
+            }
+        }
+        let buffers = u16::try_from(self.used.len() - first).unwrap_or(u16::MAX);
+        let mut hdr = VirtioNetHeader::from_offload_info(&offload_for_guest(*info, self.features));
+        // A 10-byte legacy header has no num_buffers; the 12-byte one always does.
+        let _ = hdr.set_num_buffers(buffers);
+        let bytes = hdr.into_inner();
+        if let (Some(slot), Some(b)) = (header, bytes.get(..hdr_len)) {
+            slot.copy_from(b);
+        }
+        self.delivered += 1;
+        self.bytes += (head.len() + body.len()) as u64;
+        Put::Done
+    }
+}
+
+/// Buffers for offloads done in software, allocated on first use.
+#[derive(Default)]
+struct SoftwareOffload {
+    frame: Vec<u8>,
+    segment: Vec<u8>,
+}
+
+impl SoftwareOffload {
+    /// Completes the checksum of, or segments, a frame the guest cannot take as it is, and
+    /// puts the result into the ring. Segments already put stay there if a later one fails.
+    fn put(&mut self, w: &mut RingWriter<'_, '_>, f: &TxFrame<'_>, max_frame_len: usize) -> Put {
+        if self.frame.len() < MAX_FRAME_LEN {
+            self.frame.resize(MAX_FRAME_LEN, 0);
+            self.segment.resize(MAX_FRAME_LEN, 0);
+        }
+        let Some(len) = f.copy_to(&mut self.frame) else {
+            return Put::Dropped(FrameDrop::FrameTooLong);
+        };
+        let Some(frame) = self.frame.get(..len) else {
+            return Put::Dropped(FrameDrop::FrameTooLong);
+        };
+        let Ok(mut segments) = Segmenter::new(frame, &f.offload, max_frame_len) else {
+            return Put::Dropped(FrameDrop::OffloadFailed);
+        };
+        while let Some(next) = segments.next_segment(&mut self.segment) {
+            let Some(segment) = next.ok().and_then(|n| self.segment.get(..n)) else {
+                return Put::Dropped(FrameDrop::OffloadFailed);
+            };
+            match w.put(&[], segment, &OffloadInfo::default()) {
+                Put::Done => {}
+                other => return other,
+            }
+        }
+        Put::Done
+    }
+}
+
+impl PortTx for VhostPortTx {
+    fn caps(&self) -> PortCaps {
+        self.dev.caps()
+    }
+
+    fn transmit(&mut self, frames: &[TxFrame<'_>]) -> usize {
+        if frames.is_empty() {
+            return 0;
+        }
+        let dev = Arc::clone(&self.dev);
+        let vring = dev.rx_vring();
+        let counters = &vring.counters;
+        let Some(mut st) = vring.try_lock() else {
+            return 0;
+        };
+        if !st.serving() {
+            return 0;
+        }
+        let Some(mem) = st.mem.clone() else {
+            return 0;
+        };
+        let features = st.features;
+        let max_frame_len = dev.caps().max_frame_len;
+        let table = TableRef {
+            desc_table: GuestAddress(st.queue.desc_table()),
+            size: st.queue.size(),
+        };
+        self.used.clear();
+        let mut accepted = 0;
+        let mut no_buffers = false;
+        let mut fault = None;
+        let mut last_drop = None;
+        let mut software = 0u64;
+        let (delivered, bytes) = match st.queue.iter(&*mem) {
+            Err(e) => {
+                fault = Some(match e {
+                    QueueError::InvalidAvailRingIndex => QueueFault::AvailIndexOutOfRange,
+                    _ => QueueFault::RingInaccessible,
+                });
+                (0, 0)
+            }
+            Ok(iter) => {
+                let mut w = RingWriter {
+                    iter,
+                    mem: &mem,
+                    table,
+                    features,
+                    used: &mut self.used,
+                    delivered: 0,
+                    bytes: 0,
+                };
+                for f in frames {
+                    let outcome = if f.len() < weft_packet::ethernet::HEADER_LEN {
+                        Put::Dropped(FrameDrop::FrameTooShort)
+                    } else if f.len() > MAX_FRAME_LEN {
+                        Put::Dropped(FrameDrop::FrameTooLong)
+                    } else if features.guest_may_receive(&f.offload) {
+                        w.put(f.head(), f.body, &f.offload)
+                    } else {
+                        software += 1;
+                        self.software.put(&mut w, f, max_frame_len)
+                    };
+                    match outcome {
+                        Put::Done => accepted += 1,
+                        Put::Dropped(reason) => {
+                            counters.dropped(reason);
+                            last_drop = Some(reason);
+                            accepted += 1;
+                        }
+                        Put::NoBuffers => {
+                            no_buffers = true;
+                            break;
+                        }
+                        Put::Fault(f) => {
+                            fault = Some(f);
+                            break;
+                        }
+                    }
+                }
+                (w.delivered, w.bytes)
+            }
+        };
+        let mut added = false;
+        for (head, len) in self.used.drain(..) {
+            if st.queue.add_used(&*mem, head, len).is_err() {
+                fault.get_or_insert(QueueFault::RingInaccessible);
+                break;
+            }
+            added = true;
+        }
+        if added {
+            st.notify_guest(counters);
+        }
+        counters.add_frames(delivered, bytes);
+        counters.add_software_offloads(software);
+        if no_buffers {
+            counters.no_buffers();
+        }
+        if let Some(reason) = last_drop {
+            st.log_drop(reason, vring.name);
+        }
+        if let Some(fault) = fault {
+            st.fault(fault, counters, vring.name);
+        }
+        accepted
+    }
+}
+
+#[cfg(test)]
+mod tests;

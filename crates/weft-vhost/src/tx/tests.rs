@@ -1,0 +1,367 @@
+use super::*;
+use crate::config::VhostPortConfig;
+use crate::counters::FrameDrop;
+use crate::features::Features;
+use crate::testutil::{all_features, ether_frame, Rig};
+use virtio_bindings::bindings::virtio_config::VIRTIO_F_VERSION_1;
+use virtio_bindings::bindings::virtio_net::{VIRTIO_NET_F_GUEST_CSUM, VIRTIO_NET_F_GUEST_TSO4};
+use virtio_bindings::bindings::virtio_ring::VIRTIO_RING_F_EVENT_IDX;
+use weft_packet::virtio_net::{flags, gso_type};
+use weft_packet::GsoKind;
+
+fn rig_with(config: VhostPortConfig, features: Features) -> (Rig, VhostPortTx) {
+    let (rig, _rx, tx) = Rig::new(config, features, 256);
+    (rig, tx)
+}
+
+fn rig() -> (Rig, VhostPortTx) {
+    let config = VhostPortConfig::default();
+    rig_with(config, all_features(&config))
+}
+
+fn whole(f: &[u8]) -> TxFrame<'_> {
+    TxFrame::whole(f, OffloadInfo::default())
+}
+
+fn header_of(bytes: &[u8]) -> VirtioNetHeader<[u8; 12]> {
+    VirtioNetHeader::new_unchecked(bytes[..12].try_into().unwrap())
+}
+
+#[test]
+fn frames_land_in_guest_buffers_behind_a_header() {
+    let (mut rig, mut tx) = rig();
+    rig.rxq.post_rx(8, 2048);
+    let a = ether_frame(2, 1, 60, 1);
+    let b = ether_frame(2, 1, 1514, 2);
+    assert_eq!(tx.transmit(&[whole(&a), whole(&b)]), 2);
+    let used = rig.rxq.take_used();
+    assert_eq!(used.len(), 2);
+    for ((id, len), f) in used.iter().zip([&a, &b]) {
+        assert_eq!(*len as usize, 12 + f.len());
+        let got = rig.rxq.read_rx(*id, *len);
+        let h = header_of(&got);
+        assert_eq!(h.num_buffers(), Some(1));
+        assert_eq!(h.flags(), 0);
+        assert_eq!(&got[12..], &f[..]);
+    }
+    let s = rig.stats_to_guest();
+    assert_eq!((s.frames, s.bytes), (2, 60 + 1514));
+    // One interrupt for the burst.
+    assert_eq!(rig.rx_call.read().unwrap(), 1);
+    assert_eq!(s.notifications, 1);
+}
+
+#[test]
+fn rewritten_head_and_body_are_joined_in_guest_memory() {
+    let (mut rig, mut tx) = rig();
+    rig.rxq.post_rx(1, 2048);
+    let f = ether_frame(2, 1, 100, 3);
+    let head = [9u8; 16];
+    let frame = TxFrame::with_head(&head, &f[12..], OffloadInfo::default());
+    assert_eq!(tx.transmit(&[frame]), 1);
+    let (id, len) = rig.rxq.take_used()[0];
+    let got = rig.rxq.read_rx(id, len);
+    assert_eq!(&got[12..28], &head);
+    assert_eq!(&got[28..], &f[12..]);
+}
+
+#[test]
+fn a_frame_larger_than_one_buffer_spans_mergeable_buffers() {
+    let (mut rig, mut tx) = rig();
+    rig.rxq.post_rx(8, 1000);
+    let f = ether_frame(2, 1, 2500, 4);
+    assert_eq!(tx.transmit(&[whole(&f)]), 1);
+    let used = rig.rxq.take_used();
+    assert_eq!(used.len(), 3);
+    assert_eq!(
+        used.iter().map(|u| u.1).collect::<Vec<_>>(),
+        vec![1000, 1000, 512]
+    );
+    let mut got = Vec::new();
+    for (id, len) in &used {
+        got.extend(rig.rxq.read_rx(*id, *len));
+    }
+    assert_eq!(header_of(&got).num_buffers(), Some(3));
+    assert_eq!(&got[12..], &f[..]);
+}
+
+#[test]
+fn without_mergeable_buffers_a_frame_must_fit_one_chain() {
+    let config = VhostPortConfig {
+        mergeable_rx_buffers: false,
+        ..VhostPortConfig::default()
+    };
+    let (mut rig, mut tx) = rig_with(config, all_features(&config));
+    rig.rxq.post_rx(2, 1000);
+    let big = ether_frame(2, 1, 1500, 5);
+    let small = ether_frame(2, 1, 500, 6);
+    // The big frame is dropped; its buffer goes to the next frame.
+    assert_eq!(tx.transmit(&[whole(&big), whole(&small)]), 2);
+    let used = rig.rxq.take_used();
+    assert_eq!(used.len(), 1);
+    let got = rig.rxq.read_rx(used[0].0, used[0].1);
+    assert_eq!(&got[12..], &small[..]);
+    assert_eq!(
+        rig.stats_to_guest().dropped(FrameDrop::GuestBufferTooSmall),
+        1
+    );
+}
+
+#[test]
+fn legacy_guests_get_a_ten_byte_header() {
+    let config = VhostPortConfig {
+        mergeable_rx_buffers: false,
+        ..VhostPortConfig::default()
+    };
+    let features = Features(all_features(&config).0 & !(1 << VIRTIO_F_VERSION_1));
+    let (mut rig, mut tx) = rig_with(config, features);
+    rig.rxq.post_rx(1, 2048);
+    let f = ether_frame(2, 1, 200, 7);
+    assert_eq!(tx.transmit(&[whole(&f)]), 1);
+    let (id, len) = rig.rxq.take_used()[0];
+    assert_eq!(len as usize, 10 + f.len());
+    assert_eq!(&rig.rxq.read_rx(id, len)[10..], &f[..]);
+}
+
+#[test]
+fn without_buffers_the_burst_stops_and_reports_what_was_taken() {
+    let (mut rig, mut tx) = rig();
+    rig.rxq.post_rx(2, 2048);
+    let f = ether_frame(2, 1, 100, 8);
+    assert_eq!(
+        tx.transmit(&[whole(&f), whole(&f), whole(&f), whole(&f)]),
+        2
+    );
+    assert_eq!(rig.stats_to_guest().no_buffers, 1);
+    assert_eq!(tx.transmit(&[whole(&f)]), 0);
+    rig.rxq.post_rx(1, 2048);
+    assert_eq!(tx.transmit(&[whole(&f)]), 1);
+}
+
+#[test]
+fn a_frame_that_runs_out_of_buffers_midway_gives_them_back() {
+    let (mut rig, mut tx) = rig();
+    rig.rxq.post_rx(2, 1000);
+    let big = ether_frame(2, 1, 2500, 9);
+    assert_eq!(tx.transmit(&[whole(&big)]), 0);
+    assert!(rig.rxq.take_used().is_empty());
+    // The two buffers are still there for a frame that fits.
+    let f = ether_frame(2, 1, 1500, 9);
+    assert_eq!(tx.transmit(&[whole(&f)]), 1);
+    assert_eq!(rig.rxq.take_used().len(), 2);
+}
+
+#[test]
+fn tso_frames_reach_the_guest_unsegmented_with_their_header() {
+    let (mut rig, mut tx) = rig();
+    assert!(tx.caps().tso4 && tx.caps().tso6 && tx.caps().partial_csum);
+    rig.rxq.post_rx(64, 4096);
+    let f = ether_frame(2, 1, 54 + 30_000, 10);
+    let info = OffloadInfo {
+        needs_csum: true,
+        csum_start: 34,
+        csum_offset: 16,
+        gso: GsoKind::TcpV4,
+        gso_size: 1448,
+        hdr_len: 54,
+        ..OffloadInfo::default()
+    };
+    assert_eq!(tx.transmit(&[TxFrame::whole(&f, info)]), 1);
+    let used = rig.rxq.take_used();
+    let mut got = Vec::new();
+    for (id, len) in &used {
+        got.extend(rig.rxq.read_rx(*id, *len));
+    }
+    let h = header_of(&got);
+    assert_eq!(h.flags(), flags::NEEDS_CSUM);
+    assert_eq!(h.gso_type(), gso_type::TCPV4);
+    assert_eq!(
+        (h.gso_size(), h.hdr_len(), h.csum_start(), h.csum_offset()),
+        (1448, 54, 34, 16)
+    );
+    assert_eq!(usize::from(h.num_buffers().unwrap()), used.len());
+    assert_eq!(&got[12..], &f[..]);
+}
+
+/// A TCP/IPv4 frame of `payload` bytes as a virtio sender hands it over: the checksum field
+/// holds the pseudo-header sum and the offload state asks for completion (and, with
+/// `mss`, for segmentation).
+fn tcp4(payload: usize, mss: Option<u16>) -> (Vec<u8>, OffloadInfo) {
+    let data: Vec<u8> = (0..payload)
+        .map(|i| u8::try_from(i % 251).unwrap())
+        .collect();
+    let mut f = Vec::new();
+    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+        .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+        .tcp(40000, 80, 1000, 1024)
+        .ack(1)
+        .write(&mut f, &data)
+        .unwrap();
+    let upper = u16::try_from(f.len() - 34).unwrap();
+    let pseudo = weft_packet::checksum::pseudo_header_v4(
+        [10, 0, 0, 1].into(),
+        [10, 0, 0, 2].into(),
+        6,
+        upper,
+    );
+    f[50..52].copy_from_slice(&pseudo.to_be_bytes());
+    let info = OffloadInfo {
+        needs_csum: true,
+        csum_start: 34,
+        csum_offset: 16,
+        gso: if mss.is_some() {
+            GsoKind::TcpV4
+        } else {
+            GsoKind::None
+        },
+        gso_size: mss.unwrap_or(0),
+        hdr_len: if mss.is_some() { 54 } else { 0 },
+        ..OffloadInfo::default()
+    };
+    (f, info)
+}
+
+/// The TCP payload of `frame`, after checking its IPv4 and TCP checksums.
+fn checked_tcp_payload(frame: &[u8]) -> Vec<u8> {
+    let p = etherparse::SlicedPacket::from_ethernet(frame).unwrap();
+    let Some(etherparse::NetSlice::Ipv4(ip)) = &p.net else {
+        panic!("not IPv4")
+    };
+    let h = ip.header().to_header();
+    assert_eq!(h.header_checksum, h.calc_header_checksum());
+    let Some(etherparse::TransportSlice::Tcp(tcp)) = p.transport else {
+        panic!("not TCP")
+    };
+    let expected = tcp
+        .calc_checksum_ipv4(ip.header().source(), ip.header().destination())
+        .unwrap();
+    assert_eq!(tcp.checksum(), expected, "TCP checksum");
+    tcp.payload().to_vec()
+}
+
+#[test]
+fn offloads_the_guest_did_not_negotiate_are_done_in_software() {
+    let config = VhostPortConfig::default();
+    let features = Features(
+        all_features(&config).0 & !(1 << VIRTIO_NET_F_GUEST_TSO4) & !(1 << VIRTIO_NET_F_GUEST_CSUM),
+    );
+    let (mut rig, mut tx) = rig_with(config, features);
+    assert!(!tx.caps().tso4 && !tx.caps().partial_csum);
+    rig.rxq.post_rx(16, 2048);
+    let (csum, csum_info) = tcp4(300, None);
+    let (tso, tso_info) = tcp4(3000, Some(1000));
+    let valid = OffloadInfo {
+        data_valid: true,
+        ..OffloadInfo::default()
+    };
+    let plain = ether_frame(2, 1, 100, 1);
+    let burst = [
+        TxFrame::whole(&csum, csum_info),
+        TxFrame::whole(&tso, tso_info),
+        TxFrame::whole(&plain, valid),
+    ];
+    assert_eq!(tx.transmit(&burst), 3);
+    let frames: Vec<Vec<u8>> = rig
+        .rxq
+        .take_used()
+        .iter()
+        .map(|(id, len)| rig.rxq.read_rx(*id, *len))
+        .collect();
+    assert_eq!(
+        frames.len(),
+        1 + 3 + 1,
+        "the super-frame became three segments"
+    );
+    for f in &frames {
+        // No offload is left for a guest that did not negotiate any; DATA_VALID is
+        // meaningless to it and cleared.
+        let h = header_of(f);
+        assert_eq!((h.flags(), h.gso_type()), (0, 0));
+    }
+    assert_eq!(checked_tcp_payload(&frames[0][12..]), &csum[54..]);
+    let mut joined = Vec::new();
+    for f in &frames[1..4] {
+        joined.extend(checked_tcp_payload(&f[12..]));
+    }
+    assert_eq!(joined, &tso[54..]);
+    assert_eq!(&frames[4][12..], &plain[..]);
+    let s = rig.stats_to_guest();
+    assert_eq!(s.software_offloads, 2);
+    assert_eq!(s.frames, 5);
+    assert_eq!(s.total_drops(), 0);
+}
+
+#[test]
+fn an_offload_software_cannot_do_is_dropped_and_counted() {
+    let config = VhostPortConfig::default();
+    let features = Features(all_features(&config).0 & !(1 << VIRTIO_NET_F_GUEST_CSUM));
+    let (mut rig, mut tx) = rig_with(config, features);
+    rig.rxq.post_rx(4, 2048);
+    let f = ether_frame(2, 1, 200, 11);
+    // A checksum field past the end of the frame.
+    let bad = OffloadInfo {
+        needs_csum: true,
+        csum_start: 190,
+        csum_offset: 16,
+        ..OffloadInfo::default()
+    };
+    assert_eq!(tx.transmit(&[TxFrame::whole(&f, bad)]), 1);
+    assert!(rig.rxq.take_used().is_empty());
+    assert_eq!(rig.stats_to_guest().dropped(FrameDrop::OffloadFailed), 1);
+}
+
+#[test]
+fn event_idx_suppresses_interrupts_the_guest_does_not_want() {
+    let (mut rig, mut tx) = rig();
+    assert!(rig.dev.features().has(VIRTIO_RING_F_EVENT_IDX));
+    rig.rxq.post_rx(8, 2048);
+    let f = ether_frame(2, 1, 60, 12);
+    // The guest wants an interrupt once used index passes 4.
+    rig.rxq.set_used_event(4);
+    assert_eq!(tx.transmit(&[whole(&f), whole(&f)]), 2);
+    assert!(rig.rx_call.read().is_err());
+    assert_eq!(tx.transmit(&[whole(&f), whole(&f), whole(&f)]), 3);
+    assert_eq!(rig.rx_call.read().unwrap(), 1);
+    let s = rig.stats_to_guest();
+    assert_eq!((s.notifications, s.notifications_suppressed), (1, 1));
+}
+
+#[test]
+fn no_interrupt_flag_is_honoured_without_event_idx() {
+    let config = VhostPortConfig {
+        event_idx: false,
+        ..VhostPortConfig::default()
+    };
+    let (mut rig, mut tx) = rig_with(config, all_features(&config));
+    rig.rxq.post_rx(4, 2048);
+    let f = ether_frame(2, 1, 60, 13);
+    rig.rxq.set_avail_flags(1);
+    assert_eq!(tx.transmit(&[whole(&f)]), 1);
+    assert!(rig.rx_call.read().is_err());
+    rig.rxq.set_avail_flags(0);
+    assert_eq!(tx.transmit(&[whole(&f)]), 1);
+    assert_eq!(rig.rx_call.read().unwrap(), 1);
+}
+
+#[test]
+fn runt_frames_are_dropped_not_sent() {
+    let (mut rig, mut tx) = rig();
+    rig.rxq.post_rx(2, 2048);
+    assert_eq!(tx.transmit(&[whole(&[1, 2, 3])]), 1);
+    assert!(rig.rxq.take_used().is_empty());
+    assert_eq!(rig.stats_to_guest().dropped(FrameDrop::FrameTooShort), 1);
+}
+
+#[test]
+fn a_stopped_or_disabled_ring_takes_nothing() {
+    let (mut rig, mut tx) = rig();
+    rig.rxq.post_rx(2, 2048);
+    let f = ether_frame(2, 1, 60, 14);
+    rig.dev.rx_vring().lock().enabled = false;
+    assert_eq!(tx.transmit(&[whole(&f)]), 0);
+    rig.dev.rx_vring().lock().enabled = true;
+    assert_eq!(tx.transmit(&[whole(&f)]), 1);
+    let vring = rig.dev.rx_vring();
+    vring.lock().stop(&vring.counters);
+    assert_eq!(tx.transmit(&[whole(&f)]), 0);
+}

@@ -1,0 +1,234 @@
+//! One virtqueue as the control thread and the data path share it.
+//!
+//! Ownership and locking: the state sits behind a mutex. The data path takes it with
+//! `try_lock`, once per `receive`, `finish` or `transmit` call, and skips its turn when the
+//! control thread holds it — it never waits. The control thread takes it only to change the
+//! ring (start, stop, new memory, new call descriptor), never across socket I/O. Lock order:
+//! a receive half holds no vring lock while the switch transmits, so no thread ever holds
+//! two vring locks.
+
+use std::sync::atomic::{fence, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+
+use virtio_bindings::bindings::virtio_ring::VRING_AVAIL_F_NO_INTERRUPT;
+use virtio_queue::{Queue, QueueT};
+use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
+use vmm_sys_util::eventfd::EventFd;
+
+use crate::counters::{FrameDrop, LogLimiter, QueueCounters, QueueFault};
+use crate::features::Features;
+
+/// Queue index of the guest's receive queue (the device writes it: the port's transmit
+/// half).
+pub const RX_QUEUE: usize = 0;
+/// Queue index of the guest's transmit queue (the device reads it: the port's receive
+/// half).
+pub const TX_QUEUE: usize = 1;
+/// Queues of one queue pair.
+pub const NUM_QUEUES: usize = 2;
+
+/// Where a ring lies in guest memory and where it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingLayout {
+    /// Number of descriptors (a power of two).
+    pub size: u16,
+    /// Guest physical address of the descriptor table.
+    pub desc: GuestAddress,
+    /// Guest physical address of the available ring.
+    pub avail: GuestAddress,
+    /// Guest physical address of the used ring.
+    pub used: GuestAddress,
+    /// The next available (and used) index.
+    pub base: u16,
+}
+
+/// Why a ring could not start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RingError {
+    /// The size is zero, not a power of two, or above the port's limit.
+    #[error("queue size {0} is not a power of two within the limit")]
+    BadSize(u16),
+    /// The descriptor table, available or used ring is misaligned.
+    #[error("ring address misaligned")]
+    Misaligned,
+    /// A ring does not lie inside guest memory.
+    #[error("ring outside guest memory")]
+    OutsideMemory,
+}
+
+/// The state of one virtqueue.
+pub(crate) struct VringState {
+    pub(crate) queue: Queue,
+    /// The memory the ring was started with (or updated to).
+    pub(crate) mem: Option<Arc<GuestMemoryMmap>>,
+    pub(crate) running: bool,
+    pub(crate) enabled: bool,
+    pub(crate) fault: Option<QueueFault>,
+    /// Bumped at every start and stop: chains taken under another epoch are not returned.
+    pub(crate) epoch: u64,
+    /// Chains taken from the available ring and not yet put in the used ring.
+    pub(crate) in_flight: u16,
+    pub(crate) kick: Option<EventFd>,
+    pub(crate) call: Option<EventFd>,
+    pub(crate) features: Features,
+    /// Whether the guest is currently asked to kick (transmit queue only); `None` until
+    /// the data path first writes it after a start.
+    pub(crate) guest_kicks: Option<bool>,
+    log: LogLimiter,
+}
+
+impl VringState {
+    fn new(max_size: u16) -> Result<Self, RingError> {
+        Ok(VringState {
+            queue: Queue::new(max_size).map_err(|_| RingError::BadSize(max_size))?,
+            mem: None,
+            running: false,
+            enabled: false,
+            fault: None,
+            epoch: 0,
+            in_flight: 0,
+            kick: None,
+            call: None,
+            features: Features::default(),
+            guest_kicks: None,
+            log: LogLimiter::new(),
+        })
+    }
+
+    /// True when the data path may use the ring.
+    pub(crate) fn serving(&self) -> bool {
+        self.running && self.enabled && self.fault.is_none() && self.mem.is_some()
+    }
+
+    /// Starts the ring at `layout` over `mem`.
+    pub(crate) fn start(
+        &mut self,
+        mem: Arc<GuestMemoryMmap>,
+        layout: &RingLayout,
+        features: Features,
+        max_size: u16,
+    ) -> Result<(), RingError> {
+        let mut q = Queue::new(max_size).map_err(|_| RingError::BadSize(layout.size))?;
+        q.try_set_size(layout.size)
+            .map_err(|_| RingError::BadSize(layout.size))?;
+        q.try_set_desc_table_address(layout.desc)
+            .map_err(|_| RingError::Misaligned)?;
+        q.try_set_avail_ring_address(layout.avail)
+            .map_err(|_| RingError::Misaligned)?;
+        q.try_set_used_ring_address(layout.used)
+            .map_err(|_| RingError::Misaligned)?;
+        q.set_event_idx(features.event_idx());
+        q.set_next_avail(layout.base);
+        q.set_next_used(layout.base);
+        q.set_ready(true);
+        if !q.is_valid(&*mem) {
+            return Err(RingError::OutsideMemory);
+        }
+        self.queue = q;
+        self.mem = Some(mem);
+        self.running = true;
+        self.fault = None;
+        self.epoch = self.epoch.wrapping_add(1);
+        self.in_flight = 0;
+        self.features = features;
+        self.guest_kicks = None;
+        Ok(())
+    }
+
+    /// Stops the ring; returns the index the next start must resume from. Chains in
+    /// flight are given back to the available ring (the next start reads them again).
+    pub(crate) fn stop(&mut self, counters: &QueueCounters) -> u16 {
+        let base = if self.running {
+            self.queue.next_avail().wrapping_sub(self.in_flight)
+        } else {
+            self.queue.next_avail()
+        };
+        if self.running && self.in_flight > 0 {
+            counters.discarded_in_flight(u64::from(self.in_flight));
+        }
+        self.running = false;
+        self.epoch = self.epoch.wrapping_add(1);
+        self.in_flight = 0;
+        self.mem = None;
+        self.queue.set_next_avail(base);
+        self.queue.set_next_used(base);
+        base
+    }
+
+    /// Marks the ring broken: counted, logged (rate-limited), not served until restarted.
+    pub(crate) fn fault(&mut self, fault: QueueFault, counters: &QueueCounters, queue: &str) {
+        counters.faulted(fault);
+        if self.fault.is_none() {
+            self.fault = Some(fault);
+        }
+        if let Some(held_back) = self.log.allow() {
+            tracing::warn!(queue, %fault, held_back, "virtqueue broken until the frontend resets it");
+        }
+    }
+
+    /// Logs a dropped frame (already counted) at a limited rate.
+    pub(crate) fn log_drop(&mut self, reason: FrameDrop, queue: &str) {
+        if let Some(held_back) = self.log.allow() {
+            tracing::debug!(queue, %reason, held_back, "frame dropped");
+        }
+    }
+
+    /// After chains were added to the used ring: notifies the guest unless it asked not to
+    /// be (`used_event` with EVENT_IDX, the NO_INTERRUPT flag otherwise).
+    pub(crate) fn notify_guest(&mut self, counters: &QueueCounters) {
+        let Some(mem) = self.mem.as_deref() else {
+            return;
+        };
+        let needed = if self.queue.event_idx_enabled() {
+            self.queue.needs_notification(mem).unwrap_or(true)
+        } else {
+            // Order the used index store before reading the guest's flags (as
+            // needs_notification does).
+            fence(Ordering::SeqCst);
+            mem.load::<u16>(GuestAddress(self.queue.avail_ring()), Ordering::Relaxed)
+                .map(u16::from_le)
+                .map_or(true, |flags| {
+                    u32::from(flags) & VRING_AVAIL_F_NO_INTERRUPT == 0
+                })
+        };
+        if needed {
+            if let Some(call) = &self.call {
+                // A full counter means the guest has an interrupt pending anyway.
+                let _ = call.write(1);
+            }
+        }
+        counters.notified(needed);
+    }
+}
+
+/// A virtqueue: its state and its counters.
+pub(crate) struct Vring {
+    state: Mutex<VringState>,
+    pub(crate) counters: QueueCounters,
+    pub(crate) name: &'static str,
+}
+
+impl Vring {
+    pub(crate) fn new(name: &'static str, max_size: u16) -> Result<Self, RingError> {
+        Ok(Vring {
+            state: Mutex::new(VringState::new(max_size)?),
+            counters: QueueCounters::default(),
+            name,
+        })
+    }
+
+    /// The data path's access: `None` while the control thread holds the state.
+    pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, VringState>> {
+        match self.state.try_lock() {
+            Ok(g) => Some(g),
+            // A panic elsewhere cannot leave the ring memory-unsafe; keep serving.
+            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
+    }
+
+    /// The control thread's access (waits for the data path to finish its call).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, VringState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
