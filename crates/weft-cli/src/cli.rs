@@ -229,7 +229,7 @@ pub struct SwitchAddArgs {
 pub enum PortCmd {
     /// Create a port.
     #[command(after_help = "EXAMPLES:\n  weft port add br0:vm1 tap\n  \
-        weft port add br0:vm1 tap --ifname tap-vm1 --netns blue --queues 4 --mtu 9000\n  \
+        weft port add br0:vm1 tap --ifname tap-vm1 --netns blue --mtu 9000\n  \
         weft port add br0:vm2 tap --access 10 --no-learning\n  \
         weft port add br0:up af-packet --ifname eth1 --trunk 10,20 --native 1")]
     Add {
@@ -288,7 +288,7 @@ pub enum PortKindCmd {
         /// Network namespace (a name under /run/netns) to move the device into.
         #[arg(long, value_name = "NS")]
         netns: Option<String>,
-        /// Queues (multiqueue TAP), 1 to 16.
+        /// Queues (multiqueue TAP); weftd takes 1 for now.
         #[arg(long, value_name = "N", default_value_t = 1)]
         queues: u16,
         /// MTU of the device.

@@ -2,8 +2,7 @@
 //! Switches, rules and (refused) FDB entries are added and removed; weftd is restarted
 //! gracefully and with SIGKILL and must come back with the same configuration.
 //!
-//! Ports are not created here: this weftd has no port backends yet (TAP and AF_PACKET come
-//! with weft-tap), so everything that needs a port is checked as a refusal.
+//! Ports and real traffic (TAPs in network namespaces, as root) are in `e2e_traffic.rs`.
 
 mod common;
 

@@ -15,7 +15,7 @@ fn metrics_scrape_as_valid_prometheus_text() {
     let mut d = Daemon::new();
     std::fs::create_dir_all(d.state_file().parent().unwrap()).unwrap();
     let state = json!({"version": 1, "switches": [
-        {"name": "br0", "ports": [{"name": "vm\"1\\a", "kind": {"type": "tap", "ifname": "tap-q"}}]},
+        {"name": "br0", "ports": [{"name": "vm\"1\\a", "kind": {"type": "tap", "ifname": "tap-q", "netns": "weft-absent-ns"}}]},
         {"name": "br1"}]});
     std::fs::write(d.state_file(), state.to_string()).unwrap();
     d.launch();

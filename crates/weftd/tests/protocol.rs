@@ -16,9 +16,11 @@ const MAX_REQUEST_BYTES: usize = weft_control::MAX_REQUEST_BYTES;
 fn switches_rules_and_static_entries_change_through_the_protocol() {
     let d = Daemon::new();
     std::fs::create_dir_all(d.state_file().parent().unwrap()).unwrap();
-    // Ports cannot be created before the TAP crate; a restored one stands in (failed).
+    // Ports whose TAP cannot be created (their namespace does not exist) stand in, failed:
+    // nothing is created on the host.
     let seed = json!({"version": 1, "switches": [{"name": "br0", "ports": [
-        {"name": "vm1", "kind": {"type": "tap"}}, {"name": "vm2", "kind": {"type": "tap"}}]}]});
+        {"name": "vm1", "kind": {"type": "tap", "netns": "weft-absent-ns"}},
+        {"name": "vm2", "kind": {"type": "tap", "netns": "weft-absent-ns"}}]}]});
     std::fs::write(d.state_file(), seed.to_string()).unwrap();
     let mut d = d;
     d.launch();
@@ -251,11 +253,18 @@ fn hostile_requests() -> Vec<(&'static str, Vec<u8>, &'static str)> {
             "invalid",
         ),
         (
-            "tap port before weft-tap",
+            "tap port in a missing namespace",
             req(
-                json!({"op": "port_add", "switch": "br0", "name": "tap0", "kind": {"type": "tap"}}),
+                json!({"op": "port_add", "switch": "br0", "name": "tap0", "kind": {"type": "tap", "netns": "weft-absent-ns"}}),
             ),
             "system",
+        ),
+        (
+            "multiqueue tap",
+            req(
+                json!({"op": "port_add", "switch": "br0", "name": "tap0", "kind": {"type": "tap", "queues": 2}}),
+            ),
+            "invalid",
         ),
         (
             "invalid config_apply",

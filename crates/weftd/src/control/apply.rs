@@ -239,7 +239,12 @@ impl Controller {
         let mut meta = Vec::new();
         let mut add_ports = Vec::new();
         for (p, o) in diff.add_ports.iter().zip(devices) {
-            meta.push((o.failed, o.device.mtu, o.device.offloads.clone()));
+            meta.push((
+                o.failed,
+                o.device.mtu,
+                o.device.offloads.clone(),
+                o.device.stats.clone(),
+            ));
             add_ports.push((
                 p.name.clone(),
                 PortHalves {
@@ -288,7 +293,9 @@ impl Controller {
         for p in &diff.remove_ports {
             rt.ports.remove(p);
         }
-        for ((port, id, counters), (failed, mtu, offloads)) in done.added.into_iter().zip(meta) {
+        for ((port, id, counters), (failed, mtu, offloads, device_stats)) in
+            done.added.into_iter().zip(meta)
+        {
             rt.ports.insert(
                 port,
                 PortRt {
@@ -297,6 +304,7 @@ impl Controller {
                     failed,
                     mtu,
                     offloads,
+                    device_stats,
                 },
             );
         }

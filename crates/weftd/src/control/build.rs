@@ -27,7 +27,7 @@ pub(super) fn open_or_fail(switch: &SwitchState, failures: &mut Vec<PortFailure>
     switch
         .ports
         .iter()
-        .map(|p| match devices::open(&p.kind) {
+        .map(|p| match devices::open(&p.name, &p.kind) {
             Ok(device) => Opened {
                 device,
                 failed: None,
@@ -54,7 +54,7 @@ pub(super) fn open_all(
     ports
         .iter()
         .map(|p| {
-            devices::open(&p.kind)
+            devices::open(&p.name, &p.kind)
                 .map(|device| Opened {
                     device,
                     failed: None,
@@ -253,14 +253,24 @@ impl Controller {
         for (source, port) in sources.into_iter().zip(&switch.ports) {
             match source {
                 Source::Opened(o) => {
-                    meta.push((o.failed, o.device.mtu, o.device.offloads.clone()));
+                    meta.push((
+                        o.failed,
+                        o.device.mtu,
+                        o.device.offloads.clone(),
+                        o.device.stats.clone(),
+                    ));
                     devices.push(Some(o.device));
                 }
                 Source::Reuse => {
                     let prev = old.and_then(|o| o.ports.get(&port.name)).ok_or_else(|| {
                         internal(format!("port {:?} to reuse is unknown", port.name))
                     })?;
-                    meta.push((prev.failed.clone(), prev.mtu, prev.offloads.clone()));
+                    meta.push((
+                        prev.failed.clone(),
+                        prev.mtu,
+                        prev.offloads.clone(),
+                        prev.device_stats.clone(),
+                    ));
                     devices.push(None);
                 }
             }
@@ -282,18 +292,21 @@ impl Controller {
             .ports
             .into_iter()
             .zip(meta)
-            .map(|((name, id, counters), (failed, mtu, offloads))| {
-                (
-                    name,
-                    PortRt {
-                        id,
-                        counters,
-                        failed,
-                        mtu,
-                        offloads,
-                    },
-                )
-            })
+            .map(
+                |((name, id, counters), (failed, mtu, offloads, device_stats))| {
+                    (
+                        name,
+                        PortRt {
+                            id,
+                            counters,
+                            failed,
+                            mtu,
+                            offloads,
+                            device_stats,
+                        },
+                    )
+                },
+            )
             .collect();
         self.switches.insert(
             switch.name.clone(),

@@ -33,6 +33,7 @@ use weft_switch::{PortCounters, PortId, RuleId};
 
 pub use capture::{lock, serve, Session, MAX_CAPTURES};
 use pool::WorkerPool;
+pub(crate) use ports::device_drop_name;
 
 /// A port as the control plane tracks it beside its configuration.
 struct PortRt {
@@ -42,6 +43,8 @@ struct PortRt {
     failed: Option<String>,
     mtu: u32,
     offloads: Vec<String>,
+    /// What the device counts itself (`None` for a failed port).
+    device_stats: Option<Arc<weft_tap::PortStats>>,
 }
 
 /// A switch as the control plane tracks it beside its configuration.

@@ -5,6 +5,7 @@ use weft_control::rule::{ActionSpec, RuleSpec};
 use weft_control::state::{PortKind, PortSettings, PortState, SwitchState};
 use weft_control::{ControlError, ErrorKind, Response};
 use weft_switch::{PortCounters, MAX_PORTS};
+use weft_tap::{PortDrop, PortStats, PortStatsSnapshot};
 
 use super::build::port_open_error;
 use super::{limit, no_port, Controller, PortRt};
@@ -20,13 +21,27 @@ pub(super) fn rule_uses_port(rule: &RuleSpec, port: &str) -> bool {
             .any(|a| matches!(a, ActionSpec::Output(p) if p == port))
 }
 
-/// A port's counters as the protocol shows them.
-pub(super) fn counters_info(c: &PortCounters) -> PortCountersInfo {
-    snapshot_info(&c.snapshot())
+/// A port's counters as the protocol shows them: the switch's, and the drops its device
+/// counted itself (as `port_<reason>`).
+fn counters_info(c: &PortCounters, device: Option<&PortStats>) -> PortCountersInfo {
+    snapshot_info(&c.snapshot(), device.map(|d| d.snapshot()).as_ref())
+}
+
+/// The name a drop counted by the device (not the switch) is shown under.
+pub(crate) fn device_drop_name(reason: PortDrop) -> String {
+    format!("port_{}", reason.name())
 }
 
 /// Counters read at once, as the protocol shows them.
-pub(super) fn snapshot_info(snap: &weft_switch::PortCountersSnapshot) -> PortCountersInfo {
+pub(super) fn snapshot_info(
+    snap: &weft_switch::PortCountersSnapshot,
+    device: Option<&PortStatsSnapshot>,
+) -> PortCountersInfo {
+    let device_drops = device.into_iter().flat_map(|d| {
+        PortDrop::ALL
+            .into_iter()
+            .map(|r| (device_drop_name(r), d.drops(r)))
+    });
     PortCountersInfo {
         rx_packets: snap.rx_packets,
         rx_bytes: snap.rx_bytes,
@@ -37,6 +52,7 @@ pub(super) fn snapshot_info(snap: &weft_switch::PortCountersSnapshot) -> PortCou
             .iter()
             .filter(|(_, n)| *n > 0)
             .map(|(r, n)| (r.name().to_string(), *n))
+            .chain(device_drops.filter(|(_, n)| *n > 0))
             .collect(),
     }
 }
@@ -84,10 +100,12 @@ impl Controller {
             Ok(())
         })?;
         let opts = translate::port_options(&port.options)?;
-        let device = devices::open(&port.kind).map_err(|e| port_open_error(&port.name, &e))?;
+        let device =
+            devices::open(&port.name, &port.kind).map_err(|e| port_open_error(&port.name, &e))?;
         self.commit_then(next, |c| {
             let worker = c.switch_rt(switch)?.worker;
             let (mtu, offloads) = (device.mtu, device.offloads.clone());
+            let device_stats = device.stats.clone();
             let port_name = port.name.clone();
             let (id, counters) = c
                 .pool
@@ -106,6 +124,7 @@ impl Controller {
                         failed: None,
                         mtu,
                         offloads,
+                        device_stats,
                     },
                 );
             }
@@ -200,7 +219,7 @@ impl Controller {
         let rt = self.port_rt(switch, name)?;
         Ok(Response::Port {
             port: port_info(conf, port, Some(rt)),
-            counters: counters_info(&rt.counters),
+            counters: counters_info(&rt.counters, rt.device_stats.as_deref()),
         })
     }
 }

@@ -8,6 +8,7 @@ use weft_control::response::{
 use weft_control::{ControlError, Response};
 use weft_runtime::WorkerStats;
 use weft_switch::{PortCountersSnapshot, SwitchStats};
+use weft_tap::PortStatsSnapshot;
 
 use super::ports::snapshot_info;
 use super::Controller;
@@ -45,6 +46,8 @@ pub struct PortSnapshot {
     pub up: bool,
     /// Counters.
     pub counters: PortCountersSnapshot,
+    /// What its device counted itself (`None` when it failed).
+    pub device: Option<PortStatsSnapshot>,
 }
 
 /// One worker's counters.
@@ -109,6 +112,7 @@ impl Controller {
                         name: p.name.clone(),
                         up: prt.failed.is_none(),
                         counters: prt.counters.snapshot(),
+                        device: prt.device_stats.as_ref().map(|d| d.snapshot()),
                     })
                 })
                 .collect();
@@ -152,7 +156,7 @@ impl Controller {
                     .iter()
                     .map(|p| PortStats {
                         name: p.name.clone(),
-                        counters: snapshot_info(&p.counters),
+                        counters: snapshot_info(&p.counters, p.device.as_ref()),
                     })
                     .collect(),
             })

@@ -20,12 +20,18 @@ struct Fixture {
     session: Session,
 }
 
+/// A namespace no test creates: TAPs in it fail to open, as root or not, and nothing is
+/// created on the host.
+fn absent_netns() -> String {
+    format!("weft-absent-{}", std::process::id())
+}
+
 fn tap(name: &str) -> PortState {
     PortState {
         name: name.into(),
         kind: PortKind::Tap {
             ifname: None,
-            netns: None,
+            netns: Some(absent_netns()),
             queues: 1,
             mtu: 1500,
             offloads: true,
@@ -114,6 +120,7 @@ impl Fixture {
                         tx: Box::new(tx),
                         mtu: 1500,
                         offloads: Vec::new(),
+                        stats: None,
                     },
                     failed: None,
                 })
@@ -305,7 +312,7 @@ fn refused_changes_leave_the_state_file_alone() {
 }
 
 #[test]
-fn tap_ports_fail_clearly_until_the_tap_crate_lands() {
+fn a_tap_port_that_cannot_be_created_is_a_system_error_naming_why() {
     let mut f = fixture(vec![switch("br0", &[])]);
     let e = f.err(Request::PortAdd {
         switch: "br0".into(),
@@ -314,7 +321,11 @@ fn tap_ports_fail_clearly_until_the_tap_crate_lands() {
         options: PortSettings::default(),
     });
     assert_eq!(e.kind, ErrorKind::System);
-    assert!(e.message.contains("weft-tap"), "{}", e.message);
+    assert!(
+        e.message.contains("tap0") && e.message.contains(&absent_netns()),
+        "{}",
+        e.message
+    );
 }
 
 #[test]
@@ -331,9 +342,10 @@ fn restored_ports_whose_device_fails_are_kept_and_marked_failed() {
         panic!()
     };
     assert_eq!(ports.len(), 2);
-    assert!(ports
-        .iter()
-        .all(|p| p.failed.as_deref().is_some_and(|w| w.contains("weft-tap"))));
+    assert!(ports.iter().all(|p| p
+        .failed
+        .as_deref()
+        .is_some_and(|w| w.contains("network namespace"))));
     assert_eq!(
         f.saved().switches[0].ports.len(),
         2,

@@ -10,7 +10,9 @@ pub mod http;
 use std::fmt::Write;
 
 use weft_switch::DropReason;
+use weft_tap::PortDrop;
 
+use crate::control::device_drop_name;
 use crate::control::stats::Snapshot;
 
 /// Escapes a label value.
@@ -114,6 +116,18 @@ pub fn encode(snap: &Snapshot, daemon: DaemonGauges) -> String {
                         ("reason", reason.name()),
                     ],
                     p.counters.drops(reason),
+                );
+            }
+            // Drops the device counted itself, before the switch saw the frame (or when the
+            // kernel refused it): same family, `port_`-prefixed reasons.
+            for reason in PortDrop::ALL {
+                f.sample(
+                    &[
+                        ("switch", &s.name),
+                        ("port", &p.name),
+                        ("reason", &device_drop_name(reason)),
+                    ],
+                    p.device.as_ref().map_or(0, |d| d.drops(reason)),
                 );
             }
         }

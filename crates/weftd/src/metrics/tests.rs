@@ -19,6 +19,10 @@ fn snapshot() -> Snapshot {
                     drops: vec![(DropReason::TxQueueFull, 3)],
                     ..PortCountersSnapshot::default()
                 },
+                device: Some(weft_tap::PortStatsSnapshot {
+                    drops: [0, 0, 0, 0, 7],
+                    ..weft_tap::PortStatsSnapshot::default()
+                }),
             }],
         }],
         workers: vec![WorkerSnapshot {
@@ -108,6 +112,11 @@ fn the_exposition_is_valid_text_format_with_escaped_labels() {
         "{text}"
     );
     assert!(text.contains("reason=\"tx_queue_full\"} 3\n"));
+    assert!(
+        text.contains("reason=\"port_tx_error\"} 7\n"),
+        "the device's own drops share the family"
+    );
+    assert!(text.contains("reason=\"port_bad_vnet_header\"} 0\n"));
     assert!(
         text.contains("reason=\"malformed\"} 0\n"),
         "zero drops are exported too"

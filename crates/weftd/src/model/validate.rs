@@ -91,6 +91,15 @@ pub fn port_kind(port_name: &str, kind: &PortKind) -> Result<(), ControlError> {
                     "queues {queues} is out of range: use 1 to 16"
                 )));
             }
+            if *queues > 1 {
+                return Err(ControlError::invalid(format!(
+                    "queues {queues}: multiqueue TAP through weftd is not supported yet"
+                ))
+                .with_hint(
+                    "use one queue: the switch holds one receive half per port (weft-tap \
+                     opens multiqueue TAPs for embedders)",
+                ));
+            }
             if !(68..=65535).contains(mtu) {
                 return Err(ControlError::invalid(format!(
                     "mtu {mtu} is out of range: use 68 to 65535"

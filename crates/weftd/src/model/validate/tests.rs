@@ -110,6 +110,25 @@ fn bad_values_are_invalid_and_named() {
 }
 
 #[test]
+fn multiqueue_taps_are_refused_with_a_hint() {
+    let p = PortState {
+        name: "vm1".into(),
+        kind: PortKind::Tap {
+            ifname: None,
+            netns: None,
+            queues: 4,
+            mtu: 1500,
+            offloads: true,
+        },
+        options: PortSettings::default(),
+    };
+    let e = port(&p).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Invalid);
+    assert!(e.message.contains("multiqueue"), "{}", e.message);
+    assert!(e.hint.is_some_and(|h| h.contains("one receive half")));
+}
+
+#[test]
 fn references_to_missing_ports_are_not_found() {
     let mut s = switch(&["a"]);
     s.static_macs.push(StaticMac {
