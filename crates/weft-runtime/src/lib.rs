@@ -15,6 +15,6 @@ mod worker;
 
 pub use clock::{clock_base, now, wall_time_ns};
 pub use idle::IdleStrategy;
-pub use worker::{spawn_worker, WorkerConfig, WorkerGone, WorkerHandle, WorkerStats};
+pub use worker::{spawn_worker, WorkerConfig, WorkerGone, WorkerHandle, WorkerStats, EXEC_TIMEOUT};
 
 pub use weft_switch::SwitchRegistry;

@@ -30,10 +30,21 @@ pub struct WorkerConfig {
     pub idle: IdleStrategy,
 }
 
-/// The worker thread has stopped (it panicked, or was shut down).
+/// Why a job could not be run on a worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the worker thread has stopped")]
-pub struct WorkerGone;
+pub enum WorkerGone {
+    /// The worker thread has stopped (it panicked, or was shut down).
+    #[error("the worker thread has stopped")]
+    Stopped,
+    /// The worker did not run the job within [`EXEC_TIMEOUT`]: it is stuck in a batch. The
+    /// job may still run later.
+    #[error("the worker did not answer within {} s", EXEC_TIMEOUT.as_secs())]
+    Stuck,
+}
+
+/// How long [`WorkerHandle::exec`] waits for a worker, which runs jobs between batches (a
+/// batch takes microseconds): only a stuck worker makes the control plane wait this long.
+pub const EXEC_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A worker's counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -131,7 +142,8 @@ pub fn spawn_worker(config: WorkerConfig) -> io::Result<WorkerHandle> {
 
 impl WorkerHandle {
     /// Runs `f` on the worker between two batches and returns its result. The caller
-    /// waits (it is the control plane); the worker never waits for the caller.
+    /// waits (it is the control plane), at most [`EXEC_TIMEOUT`]; the worker never waits for
+    /// the caller.
     pub fn exec<R: Send + 'static>(
         &self,
         f: impl FnOnce(&mut SwitchRegistry, Timestamp) -> R + Send + 'static,
@@ -141,9 +153,14 @@ impl WorkerHandle {
             // The caller may have given up waiting: nothing to do then.
             let _ = reply.send(f(reg, now));
         });
-        self.jobs.send(Message::Run(job)).map_err(|_| WorkerGone)?;
-        self.wake.write(1).map_err(|_| WorkerGone)?;
-        answer.recv().map_err(|_| WorkerGone)
+        self.jobs
+            .send(Message::Run(job))
+            .map_err(|_| WorkerGone::Stopped)?;
+        self.wake.write(1).map_err(|_| WorkerGone::Stopped)?;
+        answer.recv_timeout(EXEC_TIMEOUT).map_err(|e| match e {
+            mpsc::RecvTimeoutError::Timeout => WorkerGone::Stuck,
+            mpsc::RecvTimeoutError::Disconnected => WorkerGone::Stopped,
+        })
     }
 
     /// The worker's counters.
@@ -176,9 +193,9 @@ impl WorkerHandle {
         let _ = self.wake.write(1);
         self.thread
             .take()
-            .ok_or(WorkerGone)?
+            .ok_or(WorkerGone::Stopped)?
             .join()
-            .map_err(|_| WorkerGone)
+            .map_err(|_| WorkerGone::Stopped)
     }
 }
 

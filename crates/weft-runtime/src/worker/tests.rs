@@ -120,3 +120,11 @@ fn pinning_to_an_impossible_cpu_is_an_error_not_a_crash() {
     .unwrap();
     assert_eq!(w.exec(|_, _| 1).unwrap(), 1);
 }
+
+#[test]
+fn a_stopped_worker_answers_stopped_not_a_hang() {
+    let w = spawn_worker(WorkerConfig::default()).unwrap();
+    let r = w.exec(|_, _| panic!("a job that kills the worker"));
+    assert_eq!(r, Err(WorkerGone::Stopped));
+    assert_eq!(w.exec(|_, _| 1), Err(WorkerGone::Stopped));
+}

@@ -72,7 +72,14 @@ impl WorkerPool {
         f: impl FnOnce(&mut SwitchRegistry, Timestamp) -> R + Send + 'static,
     ) -> Result<R, ControlError> {
         let worker = self.workers.get(index).ok_or_else(|| gone(index))?;
-        worker.exec(f).map_err(|_| gone(index))
+        worker.exec(f).map_err(|e| match e {
+            weft_runtime::WorkerGone::Stopped => gone(index),
+            weft_runtime::WorkerGone::Stuck => ControlError::new(
+                weft_control::ErrorKind::Internal,
+                format!("worker {index} did not answer: {e}"),
+            )
+            .with_hint("a worker stuck in a batch is a bug in weftd or a port: see its log"),
+        })
     }
 
     /// Runs `f` on switch `name`, which worker `index` owns.
