@@ -245,6 +245,13 @@ pub trait PortTx: Send {
     /// rest are dropped by the caller and counted as [`crate::DropReason::TxQueueFull`]. A
     /// port never blocks here.
     fn transmit(&mut self, frames: &[TxFrame<'_>]) -> usize;
+
+    /// A number that changes whenever [`PortTx::caps`] may have changed (a guest negotiated
+    /// its offloads after the port was attached, say). The switch caches the caps and reads
+    /// them again when this moves. Ports whose caps never change keep the default.
+    fn caps_generation(&self) -> u64 {
+        0
+    }
 }
 
 /// The two halves of a detached port, given back by `remove_port`.

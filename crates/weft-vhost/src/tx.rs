@@ -52,13 +52,6 @@ fn offload_for_guest(mut info: OffloadInfo, features: Features) -> OffloadInfo {
 }
 
 impl VhostPortTx {
-    /// A number that changes whenever [`PortTx::caps`] may have changed (a frontend
-    /// negotiated features, or went away): a switch caching the caps reads them again when
-    /// it moves.
-    pub fn caps_generation(&self) -> u64 {
-        self.dev.caps_generation()
-    }
-
     pub(crate) fn new(dev: Arc<DeviceShared>) -> Self {
         let capacity = usize::from(dev.config.max_queue_size);
         VhostPortTx {
@@ -199,6 +192,12 @@ impl SoftwareOffload {
 impl PortTx for VhostPortTx {
     fn caps(&self) -> PortCaps {
         self.dev.caps()
+    }
+
+    /// Changes whenever a frontend negotiates features or goes away: the switch then reads
+    /// the caps again.
+    fn caps_generation(&self) -> u64 {
+        self.dev.caps_generation()
     }
 
     fn transmit(&mut self, frames: &[TxFrame<'_>]) -> usize {

@@ -172,6 +172,11 @@ impl Switch {
             let Some(slot) = ports.get_mut(p).and_then(Option::as_mut) else {
                 continue;
             };
+            let generation = slot.tx.caps_generation();
+            if generation != slot.caps_generation {
+                slot.caps = slot.tx.caps();
+                slot.caps_generation = generation;
+            }
             let mut out = Outbox {
                 chunk: &mut chunk,
                 drops: BatchDrops::default(),

@@ -134,6 +134,8 @@ pub(crate) struct PortSlot {
     pub(crate) captures: Vec<(CaptureDirection, Arc<CaptureBuffer>)>,
     pub(crate) tx: Box<dyn PortTx>,
     pub(crate) caps: PortCaps,
+    /// The port's [`PortTx::caps_generation`] when `caps` was read.
+    pub(crate) caps_generation: u64,
     pub(crate) options: PortOptions,
     pub(crate) counters: Arc<PortCounters>,
 }
@@ -229,7 +231,9 @@ impl Switch {
         };
         let id = PortId(u16::try_from(index).map_err(|_| SwitchError::TooManyPorts)?);
         let caps = tx.caps();
+        let caps_generation = tx.caps_generation();
         self.ports[index] = Some(PortSlot {
+            caps_generation,
             name: name.to_string(),
             captures: Vec::new(),
             tx,

@@ -486,3 +486,64 @@ fn capture_copies_received_and_sent_frames_as_they_went() {
     assert!(on_trunk_out.is_empty(), "stopped");
     assert_eq!(on_access.len(), 1);
 }
+
+/// A transmit half whose caps change later, as a vhost-user port's do once its guest has
+/// negotiated offloads.
+struct LateCaps {
+    inner: crate::memory_port::MemoryTx,
+    caps: std::sync::Arc<std::sync::Mutex<(PortCaps, u64)>>,
+}
+
+impl crate::port::PortTx for LateCaps {
+    fn caps(&self) -> PortCaps {
+        self.caps.lock().unwrap().0
+    }
+    fn transmit(&mut self, frames: &[crate::port::TxFrame<'_>]) -> usize {
+        self.inner.transmit(frames)
+    }
+    fn caps_generation(&self) -> u64 {
+        self.caps.lock().unwrap().1
+    }
+}
+
+#[test]
+fn caps_are_read_again_when_the_port_says_they_changed() {
+    let mut sw = Switch::new("br0", SwitchConfig::default()).unwrap();
+    let (rx0, tx0, h0) = memory_port(PortCaps::plain(9000), 16);
+    let (_rx1, tx1, h1) = memory_port(PortCaps::plain(9000), 16);
+    let caps = std::sync::Arc::new(std::sync::Mutex::new((PortCaps::plain(1500), 0)));
+    let late = LateCaps {
+        inner: tx1,
+        caps: std::sync::Arc::clone(&caps),
+    };
+    let p0 = sw
+        .add_port(
+            "a",
+            Some(Box::new(rx0)),
+            Box::new(tx0),
+            PortOptions::default(),
+        )
+        .unwrap();
+    let p1 = sw
+        .add_port("b", None, Box::new(late), PortOptions::default())
+        .unwrap();
+    let jumbo = frame(MacAddr::BROADCAST, mac(1), 4000);
+    h0.inject(&jumbo);
+    sw.poll(p0, T0);
+    assert!(h1.take_sent().is_empty());
+    assert_eq!(
+        sw.port_counters(p1)
+            .unwrap()
+            .snapshot()
+            .drops(DropReason::FrameTooBig),
+        1
+    );
+    *caps.lock().unwrap() = (PortCaps::plain(9000), 1);
+    h0.inject(&jumbo);
+    sw.poll(p0, T0);
+    assert_eq!(
+        h1.take_sent().len(),
+        1,
+        "the new MTU applies without re-adding the port"
+    );
+}
