@@ -20,6 +20,9 @@ use weft_packet::{MacAddr, Vni};
 use weft_switch::{PortOptions, Switch, SwitchConfig};
 use weft_tap::{Offloads, Tap, TapOptions};
 
+/// Outer TTL / hop limit and DSCP weft is configured with (the kernel's differ).
+const TTL: u8 = 17;
+const DSCP: u8 = 10;
 const A_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0x0a, 0x01]);
 
 struct Underlay {
@@ -141,6 +144,8 @@ fn interop(test: &str, u: &Underlay) {
         .static_mac(A_MAC, a_ip)
         .netns(ns_b.path());
     config.mtu = u.mtu as usize;
+    config.ttl = Some(TTL);
+    config.dscp = DSCP;
     let (vx_rx, vx_tx, vx_stats) = VxlanPort::open(&config)
         .unwrap_or_else(|e| panic!("open VXLAN port: {e}"))
         .split();
@@ -199,10 +204,10 @@ fn interop(test: &str, u: &Underlay) {
     assert!(ns_c.ping("10.78.0.1", 2, big), "full-MTU ping C -> A");
     assert!(ns_a.ping("10.78.0.2", 2, big), "full-MTU ping A -> C");
 
-    if let Some(cap) = tshark {
+    if let Some(mut cap) = tshark {
         std::thread::sleep(Duration::from_millis(500));
-        drop(cap); // Kills tshark; the file holds what it wrote.
-        check_capture(&capture.0);
+        cap.interrupt(Duration::from_secs(10));
+        check_capture(&capture.0, u);
     } else {
         println!("tshark not installed: underlay capture not checked");
     }
@@ -234,7 +239,15 @@ fn interop(test: &str, u: &Underlay) {
     assert_eq!(s.tx_errors, 0);
 }
 
-fn check_capture(file: &Path) {
+/// Every VXLAN packet on the underlay decodes with VNI 42; those weft sent carry its TTL,
+/// DSCP and a source port from the dynamic range; none is malformed.
+fn check_capture(file: &Path, u: &Underlay) {
+    let v6 = u.a.contains(':');
+    let (src, ttl, dscp) = if v6 {
+        ("ipv6.src", "ipv6.hlim", "ipv6.tclass.dscp")
+    } else {
+        ("ip.src", "ip.ttl", "ip.dsfield.dscp")
+    };
     let out = run(
         Command::new("tshark").args([
             "-r",
@@ -246,20 +259,38 @@ fn check_capture(file: &Path) {
             "-e",
             "vxlan.vni",
             "-e",
+            src,
+            "-e",
             "udp.srcport",
+            "-e",
+            ttl,
+            "-e",
+            dscp,
         ]),
         Duration::from_secs(30),
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let text = String::from_utf8_lossy(&out.stdout);
-    let lines: Vec<&str> = text.lines().collect();
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split('\t').collect()).collect();
     assert!(
-        lines.len() >= 6,
-        "tshark decoded {} VXLAN packets: {}",
-        lines.len(),
+        rows.len() >= 10,
+        "tshark decoded {} VXLAN packets: {text} {}",
+        rows.len(),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(lines.iter().all(|l| l.starts_with("42\t")), "{text}");
+    let mut from_weft = 0;
+    for row in &rows {
+        assert_eq!(row.len(), 5, "{row:?}");
+        assert_eq!(row[0], "42", "{row:?}");
+        if row[1] == u.b {
+            from_weft += 1;
+            let port: u16 = row[2].parse().unwrap();
+            assert!(port >= 49_152, "{row:?}");
+            assert_eq!(row[3], TTL.to_string(), "{row:?}");
+            assert_eq!(row[4], DSCP.to_string(), "{row:?}");
+        }
+    }
+    assert!(from_weft >= 5, "{from_weft} packets from weft in {text}");
     let malformed = run(
         Command::new("tshark").args([
             "-r",

@@ -161,6 +161,25 @@ impl Background {
     }
 }
 
+impl Background {
+    /// Sends SIGINT (a capture then writes out what it buffered) and waits up to `timeout`
+    /// for the process to end; killed on drop if it has not.
+    pub fn interrupt(&mut self, timeout: Duration) {
+        let pid = self.0.id().to_string();
+        let _ = run(
+            Command::new("kill").args(["-INT", &pid]),
+            Duration::from_secs(5),
+        );
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if matches!(self.0.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
 impl Drop for Background {
     fn drop(&mut self) {
         let _ = self.0.kill();
