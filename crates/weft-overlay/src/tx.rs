@@ -48,6 +48,19 @@ pub struct VxlanTx {
     scratch: TxScratch,
 }
 
+/// How many frames the messages carry (each frame's messages are contiguous).
+fn distinct_frames(msg_frame: &[usize]) -> usize {
+    let mut n = 0;
+    let mut last = None;
+    for &f in msg_frame {
+        if last != Some(f) {
+            n += 1;
+            last = Some(f);
+        }
+    }
+    n
+}
+
 /// The first bytes of a frame (head then body), copied for the MAC lookup and flow hash.
 fn frame_prefix(frame: &TxFrame<'_>, out: &mut [u8; HASH_PREFIX]) -> usize {
     let head = frame.head();
@@ -222,19 +235,21 @@ impl PortTx for VxlanTx {
                 }
             }
             self.stats.tx_error(errors);
+            let datagrams = u64::try_from(sent).unwrap_or(u64::MAX) - errors;
             if sent < total {
                 // The socket buffer is full: the frames from the first unsent datagram on
-                // are not accepted (a frame's replicas are contiguous).
+                // are not accepted (a frame's replicas are contiguous, so a frame some of
+                // whose replicas went is retried whole by the caller, or dropped).
                 let frame = self.scratch.msg_frame[sent];
-                let datagrams = u64::try_from(sent).unwrap_or(u64::MAX);
+                let whole = distinct_frames(&self.scratch.msg_frame[..sent])
+                    - usize::from(sent > 0 && self.scratch.msg_frame[sent - 1] == frame);
                 self.stats
-                    .tx(u64::try_from(frame).unwrap_or(0), datagrams - errors);
+                    .tx(u64::try_from(whole).unwrap_or(u64::MAX), datagrams);
                 return done + frame;
             }
-            self.stats.tx(
-                u64::try_from(consumed).unwrap_or(0),
-                u64::try_from(total).unwrap_or(0) - errors,
-            );
+            let frames_sent = distinct_frames(&self.scratch.msg_frame);
+            self.stats
+                .tx(u64::try_from(frames_sent).unwrap_or(u64::MAX), datagrams);
             done += consumed;
             if consumed == 0 {
                 break;

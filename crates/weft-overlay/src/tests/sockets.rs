@@ -21,8 +21,8 @@ fn can_run(test: &str) -> bool {
 
 /// A UDP port unique to this process and test.
 fn port(offset: u16) -> u16 {
-    let pid = u16::try_from(std::process::id() % 5000).unwrap();
-    20_000 + pid * 8 + offset
+    let pid = u16::try_from(std::process::id() % 2500).unwrap();
+    20_000 + pid * 16 + offset
 }
 
 fn lo(last: u8) -> IpAddr {
@@ -225,4 +225,36 @@ fn with_learning_a_new_endpoint_is_accepted_and_its_mac_learned() {
     let mut buf = [0u8; 2048];
     let (n, _) = stranger.recv_from(&mut buf).unwrap();
     assert_eq!(&buf[8..n], &reply[..]);
+}
+
+#[test]
+fn frames_with_nowhere_to_go_or_no_header_are_consumed_and_counted() {
+    if !can_run("frames_with_nowhere_to_go_or_no_header_are_consumed_and_counted") {
+        return;
+    }
+    let (_rx, mut tx, stats) = VxlanPort::open(&config(lo(1), port(7), port(7)))
+        .unwrap()
+        .split();
+    let bcast = frame([0xff; 6], 1);
+    let frames = [
+        TxFrame::whole(&bcast, OffloadInfo::default()),
+        TxFrame::whole(&[1, 2, 3], OffloadInfo::default()),
+    ];
+    assert_eq!(tx.transmit(&frames), 2, "consumed, not refused");
+    let s = stats.snapshot();
+    assert_eq!((s.tx_no_remote, s.tx_errors), (1, 1));
+    assert_eq!((s.tx_frames, s.tx_datagrams), (0, 0));
+}
+
+#[test]
+fn caps_ask_the_core_to_finish_checksums_and_segment() {
+    if !can_run("caps_ask_the_core_to_finish_checksums_and_segment") {
+        return;
+    }
+    let mut c = config(lo(1), port(8), port(8));
+    c.mtu = 1450;
+    let (_rx, tx, _) = VxlanPort::open(&c).unwrap().split();
+    let caps = tx.caps();
+    assert_eq!((caps.mtu, caps.max_frame_len), (1450, 1472));
+    assert!(!caps.partial_csum && !caps.tso4 && !caps.tso6 && !caps.uso);
 }
