@@ -1,0 +1,44 @@
+//! Errors of opening an overlay port.
+
+use std::path::PathBuf;
+
+/// Why a VXLAN port could not be opened or configured.
+#[derive(Debug, thiserror::Error)]
+pub enum OverlayError {
+    /// The configuration is inconsistent.
+    #[error("invalid VXLAN configuration: {0}")]
+    Config(String),
+    /// A socket call failed.
+    #[error("{call}: {source}")]
+    Socket {
+        /// The system call or option.
+        call: &'static str,
+        /// What the kernel said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The network namespace could not be entered.
+    #[error("network namespace {path}: {source}")]
+    Netns {
+        /// The namespace file.
+        path: PathBuf,
+        /// What the kernel said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The helper thread that works inside the namespace died.
+    #[error("the helper thread in network namespace {0} panicked")]
+    NetnsThread(PathBuf),
+    /// The static remote FDB is full.
+    #[error("remote FDB full ({0} entries)")]
+    FdbFull(usize),
+}
+
+impl OverlayError {
+    pub(crate) fn last_os(call: &'static str) -> OverlayError {
+        OverlayError::Socket {
+            call,
+            source: std::io::Error::last_os_error(),
+        }
+    }
+}

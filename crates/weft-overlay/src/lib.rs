@@ -1,0 +1,40 @@
+//! weft's overlay links: VXLAN (RFC 7348) ports that carry a weft switch's frames to remote
+//! tunnel endpoints — other weft switches, Linux kernel `vxlan` devices, Open vSwitch.
+//!
+//! - [`VxlanPort::open`] takes a [`VxlanConfig`] (local endpoint, VNI, remotes, static remote
+//!   FDB, learning, TTL/DSCP, MTU, network namespace) and splits into a [`VxlanRx`] /
+//!   [`VxlanTx`] pair for `Switch::add_port`, plus its [`OverlayStats`].
+//! - [`decap`]: the checks every received datagram passes ([`DecapDrop`] names each drop).
+//! - [`encap`]: the UDP + VXLAN header and the flow hash that picks the UDP source port.
+//! - [`remote_fdb`]: MAC → remote endpoint, bounded.
+//!
+//! Every `unsafe` block (socket options, `setns`, `sendmmsg`, `recvmmsg`) lives in `sys` and
+//! `netns`, each with a `// SAFETY:` comment.
+#![deny(missing_docs)]
+
+pub mod config;
+pub mod decap;
+pub mod encap;
+pub mod error;
+#[doc(hidden)]
+pub mod fuzz_entry;
+pub mod netns;
+mod port;
+pub mod remote_fdb;
+pub mod stats;
+mod sys;
+mod tx;
+
+#[cfg(test)]
+mod tests;
+
+pub use config::VxlanConfig;
+pub use decap::{decapsulate, DecapRules};
+pub use error::OverlayError;
+pub use port::{VxlanPort, VxlanRx};
+pub use remote_fdb::{RemoteEntry, RemoteFdb};
+pub use stats::{DecapDrop, OverlayStats, OverlayStatsSnapshot};
+pub use tx::VxlanTx;
+
+/// Most remote endpoints per port (head-end replication sends one datagram to each).
+pub const MAX_REMOTES: usize = 128;

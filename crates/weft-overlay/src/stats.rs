@@ -1,0 +1,142 @@
+//! What a VXLAN port counts: frames each way, and every drop by reason.
+//!
+//! Single-writer counters (the receive half writes the rx side, the transmit half the tx
+//! side), readable from any thread through the `Arc`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Why a received datagram was dropped before reaching the switch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DecapDrop {
+    /// Shorter than a VXLAN header.
+    Truncated,
+    /// The I flag is clear: the VNI means nothing.
+    BadFlags,
+    /// A reserved bit is set and the port is strict about it.
+    ReservedBits,
+    /// The VNI is not this port's.
+    UnknownVni,
+    /// Sent from an endpoint that is not a configured remote (and learning is off).
+    UnknownRemote,
+    /// The inner frame is shorter than an Ethernet header.
+    InnerTooShort,
+    /// The inner frame exceeds the port's largest frame (MTU + 22).
+    InnerTooBig,
+    /// The inner frame's source MAC is multicast, broadcast or zero: no station sends that.
+    InnerBadSource,
+}
+
+impl DecapDrop {
+    /// Every reason, in counter order.
+    pub const ALL: [DecapDrop; 8] = [
+        DecapDrop::Truncated,
+        DecapDrop::BadFlags,
+        DecapDrop::ReservedBits,
+        DecapDrop::UnknownVni,
+        DecapDrop::UnknownRemote,
+        DecapDrop::InnerTooShort,
+        DecapDrop::InnerTooBig,
+        DecapDrop::InnerBadSource,
+    ];
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Counters of one VXLAN port.
+#[derive(Debug, Default)]
+pub struct OverlayStats {
+    rx_frames: AtomicU64,
+    rx_errors: AtomicU64,
+    rx_drops: [AtomicU64; DecapDrop::ALL.len()],
+    tx_frames: AtomicU64,
+    tx_datagrams: AtomicU64,
+    tx_errors: AtomicU64,
+    tx_no_remote: AtomicU64,
+    learned: AtomicU64,
+    learn_refused: AtomicU64,
+}
+
+/// A copy of the counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OverlayStatsSnapshot {
+    /// Inner frames handed to the switch.
+    pub rx_frames: u64,
+    /// Receive calls that failed (other than "nothing to read").
+    pub rx_errors: u64,
+    /// Datagrams dropped, by [`DecapDrop`] index.
+    pub rx_drops: [u64; DecapDrop::ALL.len()],
+    /// Frames the port accepted for sending.
+    pub tx_frames: u64,
+    /// Datagrams sent (a replicated frame is several).
+    pub tx_datagrams: u64,
+    /// Datagrams the kernel refused (socket buffer full, no route...).
+    pub tx_errors: u64,
+    /// Frames with nowhere to go (no remote endpoint configured).
+    pub tx_no_remote: u64,
+    /// Remote MACs learned or moved.
+    pub learned: u64,
+    /// Remote MACs not learned because the FDB was full.
+    pub learn_refused: u64,
+}
+
+impl OverlayStatsSnapshot {
+    /// Datagrams dropped for `reason`.
+    pub fn drops(&self, reason: DecapDrop) -> u64 {
+        self.rx_drops[reason.index()]
+    }
+    /// Datagrams dropped for any reason.
+    pub fn total_drops(&self) -> u64 {
+        self.rx_drops.iter().sum()
+    }
+}
+
+fn bump(c: &AtomicU64, n: u64) {
+    // Single writer: a load and a store are enough and cheaper than a locked add.
+    c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+}
+
+impl OverlayStats {
+    pub(crate) fn rx_drop(&self, reason: DecapDrop) {
+        bump(&self.rx_drops[reason.index()], 1);
+    }
+    pub(crate) fn rx_frames(&self, n: u64) {
+        bump(&self.rx_frames, n);
+    }
+    pub(crate) fn rx_error(&self) {
+        bump(&self.rx_errors, 1);
+    }
+    pub(crate) fn tx(&self, frames: u64, datagrams: u64) {
+        bump(&self.tx_frames, frames);
+        bump(&self.tx_datagrams, datagrams);
+    }
+    pub(crate) fn tx_error(&self, n: u64) {
+        bump(&self.tx_errors, n);
+    }
+    pub(crate) fn tx_no_remote(&self) {
+        bump(&self.tx_no_remote, 1);
+    }
+    pub(crate) fn learned(&self) {
+        bump(&self.learned, 1);
+    }
+    pub(crate) fn learn_refused(&self) {
+        bump(&self.learn_refused, 1);
+    }
+
+    /// Reads every counter.
+    pub fn snapshot(&self) -> OverlayStatsSnapshot {
+        let r = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        OverlayStatsSnapshot {
+            rx_frames: r(&self.rx_frames),
+            rx_errors: r(&self.rx_errors),
+            rx_drops: std::array::from_fn(|i| r(&self.rx_drops[i])),
+            tx_frames: r(&self.tx_frames),
+            tx_datagrams: r(&self.tx_datagrams),
+            tx_errors: r(&self.tx_errors),
+            tx_no_remote: r(&self.tx_no_remote),
+            learned: r(&self.learned),
+            learn_refused: r(&self.learn_refused),
+        }
+    }
+}

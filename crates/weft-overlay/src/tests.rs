@@ -1,0 +1,5 @@
+//! Unit tests: encapsulation bytes, flow hashing, decapsulation of hostile datagrams, the
+//! remote FDB's bounds; and (as root) two ports talking over loopback.
+
+mod codec;
+mod sockets;

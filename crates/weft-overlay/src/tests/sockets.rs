@@ -1,0 +1,260 @@
+//! Ports on loopback addresses (needs root for the raw sending socket; prints SKIP otherwise).
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
+use std::time::{Duration, Instant};
+
+use weft_packet::{MacAddr, OffloadInfo, Vni};
+use weft_switch::{PortRx, PortTx, RxBatch, TxFrame};
+
+use crate::encap::{flow_hash, source_port};
+use crate::stats::DecapDrop;
+use crate::{VxlanConfig, VxlanPort, VxlanRx};
+
+fn can_run(test: &str) -> bool {
+    // SAFETY: geteuid has no arguments and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("SKIP {test}: needs root (raw socket)");
+        return false;
+    }
+    true
+}
+
+/// A UDP port unique to this process and test.
+fn port(offset: u16) -> u16 {
+    let pid = u16::try_from(std::process::id() % 2500).unwrap();
+    20_000 + pid * 16 + offset
+}
+
+fn lo(last: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, 0, 0, last))
+}
+
+fn frame(dst: [u8; 6], sport: u16) -> Vec<u8> {
+    let mut out = Vec::new();
+    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], dst)
+        .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+        .udp(sport, 80)
+        .write(&mut out, b"payload")
+        .unwrap();
+    out
+}
+
+fn config(local: IpAddr, local_port: u16, remote_port: u16) -> VxlanConfig {
+    let mut c = VxlanConfig::new(SocketAddr::new(local, local_port), Vni::new(42).unwrap());
+    c.remote_port = remote_port;
+    c
+}
+
+fn listener(ip: IpAddr, port: u16) -> UdpSocket {
+    let s = UdpSocket::bind(SocketAddr::new(ip, port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    s
+}
+
+fn receive_all(rx: &mut VxlanRx, want: usize) -> Vec<Vec<u8>> {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut got = Vec::new();
+    while got.len() < want && Instant::now() < deadline {
+        let mut batch = RxBatch::new(64);
+        rx.receive(&mut batch);
+        got.extend(batch.descs().iter().map(|d| rx.frame(d.handle).to_vec()));
+        rx.finish();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    got
+}
+
+#[test]
+fn a_frame_crosses_between_two_ports_and_the_source_port_is_the_flow_hash() {
+    if !can_run("a_frame_crosses_between_two_ports_and_the_source_port_is_the_flow_hash") {
+        return;
+    }
+    let (pa, pb) = (port(0), port(1));
+    let a = VxlanPort::open(&config(lo(1), pa, pb).remote(lo(2))).unwrap();
+    let b = VxlanPort::open(&config(lo(2), pb, pa).remote(lo(1))).unwrap();
+    let (_arx, mut atx, astats) = a.split();
+    let (mut brx, _btx, bstats) = b.split();
+    let frames: Vec<Vec<u8>> = (0..8)
+        .map(|i| frame([2, 0, 0, 0, 0, 2], 1000 + i))
+        .collect();
+    // The first frame's head is rewritten (scatter/gather of head + body).
+    let tx: Vec<TxFrame<'_>> = frames
+        .iter()
+        .map(|f| TxFrame::with_head(&f[..12], &f[12..], OffloadInfo::default()))
+        .collect();
+    assert_eq!(atx.transmit(&tx), 8);
+    let got = receive_all(&mut brx, 8);
+    assert_eq!(got, frames);
+    assert_eq!(astats.snapshot().tx_datagrams, 8);
+    assert_eq!(bstats.snapshot().rx_frames, 8);
+    assert_eq!(bstats.snapshot().total_drops(), 0);
+
+    // What went on the wire: a plain listener in B's place sees the flow-hashed port.
+    drop(brx);
+    let wire = listener(lo(2), pb);
+    assert_eq!(atx.transmit(&tx[..1]), 1);
+    let mut buf = [0u8; 2048];
+    let (n, from) = wire.recv_from(&mut buf).unwrap();
+    assert_eq!(from.ip(), lo(1));
+    assert_eq!(from.port(), source_port(flow_hash(&frames[0])));
+    assert_eq!(&buf[..8], &[0x08, 0, 0, 0, 0, 0, 42, 0]);
+    assert_eq!(&buf[8..n], &frames[0][..]);
+}
+
+#[test]
+fn broadcast_is_replicated_to_every_remote_and_known_unicast_goes_to_one() {
+    if !can_run("broadcast_is_replicated_to_every_remote_and_known_unicast_goes_to_one") {
+        return;
+    }
+    let p = port(2);
+    let known = MacAddr([2, 0, 0, 0, 0, 3]);
+    let a = VxlanPort::open(
+        &config(lo(1), port(3), p)
+            .remote(lo(2))
+            .remote(lo(3))
+            .static_mac(known, lo(3)),
+    )
+    .unwrap();
+    let (_rx, mut tx, stats) = a.split();
+    let (r2, r3) = (listener(lo(2), p), listener(lo(3), p));
+    let bcast = frame([0xff; 6], 1);
+    let unicast = frame(known.octets(), 2);
+    let frames = [
+        TxFrame::whole(&bcast, OffloadInfo::default()),
+        TxFrame::whole(&unicast, OffloadInfo::default()),
+    ];
+    assert_eq!(tx.transmit(&frames), 2);
+    let mut buf = [0u8; 2048];
+    let (n, _) = r2.recv_from(&mut buf).unwrap();
+    assert_eq!(&buf[8..n], &bcast[..]);
+    r2.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    assert!(
+        r2.recv_from(&mut buf).is_err(),
+        "unicast went to one remote"
+    );
+    let mut at3 = Vec::new();
+    for _ in 0..2 {
+        let (n, _) = r3.recv_from(&mut buf).unwrap();
+        at3.push(buf[8..n].to_vec());
+    }
+    at3.sort();
+    let mut want = vec![bcast.clone(), unicast.clone()];
+    want.sort();
+    assert_eq!(at3, want);
+    let s = stats.snapshot();
+    assert_eq!((s.tx_frames, s.tx_datagrams), (2, 3));
+}
+
+#[test]
+fn hostile_datagrams_are_counted_by_reason_and_good_ones_pass() {
+    if !can_run("hostile_datagrams_are_counted_by_reason_and_good_ones_pass") {
+        return;
+    }
+    let p = port(4);
+    let mut c = config(lo(2), p, p).remote(lo(1));
+    c.strict_reserved = true;
+    let (mut rx, _tx, stats) = VxlanPort::open(&c).unwrap().split();
+    let peer = UdpSocket::bind(SocketAddr::new(lo(1), 0)).unwrap();
+    let stranger = UdpSocket::bind(SocketAddr::new(lo(4), 0)).unwrap();
+    let good_inner = frame([2, 0, 0, 0, 0, 2], 9);
+    let with = |hdr: [u8; 8], inner: &[u8]| [&hdr[..], inner].concat();
+    let ok_hdr = [0x08, 0, 0, 0, 0, 0, 42, 0];
+    let to = SocketAddr::new(lo(2), p);
+    let sends: Vec<(Vec<u8>, DecapDrop)> = vec![
+        (vec![0x08, 0, 0], DecapDrop::Truncated),
+        (
+            with([0, 0, 0, 0, 0, 0, 42, 0], &good_inner),
+            DecapDrop::BadFlags,
+        ),
+        (
+            with([0x08, 1, 0, 0, 0, 0, 42, 0], &good_inner),
+            DecapDrop::ReservedBits,
+        ),
+        (
+            with([0x08, 0, 0, 0, 0, 0, 43, 0], &good_inner),
+            DecapDrop::UnknownVni,
+        ),
+        (with(ok_hdr, &good_inner[..10]), DecapDrop::InnerTooShort),
+        (with(ok_hdr, &vec![2u8; 3000]), DecapDrop::InnerTooBig),
+        (with(ok_hdr, &[0xffu8; 60]), DecapDrop::InnerBadSource),
+    ];
+    for (d, _) in &sends {
+        peer.send_to(d, to).unwrap();
+    }
+    stranger.send_to(&with(ok_hdr, &good_inner), to).unwrap();
+    peer.send_to(&with(ok_hdr, &good_inner), to).unwrap();
+    let got = receive_all(&mut rx, 1);
+    assert_eq!(got, vec![good_inner]);
+    let s = stats.snapshot();
+    for (_, reason) in &sends {
+        assert_eq!(s.drops(*reason), 1, "{reason:?}");
+    }
+    assert_eq!(s.drops(DecapDrop::UnknownRemote), 1);
+    assert_eq!(s.total_drops(), 8);
+}
+
+#[test]
+fn with_learning_a_new_endpoint_is_accepted_and_its_mac_learned() {
+    if !can_run("with_learning_a_new_endpoint_is_accepted_and_its_mac_learned") {
+        return;
+    }
+    let p = port(5);
+    let mut c = config(lo(2), p, port(6));
+    c.learning = true;
+    let (mut rx, mut tx, stats) = VxlanPort::open(&c).unwrap().split();
+    let stranger = UdpSocket::bind(SocketAddr::new(lo(5), port(6))).unwrap();
+    stranger
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let inner = frame([2, 0, 0, 0, 0, 2], 9);
+    stranger
+        .send_to(
+            &[&[0x08, 0, 0, 0, 0, 0, 42, 0][..], &inner].concat(),
+            SocketAddr::new(lo(2), p),
+        )
+        .unwrap();
+    assert_eq!(receive_all(&mut rx, 1), vec![inner]);
+    assert_eq!(stats.snapshot().learned, 1);
+    // With no remotes configured, the learned MAC is still reachable.
+    let reply = frame([2, 0, 0, 0, 0, 1], 10);
+    assert_eq!(
+        tx.transmit(&[TxFrame::whole(&reply, OffloadInfo::default())]),
+        1
+    );
+    let mut buf = [0u8; 2048];
+    let (n, _) = stranger.recv_from(&mut buf).unwrap();
+    assert_eq!(&buf[8..n], &reply[..]);
+}
+
+#[test]
+fn frames_with_nowhere_to_go_or_no_header_are_consumed_and_counted() {
+    if !can_run("frames_with_nowhere_to_go_or_no_header_are_consumed_and_counted") {
+        return;
+    }
+    let (_rx, mut tx, stats) = VxlanPort::open(&config(lo(1), port(7), port(7)))
+        .unwrap()
+        .split();
+    let bcast = frame([0xff; 6], 1);
+    let frames = [
+        TxFrame::whole(&bcast, OffloadInfo::default()),
+        TxFrame::whole(&[1, 2, 3], OffloadInfo::default()),
+    ];
+    assert_eq!(tx.transmit(&frames), 2, "consumed, not refused");
+    let s = stats.snapshot();
+    assert_eq!((s.tx_no_remote, s.tx_errors), (1, 1));
+    assert_eq!((s.tx_frames, s.tx_datagrams), (0, 0));
+}
+
+#[test]
+fn caps_ask_the_core_to_finish_checksums_and_segment() {
+    if !can_run("caps_ask_the_core_to_finish_checksums_and_segment") {
+        return;
+    }
+    let mut c = config(lo(1), port(8), port(8));
+    c.mtu = 1450;
+    let (_rx, tx, _) = VxlanPort::open(&c).unwrap().split();
+    let caps = tx.caps();
+    assert_eq!((caps.mtu, caps.max_frame_len), (1450, 1472));
+    assert!(!caps.partial_csum && !caps.tso4 && !caps.tso6 && !caps.uso);
+}

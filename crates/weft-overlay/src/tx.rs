@@ -1,0 +1,260 @@
+//! The transmit half: each frame encapsulated by scatter/gather — an iovec of [UDP + VXLAN
+//! header in a 16-byte per-frame buffer, the frame's rewritten head, the frame's body where
+//! it lies] — and sent to the endpoint its destination MAC maps to, or to every remote
+//! (head-end replication) for broadcast, multicast and unknown unicast. One `sendmmsg` per
+//! burst (per 256 datagrams); replicas share the frame's header and iovecs.
+
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::{Arc, Mutex};
+
+use weft_packet::{MacAddr, Vni};
+use weft_switch::{PortCaps, PortTx, TxFrame};
+
+use crate::config::VxlanConfig;
+use crate::encap::{flow_hash, source_port, write_header, ENCAP_LEN, HASH_PREFIX};
+use crate::port::lock;
+use crate::remote_fdb::RemoteFdb;
+use crate::stats::OverlayStats;
+use crate::sys::{self, RawAddr};
+
+/// Most datagrams per `sendmmsg` (and so most frames per chunk).
+pub(crate) const MAX_MSGS: usize = 256;
+
+/// Headers for `sendmmsg`, rebuilt on every call.
+struct TxScratch {
+    headers: Vec<[u8; ENCAP_LEN]>,
+    iovecs: Vec<[libc::iovec; 3]>,
+    addrs: Vec<RawAddr>,
+    msgs: Vec<libc::mmsghdr>,
+    /// For each message, the index (in the burst) of the frame it carries.
+    msg_frame: Vec<usize>,
+}
+
+// SAFETY: the raw pointers in the scratch headers point into buffers that live only for one
+// `transmit` call (the frames) or are owned by the scratch itself; they are rewritten before
+// every system call and never read otherwise.
+unsafe impl Send for TxScratch {}
+
+/// The transmit half.
+pub struct VxlanTx {
+    socket: OwnedFd,
+    vni: Vni,
+    remote_port: u16,
+    caps: PortCaps,
+    remotes: Vec<IpAddr>,
+    fdb: Arc<Mutex<RemoteFdb>>,
+    stats: Arc<OverlayStats>,
+    scratch: TxScratch,
+}
+
+/// How many frames the messages carry (each frame's messages are contiguous).
+fn distinct_frames(msg_frame: &[usize]) -> usize {
+    let mut n = 0;
+    let mut last = None;
+    for &f in msg_frame {
+        if last != Some(f) {
+            n += 1;
+            last = Some(f);
+        }
+    }
+    n
+}
+
+/// The first bytes of a frame (head then body), copied for the MAC lookup and flow hash.
+fn frame_prefix(frame: &TxFrame<'_>, out: &mut [u8; HASH_PREFIX]) -> usize {
+    let head = frame.head();
+    let n_head = head.len().min(HASH_PREFIX);
+    out[..n_head].copy_from_slice(&head[..n_head]);
+    let n_body = frame.body.len().min(HASH_PREFIX - n_head);
+    out[n_head..n_head + n_body].copy_from_slice(&frame.body[..n_body]);
+    n_head + n_body
+}
+
+impl VxlanTx {
+    pub(crate) fn new(
+        socket: OwnedFd,
+        config: &VxlanConfig,
+        caps: PortCaps,
+        fdb: Arc<Mutex<RemoteFdb>>,
+        stats: Arc<OverlayStats>,
+    ) -> VxlanTx {
+        VxlanTx {
+            socket,
+            vni: config.vni,
+            remote_port: config.remote_port,
+            caps,
+            remotes: config.remotes.clone(),
+            fdb,
+            stats,
+            scratch: TxScratch {
+                headers: Vec::with_capacity(MAX_MSGS),
+                iovecs: Vec::with_capacity(MAX_MSGS),
+                addrs: Vec::with_capacity(MAX_MSGS),
+                msgs: Vec::with_capacity(MAX_MSGS),
+                msg_frame: Vec::with_capacity(MAX_MSGS),
+            },
+        }
+    }
+
+    /// Lays out the messages for `frames` (from the start) until MAX_MSGS; returns how many
+    /// frames were consumed (sent-to-be, or dropped and counted).
+    fn build(&mut self, frames: &[TxFrame<'_>], fdb: &RemoteFdb) -> usize {
+        let s = &mut self.scratch;
+        s.headers.clear();
+        s.iovecs.clear();
+        s.addrs.clear();
+        s.msg_frame.clear();
+        let mut consumed = 0;
+        for (i, frame) in frames.iter().enumerate() {
+            let mut prefix = [0u8; HASH_PREFIX];
+            let n = frame_prefix(frame, &mut prefix);
+            let dst = MacAddr::from_bytes(&prefix[..n.min(6)]);
+            let unicast_to = dst
+                .filter(MacAddr::is_unicast)
+                .and_then(|mac| fdb.lookup(mac))
+                .map(|e| e.endpoint);
+            let copies = if unicast_to.is_some() {
+                1
+            } else {
+                self.remotes.len()
+            };
+            if s.addrs.len() + copies > MAX_MSGS {
+                break;
+            }
+            consumed = i + 1;
+            if dst.is_none() {
+                self.stats.tx_error(1);
+                continue;
+            }
+            if copies == 0 {
+                self.stats.tx_no_remote();
+                continue;
+            }
+            let src_port = source_port(flow_hash(&prefix[..n]));
+            let Some(header) = write_header(self.vni, src_port, self.remote_port, frame.len())
+            else {
+                self.stats.tx_error(1);
+                continue;
+            };
+            s.headers.push(header);
+            let (head, body) = (frame.head(), frame.body);
+            s.iovecs.push([
+                libc::iovec {
+                    iov_base: std::ptr::null_mut(),
+                    iov_len: ENCAP_LEN,
+                },
+                libc::iovec {
+                    iov_base: head.as_ptr().cast_mut().cast(),
+                    iov_len: head.len(),
+                },
+                libc::iovec {
+                    iov_base: body.as_ptr().cast_mut().cast(),
+                    iov_len: body.len(),
+                },
+            ]);
+            match unicast_to {
+                Some(ip) => {
+                    s.addrs.push(RawAddr::new(SocketAddr::new(ip, 0)));
+                    s.msg_frame.push(i);
+                }
+                None => {
+                    for ip in &self.remotes {
+                        s.addrs.push(RawAddr::new(SocketAddr::new(*ip, 0)));
+                        s.msg_frame.push(i);
+                    }
+                }
+            }
+        }
+        consumed
+    }
+
+    /// Points the message headers at the scratch buffers (after they stopped growing).
+    fn link(&mut self) {
+        let s = &mut self.scratch;
+        s.msgs.clear();
+        let mut iov_index = 0;
+        let mut last_frame = None;
+        for (k, addr) in s.addrs.iter_mut().enumerate() {
+            let frame = s.msg_frame[k];
+            if last_frame.is_some_and(|f| f != frame) {
+                iov_index += 1;
+            }
+            last_frame = Some(frame);
+            let header = &mut s.headers[iov_index];
+            let iov = &mut s.iovecs[iov_index];
+            iov[0].iov_base = header.as_mut_ptr().cast();
+            let mut m = sys::empty_mmsghdr();
+            m.msg_hdr.msg_name = std::ptr::from_mut(&mut addr.storage).cast();
+            m.msg_hdr.msg_namelen = addr.len;
+            m.msg_hdr.msg_iov = iov.as_mut_ptr();
+            m.msg_hdr.msg_iovlen = 3;
+            s.msgs.push(m);
+        }
+    }
+}
+
+impl PortTx for VxlanTx {
+    /// No TSO and no partial checksums (yet): the core completes checksums and segments
+    /// super-frames before they reach the port. UDP GSO is a later step.
+    fn caps(&self) -> PortCaps {
+        self.caps
+    }
+
+    fn transmit(&mut self, frames: &[TxFrame<'_>]) -> usize {
+        let fdb_handle = Arc::clone(&self.fdb);
+        let fdb = lock(&fdb_handle);
+        let mut done = 0;
+        while done < frames.len() {
+            let consumed = self.build(&frames[done..], &fdb);
+            self.link();
+            let fd = self.socket.as_raw_fd();
+            let total = self.scratch.msgs.len();
+            let mut sent = 0;
+            let mut errors = 0;
+            while sent < total {
+                // SAFETY: each header points at a scratch address and iovec array, whose
+                // entries point at a scratch header and at the frames' head and body, all
+                // alive and unmodified for the call.
+                match unsafe { sys::sendmmsg(fd, &mut self.scratch.msgs[sent..]) } {
+                    Ok(0) => break,
+                    Ok(n) => sent += n,
+                    Err(e)
+                        if matches!(
+                            e.raw_os_error(),
+                            Some(libc::EAGAIN | libc::ENOBUFS | libc::EINTR)
+                        ) =>
+                    {
+                        break
+                    }
+                    // A datagram the kernel refuses (no route, too big): skip it.
+                    Err(_) => {
+                        errors += 1;
+                        sent += 1;
+                    }
+                }
+            }
+            self.stats.tx_error(errors);
+            let datagrams = u64::try_from(sent).unwrap_or(u64::MAX) - errors;
+            if sent < total {
+                // The socket buffer is full: the frames from the first unsent datagram on
+                // are not accepted (a frame's replicas are contiguous, so a frame some of
+                // whose replicas went is retried whole by the caller, or dropped).
+                let frame = self.scratch.msg_frame[sent];
+                let whole = distinct_frames(&self.scratch.msg_frame[..sent])
+                    - usize::from(sent > 0 && self.scratch.msg_frame[sent - 1] == frame);
+                self.stats
+                    .tx(u64::try_from(whole).unwrap_or(u64::MAX), datagrams);
+                return done + frame;
+            }
+            let frames_sent = distinct_frames(&self.scratch.msg_frame);
+            self.stats
+                .tx(u64::try_from(frames_sent).unwrap_or(u64::MAX), datagrams);
+            done += consumed;
+            if consumed == 0 {
+                break;
+            }
+        }
+        done
+    }
+}
