@@ -10,9 +10,7 @@
 //! `--af-packet`, prints `ready` on stdout, and switches until stdin closes; then prints
 //! every port's counters on stderr. Pin it with `taskset`.
 
-#[path = "../tests/common/runner.rs"]
-#[allow(dead_code, unreachable_pub)]
-mod runner;
+use weft_testlab::runner;
 
 use std::io::Read;
 use std::path::PathBuf;

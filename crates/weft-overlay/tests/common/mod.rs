@@ -2,5 +2,5 @@
 //! `lab`, the switch worker in `runner`). Not every test binary uses every helper.
 #![allow(dead_code, unreachable_pub)]
 
-pub mod lab;
-pub mod runner;
+pub use weft_testlab::lab;
+pub use weft_testlab::runner;

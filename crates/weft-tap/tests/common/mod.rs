@@ -3,8 +3,8 @@
 //! namespaces. Not every test binary uses every helper.
 #![allow(dead_code, unreachable_pub)]
 
-pub mod lab;
-pub mod runner;
+pub use weft_testlab::lab;
+pub use weft_testlab::runner;
 
 use std::sync::Arc;
 

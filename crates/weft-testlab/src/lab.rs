@@ -17,10 +17,10 @@ pub fn can_run(test: &str) -> bool {
     // SAFETY: geteuid has no arguments and cannot fail.
     let root = unsafe { libc::geteuid() } == 0;
     if !root || !Path::new("/dev/net/tun").exists() {
-        println!("SKIP {test}: needs root and /dev/net/tun (network namespaces, TAP devices)");
+        println!("SKIP {test}: needs root and /dev/net/tun (network namespaces, TAP devices, kernel vxlan)");
         return false;
     }
-    for tool in ["ip", "iperf3", "ping"] {
+    for tool in ["ip", "iperf3", "ping", "bridge", "ethtool"] {
         let found = std::env::var_os("PATH")
             .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
             .unwrap_or(false);
@@ -294,4 +294,23 @@ pub fn tcp_transfer(
         .expect("sender namespace");
         receiver.join().expect("receiver thread")
     })
+}
+
+impl Background {
+    /// Sends SIGINT (a capture then writes out what it buffered) and waits up to `timeout`
+    /// for the process to end; killed on drop if it has not.
+    pub fn interrupt(&mut self, timeout: Duration) {
+        let pid = self.0.id().to_string();
+        let _ = run(
+            Command::new("kill").args(["-INT", &pid]),
+            Duration::from_secs(5),
+        );
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if matches!(self.0.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }
