@@ -23,8 +23,14 @@ pub(super) fn rule_uses_port(rule: &RuleSpec, port: &str) -> bool {
 
 /// A port's counters as the protocol shows them: the switch's, and the drops its device
 /// counted itself (as `port_<reason>`).
-fn counters_info(c: &PortCounters, device: Option<&PortStats>) -> PortCountersInfo {
-    snapshot_info(&c.snapshot(), device.map(|d| d.snapshot()).as_ref())
+fn counters_info(c: &PortCounters, rt: &PortRt) -> PortCountersInfo {
+    let device = rt.device_stats.as_deref().map(PortStats::snapshot);
+    let extra = rt
+        .keep
+        .as_ref()
+        .map(devices::device_drops)
+        .unwrap_or_default();
+    snapshot_info(&c.snapshot(), device.as_ref(), &extra)
 }
 
 /// The name a drop counted by the device (not the switch) is shown under.
@@ -36,6 +42,7 @@ pub(crate) fn device_drop_name(reason: PortDrop) -> String {
 pub(super) fn snapshot_info(
     snap: &weft_switch::PortCountersSnapshot,
     device: Option<&PortStatsSnapshot>,
+    extra: &[(String, u64)],
 ) -> PortCountersInfo {
     let device_drops = device.into_iter().flat_map(|d| {
         PortDrop::ALL
@@ -53,6 +60,7 @@ pub(super) fn snapshot_info(
             .filter(|(_, n)| *n > 0)
             .map(|(r, n)| (r.name().to_string(), *n))
             .chain(device_drops.filter(|(_, n)| *n > 0))
+            .chain(extra.iter().filter(|(_, n)| *n > 0).cloned())
             .collect(),
     }
 }
@@ -64,7 +72,14 @@ fn port_info(switch: &SwitchState, port: &PortState, rt: Option<&PortRt>) -> Por
         kind: port.kind.clone(),
         options: port.options.clone(),
         mtu: rt.map_or_else(|| devices::configured_mtu(&port.kind), |r| r.mtu),
-        offloads: rt.map(|r| r.offloads.clone()).unwrap_or_default(),
+        offloads: rt
+            .map(|r| {
+                r.keep
+                    .as_ref()
+                    .and_then(devices::live_offloads)
+                    .unwrap_or_else(|| r.offloads.clone())
+            })
+            .unwrap_or_default(),
         failed: rt.and_then(|r| r.failed.clone()),
     }
 }
@@ -100,12 +115,15 @@ impl Controller {
             Ok(())
         })?;
         let opts = translate::port_options(&port.options)?;
-        let device =
-            devices::open(&port.name, &port.kind).map_err(|e| port_open_error(&port.name, &e))?;
+        let ctx = self.open_ctx(switch);
+        devices::check(ctx, &port.name, &port.kind).map_err(ControlError::invalid)?;
+        let device = devices::open(ctx, &port.name, &port.kind)
+            .map_err(|e| port_open_error(&port.name, &e))?;
         self.commit_then(next, |c| {
             let worker = c.switch_rt(switch)?.worker;
             let (mtu, offloads) = (device.mtu, device.offloads.clone());
             let device_stats = device.stats.clone();
+            let keep = device.keep.clone();
             let port_name = port.name.clone();
             let (id, counters) = c
                 .pool
@@ -125,6 +143,7 @@ impl Controller {
                         mtu,
                         offloads,
                         device_stats,
+                        keep,
                     },
                 );
             }
@@ -219,7 +238,7 @@ impl Controller {
         let rt = self.port_rt(switch, name)?;
         Ok(Response::Port {
             port: port_info(conf, port, Some(rt)),
-            counters: counters_info(&rt.counters, rt.device_stats.as_deref()),
+            counters: counters_info(&rt.counters, rt),
         })
     }
 }
