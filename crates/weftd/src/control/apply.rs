@@ -98,6 +98,7 @@ impl Controller {
         dry_run: bool,
     ) -> Result<Response, ControlError> {
         validate::state(&target)?;
+        self.vhost_sockets_distinct(&target)?;
         target.switches.sort_by(|a, b| a.name.cmp(&b.name));
         let current: BTreeMap<String, SwitchState> = self
             .state

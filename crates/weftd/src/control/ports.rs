@@ -117,6 +117,7 @@ impl Controller {
         let opts = translate::port_options(&port.options)?;
         let ctx = self.open_ctx(switch);
         devices::check(ctx, &port.name, &port.kind).map_err(ControlError::invalid)?;
+        self.vhost_socket_free(switch, &port)?;
         let device = devices::open(ctx, &port.name, &port.kind)
             .map_err(|e| port_open_error(&port.name, &e))?;
         self.commit_then(next, |c| {
@@ -151,6 +152,65 @@ impl Controller {
         })?;
         self.rebalance_or_log();
         Ok(Response::Done)
+    }
+
+    /// Refuses a vhost-user port whose socket another port listens on: opening it would take
+    /// the socket over, and deleting either port would remove it.
+    fn vhost_socket_free(&self, switch: &str, port: &PortState) -> Result<(), ControlError> {
+        let PortKind::VhostUser { socket, .. } = &port.kind else {
+            return Ok(());
+        };
+        let wanted =
+            devices::vhost_socket_path(self.open_ctx(switch), &port.name, socket.as_deref());
+        for s in &self.state.switches {
+            for p in &s.ports {
+                if let PortKind::VhostUser { socket, .. } = &p.kind {
+                    let path = devices::vhost_socket_path(
+                        self.open_ctx(&s.name),
+                        &p.name,
+                        socket.as_deref(),
+                    );
+                    if path == wanted {
+                        return Err(ControlError::exists(format!(
+                            "socket {} is port {}:{}'s",
+                            path.display(),
+                            s.name,
+                            p.name
+                        ))
+                        .with_hint("give the new port another socket path"));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses a configuration in which two vhost-user ports share a socket.
+    pub(super) fn vhost_sockets_distinct(
+        &self,
+        state: &weft_control::state::State,
+    ) -> Result<(), ControlError> {
+        let mut seen = std::collections::HashMap::new();
+        for s in &state.switches {
+            for p in &s.ports {
+                if let PortKind::VhostUser { socket, .. } = &p.kind {
+                    let path = devices::vhost_socket_path(
+                        self.open_ctx(&s.name),
+                        &p.name,
+                        socket.as_deref(),
+                    );
+                    let this = format!("{}:{}", s.name, p.name);
+                    if let Some(other) = seen.insert(path.clone(), this.clone()) {
+                        return Err(ControlError::invalid(format!(
+                            "ports {other} and {this} both name socket {}",
+                            path.display()
+                        ))
+                        .with_hint("give each vhost-user port its own socket"));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn port_del(&mut self, switch: &str, name: &str) -> Result<Response, ControlError> {

@@ -67,6 +67,26 @@ fn a_vhost_user_port_listens_on_its_default_socket_until_deleted() {
 }
 
 #[test]
+fn a_vhost_user_socket_of_another_port_is_refused() {
+    let mut f = fixture(vec![switch("br0", &[])]);
+    let socket = f.dir.path().join("vm.sock").to_string_lossy().into_owned();
+    add(&mut f, "vm1", vhost(Some(socket.clone()))).unwrap();
+    let e = add(&mut f, "vm2", vhost(Some(socket))).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::AlreadyExists, "{}", e.message);
+    assert!(e.message.contains("br0:vm1"), "{}", e.message);
+    std::fs::create_dir(f.dir.path().join("vhost")).unwrap();
+    let default_of_vm3 = f.dir.path().join("vhost/br0-vm3.sock");
+    add(
+        &mut f,
+        "vm4",
+        vhost(Some(default_of_vm3.to_string_lossy().into())),
+    )
+    .unwrap();
+    let e = add(&mut f, "vm3", vhost(None)).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::AlreadyExists, "{}", e.message);
+}
+
+#[test]
 fn a_vhost_user_port_is_recreated_from_the_state_file() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("vm1.sock");
@@ -177,4 +197,28 @@ fn a_vxlan_port_opens_and_is_listed_with_its_kind() {
         switch: "br0".into(),
         name: "vx".into(),
     });
+}
+
+#[test]
+fn config_apply_refuses_two_vhost_user_ports_on_one_socket() {
+    let mut f = fixture(vec![switch("br0", &[])]);
+    let socket = f.dir.path().join("vm.sock").to_string_lossy().into_owned();
+    let mut s = switch("br0", &[]);
+    for name in ["vm1", "vm2"] {
+        s.ports.push(PortState {
+            name: name.into(),
+            kind: vhost(Some(socket.clone())),
+            options: PortSettings::default(),
+        });
+    }
+    let e = f.err(Request::ConfigApply {
+        state: State {
+            version: 1,
+            switches: vec![s],
+        },
+        dry_run: false,
+    });
+    assert_eq!(e.kind, ErrorKind::Invalid, "{}", e.message);
+    assert!(e.message.contains("br0:vm2"), "{}", e.message);
+    assert!(f.saved().switches[0].ports.is_empty());
 }
