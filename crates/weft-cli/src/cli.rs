@@ -12,6 +12,8 @@ EXAMPLES:
   weft switch add br1 --ageing 600
   weft port add br1:vm1 tap --access 10
   weft port add br1:up af-packet --ifname eth1 --trunk 10,20 --native 1
+  weft port add br1:vm2 vhost-user --vhost-socket /run/weft/vm2.sock
+  weft port add br1:vx vxlan --local 192.0.2.1 --vni 42 --remote 192.0.2.2
   weft fdb add br1 52:54:00:00:00:01 vm1 --vlan 10
   weft rule add br1 'priority=10,in_port=vm1,tcp,tp_dst=80 actions=output:up'
   weft top
@@ -231,7 +233,11 @@ pub enum PortCmd {
     #[command(after_help = "EXAMPLES:\n  weft port add br0:vm1 tap\n  \
         weft port add br0:vm1 tap --ifname tap-vm1 --netns blue --mtu 9000\n  \
         weft port add br0:vm2 tap --access 10 --no-learning\n  \
-        weft port add br0:up af-packet --ifname eth1 --trunk 10,20 --native 1")]
+        weft port add br0:up af-packet --ifname eth1 --trunk 10,20 --native 1\n  \
+        weft port add br0:vm3 vhost-user\n  \
+        weft port add br0:vm4 vhost-user --vhost-socket /run/weft/vm4.sock --mtu 9000\n  \
+        weft port add br0:vx vxlan --local 192.0.2.1 --vni 42 --remote 192.0.2.2 --remote 192.0.2.3\n  \
+        weft port add br0:vx6 vxlan --local fd00::1 --vni 7 --remote-learning --udp-port 8472 --netns under")]
     Add {
         /// The port to create.
         #[arg(value_name = "SWITCH:PORT", value_parser = parse_port_ref)]
@@ -306,6 +312,52 @@ pub enum PortKindCmd {
         /// The interface.
         #[arg(long, value_name = "NAME")]
         ifname: String,
+        /// Switch-side options.
+        #[command(flatten)]
+        options: PortOptionArgs,
+    },
+    /// A vhost-user socket a VM (QEMU, Cloud Hypervisor) or DPDK virtio-user connects to.
+    #[command(after_help = "EXAMPLES:\n  weft port add br0:vm1 vhost-user\n  \
+        weft port add br0:vm1 vhost-user --vhost-socket /run/weft/vm1.sock --mtu 9000\n\n\
+        QEMU: -chardev socket,id=c0,path=SOCKET -netdev vhost-user,id=n0,chardev=c0 \
+        -device virtio-net-pci,netdev=n0 (guest memory shared: memory-backend-memfd,share=on)\n\
+        DPDK: --vdev=net_virtio_user0,path=SOCKET,server=0")]
+    VhostUser {
+        /// Socket path [default: RUNTIME_DIR/vhost/SWITCH-PORT.sock] (`--socket` is weftd's
+        /// control socket).
+        #[arg(long, value_name = "PATH")]
+        vhost_socket: Option<String>,
+        /// MTU of the port.
+        #[arg(long, value_name = "N", default_value_t = 1500)]
+        mtu: u32,
+        /// Switch-side options.
+        #[command(flatten)]
+        options: PortOptionArgs,
+    },
+    /// A VXLAN tunnel endpoint: one VNI over UDP, head-end replication to the remotes.
+    #[command(after_help = "EXAMPLES:\n  \
+        weft port add br0:vx vxlan --local 192.0.2.1 --vni 42 --remote 192.0.2.2 --remote 192.0.2.3\n  \
+        weft port add br0:vx vxlan --local fd00::1 --vni 7 --remote-learning --udp-port 8472 --netns under")]
+    Vxlan {
+        /// Local endpoint IP address (IPv4 or IPv6).
+        #[arg(long, value_name = "IP")]
+        local: String,
+        /// The VNI (0 to 16777215).
+        #[arg(long, value_name = "N")]
+        vni: u32,
+        /// A remote endpoint (repeat for several).
+        #[arg(long = "remote", value_name = "IP")]
+        remotes: Vec<String>,
+        /// Network namespace (a name under /run/netns) to open the socket in.
+        #[arg(long, value_name = "NS")]
+        netns: Option<String>,
+        /// Learn MAC → endpoint from received traffic and accept endpoints not given with
+        /// --remote (`--learning` is the switch-side option).
+        #[arg(long)]
+        remote_learning: bool,
+        /// UDP port [default: 4789].
+        #[arg(long, value_name = "N")]
+        udp_port: Option<u16>,
         /// Switch-side options.
         #[command(flatten)]
         options: PortOptionArgs,

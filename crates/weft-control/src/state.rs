@@ -113,6 +113,34 @@ pub enum PortKind {
         /// The interface.
         ifname: String,
     },
+    /// A vhost-user socket a VM or DPDK application (the frontend) connects to.
+    VhostUser {
+        /// Socket path; defaults to `<runtime_dir>/vhost/<switch>-<port>.sock`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        socket: Option<String>,
+        /// MTU of the port.
+        #[serde(default = "default_mtu")]
+        mtu: u32,
+    },
+    /// A VXLAN tunnel endpoint (one VNI) over a UDP socket.
+    Vxlan {
+        /// Local endpoint IP address (IPv4 or IPv6).
+        local: String,
+        /// The VNI (0 to 2^24 - 1).
+        vni: u32,
+        /// Remote endpoint IP addresses for head-end replication.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        remotes: Vec<String>,
+        /// Network namespace (a name under /run/netns) to open the socket in.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        netns: Option<String>,
+        /// Learn MAC → endpoint and accept datagrams from endpoints not in `remotes`.
+        #[serde(default)]
+        learning: bool,
+        /// UDP port (4789 by default).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        port: Option<u16>,
+    },
 }
 
 fn one() -> u16 {

@@ -2,16 +2,27 @@
 //!
 //! weftd creates ports of the kinds the protocol names: `tap` (a TAP device, created in the
 //! port's network namespace, gone when the port is removed or weftd exits) and `af_packet`
-//! (a packet socket on an existing interface), both from weft-tap. A port restored from the
+//! (a packet socket on an existing interface), both from weft-tap; `vhost_user` (a socket a VM
+//! or DPDK application connects to, weft-vhost) and `vxlan` (a tunnel endpoint, weft-overlay).
+//! A port restored from the
 //! state file whose device cannot be opened is kept, marked failed, behind a [`FailedPort`]:
 //! it keeps its place (its id, the rules and static FDB entries that name it) and drops what
 //! the switch sends it.
 
-use std::sync::Arc;
+mod counters;
+
+pub use counters::{device_drops, live_offloads};
+
+use std::any::Any;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use weft_control::state::PortKind;
+use weft_overlay::{VxlanConfig, VxlanPort};
 use weft_switch::{PortCaps, PortRx, PortTx, TxFrame};
 use weft_tap::{AfPacket, AfPacketOptions, Offloads, PortStats, Tap, TapOptions};
+use weft_vhost::{VhostPortConfig, VhostUserPort};
 
 /// An opened device: the halves the switch takes, and what the port reports.
 pub struct Device {
@@ -26,10 +37,98 @@ pub struct Device {
     /// What the device counts itself (frames it dropped before the switch saw them, or
     /// that the kernel refused); `None` for a stand-in.
     pub stats: Option<Arc<PortStats>>,
+    /// What must live as long as the port (a vhost-user port's control thread and socket:
+    /// dropping it removes the socket).
+    pub keep: Option<Keepalive>,
+}
+
+/// An owner a port's device needs alive while the port exists.
+pub type Keepalive = Arc<dyn Any + Send + Sync>;
+
+/// Where a port is opened: what its kind's defaults depend on.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenContext<'a> {
+    /// The switch the port is on.
+    pub switch: &'a str,
+    /// Directory of the vhost-user sockets that name no path (`<runtime_dir>/vhost`).
+    pub vhost_dir: &'a Path,
+}
+
+/// Longest Unix socket path (`sun_path` holds 108 bytes with its terminating NUL).
+const MAX_SOCKET_PATH: usize = 107;
+
+/// The socket path of a vhost-user port: the one it names, or `<vhost_dir>/<switch>-<port>.sock`.
+pub fn vhost_socket_path(ctx: OpenContext<'_>, port: &str, socket: Option<&str>) -> PathBuf {
+    socket.map_or_else(
+        || ctx.vhost_dir.join(format!("{}-{port}.sock", ctx.switch)),
+        PathBuf::from,
+    )
+}
+
+/// Checks what only the context can tell about a port before it is created: a vhost-user
+/// socket path's length and directory. The error names the field and the fix.
+pub fn check(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<(), String> {
+    let PortKind::VhostUser { socket, .. } = kind else {
+        return Ok(());
+    };
+    let path = vhost_socket_path(ctx, port, socket.as_deref());
+    let len = path.as_os_str().len();
+    if len > MAX_SOCKET_PATH {
+        return Err(format!(
+            "socket path {} is {len} bytes long: a Unix socket path has at most \
+             {MAX_SOCKET_PATH}; give a shorter socket (--socket PATH)",
+            path.display()
+        ));
+    }
+    match path.parent() {
+        Some(dir) if dir.as_os_str().is_empty() || dir.is_dir() => Ok(()),
+        Some(dir) => Err(format!(
+            "socket directory {} does not exist: create it or give another socket path",
+            dir.display()
+        )),
+        None => Err(format!(
+            "socket path {} names no file: give a socket path",
+            path.display()
+        )),
+    }
+}
+
+/// The VXLAN configuration a `vxlan` port kind describes.
+fn vxlan_config(kind: &PortKind) -> Result<Option<VxlanConfig>, String> {
+    let PortKind::Vxlan {
+        local,
+        vni,
+        remotes,
+        netns,
+        learning,
+        port,
+    } = kind
+    else {
+        return Ok(None);
+    };
+    let local: IpAddr = local
+        .parse()
+        .map_err(|_| format!("local {local:?} is not an IP address"))?;
+    let vni = weft_packet::Vni::new(*vni).map_err(|_| format!("vni {vni} is not below 2^24"))?;
+    let mut config = VxlanConfig::new(SocketAddr::new(local, port.unwrap_or(0)), vni);
+    if let Some(p) = port {
+        config.remote_port = *p;
+    }
+    for r in remotes {
+        let ip: IpAddr = r
+            .parse()
+            .map_err(|_| format!("remote {r:?} is not an IP address"))?;
+        config = config.remote(ip);
+    }
+    config.learning = *learning;
+    if let Some(ns) = netns {
+        config = config.netns(weft_tap::netns::named(ns));
+    }
+    Ok(Some(config))
 }
 
 /// Opens the device of port `port` (whose name a TAP takes when it names no device).
-pub fn open(port: &str, kind: &PortKind) -> Result<Device, String> {
+pub fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Device, String> {
     match kind {
         PortKind::Tap {
             ifname,
@@ -68,6 +167,7 @@ pub fn open(port: &str, kind: &PortKind) -> Result<Device, String> {
                 mtu,
                 offloads: names,
                 stats: Some(stats),
+                keep: None,
             })
         }
         PortKind::AfPacket { ifname } => {
@@ -82,6 +182,39 @@ pub fn open(port: &str, kind: &PortKind) -> Result<Device, String> {
                 mtu,
                 offloads: offload_names(options.offloads),
                 stats: Some(stats),
+                keep: None,
+            })
+        }
+        PortKind::VhostUser { socket, mtu } => {
+            check(ctx, port, kind)?;
+            let path = vhost_socket_path(ctx, port, socket.as_deref());
+            let config = VhostPortConfig {
+                mtu: usize::try_from(*mtu).map_err(|_| "the MTU is out of range")?,
+                ..VhostPortConfig::default()
+            };
+            let mut vhost = VhostUserPort::listen(&path, config).map_err(|e| e.to_string())?;
+            let (rx, tx) = vhost.take_halves().map_err(|e| e.to_string())?;
+            Ok(Device {
+                rx: Some(Box::new(rx)),
+                tx: Box::new(tx),
+                mtu: *mtu,
+                offloads: Vec::new(),
+                stats: None,
+                keep: Some(Arc::new(Mutex::new(vhost))),
+            })
+        }
+        PortKind::Vxlan { .. } => {
+            let config = vxlan_config(kind)?.ok_or("not a VXLAN port")?;
+            let mtu = u32::try_from(config.mtu).map_err(|_| "the MTU is out of range")?;
+            let vxlan = VxlanPort::open(&config).map_err(|e| e.to_string())?;
+            let (rx, tx, stats) = vxlan.split();
+            Ok(Device {
+                rx: Some(Box::new(rx)),
+                tx: Box::new(tx),
+                mtu,
+                offloads: Vec::new(),
+                stats: None,
+                keep: Some(stats),
             })
         }
     }
@@ -107,7 +240,8 @@ fn offload_names(offloads: Offloads) -> Vec<String> {
 pub fn configured_mtu(kind: &PortKind) -> u32 {
     match kind {
         PortKind::Tap { mtu, .. } => *mtu,
-        PortKind::AfPacket { .. } => 1500,
+        PortKind::AfPacket { .. } | PortKind::Vxlan { .. } => 1500,
+        PortKind::VhostUser { mtu, .. } => *mtu,
     }
 }
 
@@ -129,6 +263,7 @@ impl FailedPort {
             mtu,
             offloads: Vec::new(),
             stats: None,
+            keep: None,
         }
     }
 }
@@ -146,6 +281,44 @@ impl PortTx for FailedPort {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ctx() -> OpenContext<'static> {
+        OpenContext {
+            switch: "br0",
+            vhost_dir: Path::new("/nonexistent"),
+        }
+    }
+
+    #[test]
+    fn vhost_user_sockets_default_to_the_switch_and_port_name() {
+        assert_eq!(
+            vhost_socket_path(ctx(), "vm1", None),
+            Path::new("/nonexistent/br0-vm1.sock")
+        );
+        assert_eq!(
+            vhost_socket_path(ctx(), "vm1", Some("/run/x.sock")),
+            Path::new("/run/x.sock")
+        );
+    }
+
+    #[test]
+    fn vxlan_settings_become_its_configuration() {
+        let kind = PortKind::Vxlan {
+            local: "192.0.2.1".into(),
+            vni: 9,
+            remotes: vec!["192.0.2.2".into()],
+            netns: Some("under".into()),
+            learning: true,
+            port: Some(4790),
+        };
+        let c = vxlan_config(&kind).unwrap().unwrap();
+        assert_eq!(c.local, "192.0.2.1:4790".parse().unwrap());
+        assert_eq!(c.remote_port, 4790);
+        assert_eq!(c.vni.get(), 9);
+        assert_eq!(c.remotes, ["192.0.2.2".parse::<IpAddr>().unwrap()]);
+        assert!(c.learning);
+        assert_eq!(c.netns, Some(PathBuf::from("/run/netns/under")));
+    }
 
     #[test]
     fn offloads_are_named_as_the_protocol_names_them() {
@@ -166,7 +339,7 @@ mod tests {
             mtu: 1500,
             offloads: true,
         };
-        let Err(e) = open("t0", &kind) else {
+        let Err(e) = open(ctx(), "t0", &kind) else {
             panic!("opened a TAP in a namespace that does not exist")
         };
         assert!(e.contains("network namespace"), "{e}");
@@ -181,6 +354,6 @@ mod tests {
             mtu: 1500,
             offloads: true,
         };
-        assert!(open("t0", &kind).is_err_and(|e| e.contains("one queue")));
+        assert!(open(ctx(), "t0", &kind).is_err_and(|e| e.contains("one queue")));
     }
 }

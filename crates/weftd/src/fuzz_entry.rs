@@ -75,7 +75,7 @@ fn controller() -> &'static Mutex<Controller> {
         let path = state_file();
         let pool =
             WorkerPool::start(&WorkersConfig::default()).unwrap_or_else(|e| panic!("workers: {e}"));
-        let (c, _) = Controller::start(pool, path, initial(), true)
+        let (c, _) = Controller::start(pool, path, std::env::temp_dir(), initial(), true)
             .unwrap_or_else(|e| panic!("start: {}", e.message));
         Mutex::new(c)
     })

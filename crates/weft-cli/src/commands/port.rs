@@ -32,6 +32,36 @@ pub fn port_add_request(target: &PortRef, kind: &PortKindCmd) -> Request {
             },
             options,
         ),
+        PortKindCmd::VhostUser {
+            vhost_socket,
+            mtu,
+            options,
+        } => (
+            PortKind::VhostUser {
+                socket: vhost_socket.clone(),
+                mtu: *mtu,
+            },
+            options,
+        ),
+        PortKindCmd::Vxlan {
+            local,
+            vni,
+            remotes,
+            netns,
+            remote_learning,
+            udp_port,
+            options,
+        } => (
+            PortKind::Vxlan {
+                local: local.clone(),
+                vni: *vni,
+                remotes: remotes.clone(),
+                netns: netns.clone(),
+                learning: *remote_learning,
+                port: *udp_port,
+            },
+            options,
+        ),
     };
     let changes = PortChanges::from_args(options).unwrap_or_default();
     Request::PortAdd {

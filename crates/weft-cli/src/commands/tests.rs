@@ -703,3 +703,5 @@ proptest::proptest! {
         }
     }
 }
+
+mod port_kinds;

@@ -80,11 +80,13 @@ fn switches_table(switches: &[SwitchInfo]) -> String {
     t.render()
 }
 
-/// `tap`, `af-packet`.
+/// `tap`, `af-packet`, `vhost-user`, `vxlan`.
 pub(crate) fn kind_label(kind: &PortKind) -> &'static str {
     match kind {
         PortKind::Tap { .. } => "tap",
         PortKind::AfPacket { .. } => "af-packet",
+        PortKind::VhostUser { .. } => "vhost-user",
+        PortKind::Vxlan { .. } => "vxlan",
     }
 }
 
@@ -92,6 +94,7 @@ fn ifname(port: &PortInfo) -> &str {
     match &port.kind {
         PortKind::Tap { ifname, .. } => ifname.as_deref().unwrap_or(&port.name),
         PortKind::AfPacket { ifname } => ifname,
+        PortKind::VhostUser { .. } | PortKind::Vxlan { .. } => "-",
     }
 }
 
@@ -181,6 +184,33 @@ fn kind_detail(port: &PortInfo) -> String {
             s
         }
         PortKind::AfPacket { ifname } => format!("af-packet, ifname {ifname}"),
+        PortKind::VhostUser { socket, mtu } => format!(
+            "vhost-user, socket {}, mtu {mtu}",
+            socket
+                .as_deref()
+                .unwrap_or("(default, in the runtime directory)")
+        ),
+        PortKind::Vxlan {
+            local,
+            vni,
+            remotes,
+            netns,
+            learning,
+            port,
+        } => {
+            let mut s = format!("vxlan, local {local}, vni {vni}");
+            if let Some(p) = port {
+                s.push_str(&format!(", udp port {p}"));
+            }
+            if !remotes.is_empty() {
+                s.push_str(&format!(", remotes {}", remotes.join(",")));
+            }
+            if let Some(ns) = netns {
+                s.push_str(&format!(", netns {ns}"));
+            }
+            s.push_str(if *learning { ", learning" } else { "" });
+            s
+        }
     }
 }
 

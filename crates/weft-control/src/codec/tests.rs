@@ -157,3 +157,68 @@ proptest! {
         prop_assert_eq!(hex_decode(&hex_encode(&bytes)), Some(bytes));
     }
 }
+
+#[test]
+fn vhost_user_and_vxlan_port_kinds_round_trip() {
+    for kind in [
+        PortKind::VhostUser {
+            socket: Some("/run/weft/vm1.sock".into()),
+            mtu: 9000,
+        },
+        PortKind::VhostUser {
+            socket: None,
+            mtu: 1500,
+        },
+        PortKind::Vxlan {
+            local: "10.0.0.1".into(),
+            vni: 42,
+            remotes: vec!["10.0.0.2".into(), "10.0.0.3".into()],
+            netns: Some("under".into()),
+            learning: true,
+            port: Some(4790),
+        },
+    ] {
+        round_trip(Request::PortAdd {
+            switch: "br0".into(),
+            name: "p1".into(),
+            kind,
+            options: PortSettings::default(),
+        });
+    }
+}
+
+#[test]
+fn new_port_kinds_take_their_defaults_and_snake_case_names() {
+    let env = decode_request(
+        br#"{"version":1,"id":1,"request":{"op":"port_add","switch":"br0","name":"vm1","kind":{"type":"vhost_user"}}}"#,
+    )
+    .unwrap();
+    let Request::PortAdd { kind, .. } = env.request else {
+        panic!("not a port_add")
+    };
+    assert_eq!(
+        kind,
+        PortKind::VhostUser {
+            socket: None,
+            mtu: 1500
+        }
+    );
+    let env = decode_request(
+        br#"{"version":1,"id":1,"request":{"op":"port_add","switch":"br0","name":"vx","kind":{"type":"vxlan","local":"10.0.0.1","vni":7}}}"#,
+    )
+    .unwrap();
+    let Request::PortAdd { kind, .. } = env.request else {
+        panic!("not a port_add")
+    };
+    assert_eq!(
+        kind,
+        PortKind::Vxlan {
+            local: "10.0.0.1".into(),
+            vni: 7,
+            remotes: Vec::new(),
+            netns: None,
+            learning: false,
+            port: None,
+        }
+    );
+}

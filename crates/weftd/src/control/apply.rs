@@ -98,6 +98,7 @@ impl Controller {
         dry_run: bool,
     ) -> Result<Response, ControlError> {
         validate::state(&target)?;
+        self.vhost_sockets_distinct(&target)?;
         target.switches.sort_by(|a, b| a.name.cmp(&b.name));
         let current: BTreeMap<String, SwitchState> = self
             .state
@@ -148,7 +149,7 @@ impl Controller {
         // refuses the whole change.
         let mut create_devices = Vec::new();
         for t in &creates {
-            create_devices.push(open_all(&t.ports)?);
+            create_devices.push(open_all(self.open_ctx(&t.name), &t.ports)?);
         }
         let mut rebuild_sources = Vec::new();
         for (c, t) in &rebuilds {
@@ -157,7 +158,7 @@ impl Controller {
                 if c.ports.iter().any(|o| o.name == p.name && o.kind == p.kind) {
                     sources.push(Source::Reuse);
                 } else {
-                    let mut opened = open_all(std::slice::from_ref(p))?;
+                    let mut opened = open_all(self.open_ctx(&t.name), std::slice::from_ref(p))?;
                     sources.push(Source::Opened(
                         opened.pop().ok_or_else(|| internal("no device"))?,
                     ));
@@ -166,8 +167,8 @@ impl Controller {
             rebuild_sources.push(sources);
         }
         let mut diff_devices = Vec::new();
-        for (_, d) in &diffs {
-            diff_devices.push(open_all(&d.add_ports)?);
+        for (name, d) in &diffs {
+            diff_devices.push(open_all(self.open_ctx(name), &d.add_ports)?);
         }
         self.commit(target.clone())?;
         let result = self.apply_all(
@@ -244,6 +245,7 @@ impl Controller {
                 o.device.mtu,
                 o.device.offloads.clone(),
                 o.device.stats.clone(),
+                o.device.keep.clone(),
             ));
             add_ports.push((
                 p.name.clone(),
@@ -293,7 +295,7 @@ impl Controller {
         for p in &diff.remove_ports {
             rt.ports.remove(p);
         }
-        for ((port, id, counters), (failed, mtu, offloads, device_stats)) in
+        for ((port, id, counters), (failed, mtu, offloads, device_stats, keep)) in
             done.added.into_iter().zip(meta)
         {
             rt.ports.insert(
@@ -305,6 +307,7 @@ impl Controller {
                     mtu,
                     offloads,
                     device_stats,
+                    keep,
                 },
             );
         }

@@ -13,7 +13,7 @@ use weft_switch::{
 
 use super::pool::{least_loaded, plan_moves};
 use super::{internal, Controller, PortFailure, PortRt, SwitchRt};
-use crate::devices::{self, Device, FailedPort};
+use crate::devices::{self, Device, FailedPort, OpenContext};
 use crate::model::translate;
 
 /// A port's device, or the stand-in of one that failed (with why).
@@ -23,11 +23,19 @@ pub(super) struct Opened {
 }
 
 /// Opens the devices of a switch's ports; those that fail get a stand-in and are noted.
-pub(super) fn open_or_fail(switch: &SwitchState, failures: &mut Vec<PortFailure>) -> Vec<Opened> {
+pub(super) fn open_or_fail(
+    vhost_dir: &std::path::Path,
+    switch: &SwitchState,
+    failures: &mut Vec<PortFailure>,
+) -> Vec<Opened> {
+    let ctx = OpenContext {
+        switch: &switch.name,
+        vhost_dir,
+    };
     switch
         .ports
         .iter()
-        .map(|p| match devices::open(&p.name, &p.kind) {
+        .map(|p| match devices::open(ctx, &p.name, &p.kind) {
             Ok(device) => Opened {
                 device,
                 failed: None,
@@ -49,12 +57,15 @@ pub(super) fn open_or_fail(switch: &SwitchState, failures: &mut Vec<PortFailure>
 
 /// Opens the devices of `ports`, all or none.
 pub(super) fn open_all(
+    ctx: OpenContext<'_>,
     ports: &[weft_control::state::PortState],
 ) -> Result<Vec<Opened>, ControlError> {
     ports
         .iter()
         .map(|p| {
-            devices::open(&p.name, &p.kind)
+            devices::check(ctx, &p.name, &p.kind)
+                .map_err(|e| ControlError::invalid(format!("port {:?}: {e}", p.name)))?;
+            devices::open(ctx, &p.name, &p.kind)
                 .map(|device| Opened {
                     device,
                     failed: None,
@@ -258,6 +269,7 @@ impl Controller {
                         o.device.mtu,
                         o.device.offloads.clone(),
                         o.device.stats.clone(),
+                        o.device.keep.clone(),
                     ));
                     devices.push(Some(o.device));
                 }
@@ -270,6 +282,7 @@ impl Controller {
                         prev.mtu,
                         prev.offloads.clone(),
                         prev.device_stats.clone(),
+                        prev.keep.clone(),
                     ));
                     devices.push(None);
                 }
@@ -293,7 +306,7 @@ impl Controller {
             .into_iter()
             .zip(meta)
             .map(
-                |((name, id, counters), (failed, mtu, offloads, device_stats))| {
+                |((name, id, counters), (failed, mtu, offloads, device_stats, keep))| {
                     (
                         name,
                         PortRt {
@@ -303,6 +316,7 @@ impl Controller {
                             mtu,
                             offloads,
                             device_stats,
+                            keep,
                         },
                     )
                 },

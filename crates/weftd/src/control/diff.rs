@@ -127,6 +127,8 @@ fn kind_name(p: &PortState) -> &'static str {
     match p.kind {
         weft_control::state::PortKind::Tap { .. } => "tap",
         weft_control::state::PortKind::AfPacket { .. } => "af_packet",
+        weft_control::state::PortKind::VhostUser { .. } => "vhost_user",
+        weft_control::state::PortKind::Vxlan { .. } => "vxlan",
     }
 }
 

@@ -45,6 +45,8 @@ struct PortRt {
     offloads: Vec<String>,
     /// What the device counts itself (`None` for a failed port).
     device_stats: Option<Arc<weft_tap::PortStats>>,
+    /// What the device needs alive while the port exists (see [`crate::devices::Device`]).
+    keep: Option<crate::devices::Keepalive>,
 }
 
 /// A switch as the control plane tracks it beside its configuration.
@@ -63,6 +65,8 @@ pub struct Controller {
     switches: BTreeMap<String, SwitchRt>,
     pool: WorkerPool,
     state_path: PathBuf,
+    /// Directory of the vhost-user sockets that name no path.
+    vhost_dir: PathBuf,
     captures: capture::Captures,
 }
 
@@ -96,12 +100,21 @@ fn no_port(switch: &str, name: &str) -> ControlError {
 }
 
 impl Controller {
+    /// What opening a port on `switch` needs.
+    fn open_ctx<'a>(&'a self, switch: &'a str) -> crate::devices::OpenContext<'a> {
+        crate::devices::OpenContext {
+            switch,
+            vhost_dir: &self.vhost_dir,
+        }
+    }
+
     /// Starts the workers and builds `state` on them. Ports whose device cannot be opened
     /// are kept, marked failed, and returned. With `save`, the state is written to the
     /// state file once built (a first start).
     pub fn start(
         pool: WorkerPool,
         state_path: PathBuf,
+        vhost_dir: PathBuf,
         mut state: State,
         save: bool,
     ) -> Result<(Controller, Vec<PortFailure>), ControlError> {
@@ -115,11 +128,12 @@ impl Controller {
             switches: BTreeMap::new(),
             pool,
             state_path,
+            vhost_dir,
             captures: capture::Captures::default(),
         };
         let mut failures = Vec::new();
         for switch in state.switches {
-            let devices = build::open_or_fail(&switch, &mut failures);
+            let devices = build::open_or_fail(&controller.vhost_dir, &switch, &mut failures);
             let worker = controller.next_worker();
             controller.install(
                 &switch,

@@ -23,8 +23,14 @@ pub(super) fn rule_uses_port(rule: &RuleSpec, port: &str) -> bool {
 
 /// A port's counters as the protocol shows them: the switch's, and the drops its device
 /// counted itself (as `port_<reason>`).
-fn counters_info(c: &PortCounters, device: Option<&PortStats>) -> PortCountersInfo {
-    snapshot_info(&c.snapshot(), device.map(|d| d.snapshot()).as_ref())
+fn counters_info(c: &PortCounters, rt: &PortRt) -> PortCountersInfo {
+    let device = rt.device_stats.as_deref().map(PortStats::snapshot);
+    let extra = rt
+        .keep
+        .as_ref()
+        .map(devices::device_drops)
+        .unwrap_or_default();
+    snapshot_info(&c.snapshot(), device.as_ref(), &extra)
 }
 
 /// The name a drop counted by the device (not the switch) is shown under.
@@ -36,6 +42,7 @@ pub(crate) fn device_drop_name(reason: PortDrop) -> String {
 pub(super) fn snapshot_info(
     snap: &weft_switch::PortCountersSnapshot,
     device: Option<&PortStatsSnapshot>,
+    extra: &[(String, u64)],
 ) -> PortCountersInfo {
     let device_drops = device.into_iter().flat_map(|d| {
         PortDrop::ALL
@@ -53,6 +60,7 @@ pub(super) fn snapshot_info(
             .filter(|(_, n)| *n > 0)
             .map(|(r, n)| (r.name().to_string(), *n))
             .chain(device_drops.filter(|(_, n)| *n > 0))
+            .chain(extra.iter().filter(|(_, n)| *n > 0).cloned())
             .collect(),
     }
 }
@@ -64,7 +72,14 @@ fn port_info(switch: &SwitchState, port: &PortState, rt: Option<&PortRt>) -> Por
         kind: port.kind.clone(),
         options: port.options.clone(),
         mtu: rt.map_or_else(|| devices::configured_mtu(&port.kind), |r| r.mtu),
-        offloads: rt.map(|r| r.offloads.clone()).unwrap_or_default(),
+        offloads: rt
+            .map(|r| {
+                r.keep
+                    .as_ref()
+                    .and_then(devices::live_offloads)
+                    .unwrap_or_else(|| r.offloads.clone())
+            })
+            .unwrap_or_default(),
         failed: rt.and_then(|r| r.failed.clone()),
     }
 }
@@ -100,12 +115,16 @@ impl Controller {
             Ok(())
         })?;
         let opts = translate::port_options(&port.options)?;
-        let device =
-            devices::open(&port.name, &port.kind).map_err(|e| port_open_error(&port.name, &e))?;
+        let ctx = self.open_ctx(switch);
+        devices::check(ctx, &port.name, &port.kind).map_err(ControlError::invalid)?;
+        self.vhost_socket_free(switch, &port)?;
+        let device = devices::open(ctx, &port.name, &port.kind)
+            .map_err(|e| port_open_error(&port.name, &e))?;
         self.commit_then(next, |c| {
             let worker = c.switch_rt(switch)?.worker;
             let (mtu, offloads) = (device.mtu, device.offloads.clone());
             let device_stats = device.stats.clone();
+            let keep = device.keep.clone();
             let port_name = port.name.clone();
             let (id, counters) = c
                 .pool
@@ -125,6 +144,7 @@ impl Controller {
                         mtu,
                         offloads,
                         device_stats,
+                        keep,
                     },
                 );
             }
@@ -132,6 +152,65 @@ impl Controller {
         })?;
         self.rebalance_or_log();
         Ok(Response::Done)
+    }
+
+    /// Refuses a vhost-user port whose socket another port listens on: opening it would take
+    /// the socket over, and deleting either port would remove it.
+    fn vhost_socket_free(&self, switch: &str, port: &PortState) -> Result<(), ControlError> {
+        let PortKind::VhostUser { socket, .. } = &port.kind else {
+            return Ok(());
+        };
+        let wanted =
+            devices::vhost_socket_path(self.open_ctx(switch), &port.name, socket.as_deref());
+        for s in &self.state.switches {
+            for p in &s.ports {
+                if let PortKind::VhostUser { socket, .. } = &p.kind {
+                    let path = devices::vhost_socket_path(
+                        self.open_ctx(&s.name),
+                        &p.name,
+                        socket.as_deref(),
+                    );
+                    if path == wanted {
+                        return Err(ControlError::exists(format!(
+                            "socket {} is port {}:{}'s",
+                            path.display(),
+                            s.name,
+                            p.name
+                        ))
+                        .with_hint("give the new port another socket path"));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses a configuration in which two vhost-user ports share a socket.
+    pub(super) fn vhost_sockets_distinct(
+        &self,
+        state: &weft_control::state::State,
+    ) -> Result<(), ControlError> {
+        let mut seen = std::collections::HashMap::new();
+        for s in &state.switches {
+            for p in &s.ports {
+                if let PortKind::VhostUser { socket, .. } = &p.kind {
+                    let path = devices::vhost_socket_path(
+                        self.open_ctx(&s.name),
+                        &p.name,
+                        socket.as_deref(),
+                    );
+                    let this = format!("{}:{}", s.name, p.name);
+                    if let Some(other) = seen.insert(path.clone(), this.clone()) {
+                        return Err(ControlError::invalid(format!(
+                            "ports {other} and {this} both name socket {}",
+                            path.display()
+                        ))
+                        .with_hint("give each vhost-user port its own socket"));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn port_del(&mut self, switch: &str, name: &str) -> Result<Response, ControlError> {
@@ -219,7 +298,7 @@ impl Controller {
         let rt = self.port_rt(switch, name)?;
         Ok(Response::Port {
             port: port_info(conf, port, Some(rt)),
-            counters: counters_info(&rt.counters, rt.device_stats.as_deref()),
+            counters: counters_info(&rt.counters, rt),
         })
     }
 }

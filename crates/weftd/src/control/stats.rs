@@ -48,6 +48,8 @@ pub struct PortSnapshot {
     pub counters: PortCountersSnapshot,
     /// What its device counted itself (`None` when it failed).
     pub device: Option<PortStatsSnapshot>,
+    /// Drops a vhost-user or VXLAN device counted itself (`port_<reason>`, every reason).
+    pub device_drops: Vec<(String, u64)>,
 }
 
 /// One worker's counters.
@@ -113,6 +115,11 @@ impl Controller {
                         up: prt.failed.is_none(),
                         counters: prt.counters.snapshot(),
                         device: prt.device_stats.as_ref().map(|d| d.snapshot()),
+                        device_drops: prt
+                            .keep
+                            .as_ref()
+                            .map(crate::devices::device_drops)
+                            .unwrap_or_default(),
                     })
                 })
                 .collect();
@@ -156,7 +163,7 @@ impl Controller {
                     .iter()
                     .map(|p| PortStats {
                         name: p.name.clone(),
-                        counters: snapshot_info(&p.counters, p.device.as_ref()),
+                        counters: snapshot_info(&p.counters, p.device.as_ref(), &p.device_drops),
                     })
                     .collect(),
             })

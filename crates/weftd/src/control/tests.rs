@@ -57,8 +57,14 @@ fn fixture_with(state: State, workers: usize) -> (Fixture, Vec<PortFailure>) {
         ..WorkersConfig::default()
     };
     let pool = WorkerPool::start(&config).unwrap();
-    let (c, failures) =
-        Controller::start(pool, dir.path().join("state.json"), state, true).unwrap();
+    let (c, failures) = Controller::start(
+        pool,
+        dir.path().join("state.json"),
+        dir.path().join("vhost"),
+        state,
+        true,
+    )
+    .unwrap();
     (
         Fixture {
             dir,
@@ -121,6 +127,7 @@ impl Fixture {
                         mtu: 1500,
                         offloads: Vec::new(),
                         stats: None,
+                        keep: None,
                     },
                     failed: None,
                 })
@@ -794,3 +801,5 @@ fn captures_end_with_their_port_and_their_session_and_are_bounded() {
         ErrorKind::Invalid
     );
 }
+
+mod port_kinds;

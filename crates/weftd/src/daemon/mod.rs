@@ -214,9 +214,14 @@ fn start(
 
     let pool =
         WorkerPool::start(&config.workers).map_err(|e| format!("cannot start the workers: {e}"))?;
-    let (controller, failures) =
-        Controller::start(pool, paths.state_file.clone(), state, first_start)
-            .map_err(|e| format!("cannot build the configuration: {}", e.message))?;
+    let (controller, failures) = Controller::start(
+        pool,
+        paths.state_file.clone(),
+        paths.vhost_dir.clone(),
+        state,
+        first_start,
+    )
+    .map_err(|e| format!("cannot build the configuration: {}", e.message))?;
     for f in &failures {
         tracing::warn!(switch = %f.switch, port = %f.port, reason = %f.reason, "port could not be recreated; it is kept, marked failed");
     }

@@ -130,6 +130,12 @@ pub fn encode(snap: &Snapshot, daemon: DaemonGauges) -> String {
                     p.device.as_ref().map_or(0, |d| d.drops(reason)),
                 );
             }
+            for (reason, n) in &p.device_drops {
+                f.sample(
+                    &[("switch", &s.name), ("port", &p.name), ("reason", reason)],
+                    *n,
+                );
+            }
         }
     }
     let mut f = Family::new(

@@ -23,6 +23,7 @@ fn snapshot() -> Snapshot {
                     drops: [0, 0, 0, 0, 7],
                     ..weft_tap::PortStatsSnapshot::default()
                 }),
+                device_drops: vec![("port_vxlan_unknown_vni".into(), 2)],
             }],
         }],
         workers: vec![WorkerSnapshot {
@@ -117,6 +118,10 @@ fn the_exposition_is_valid_text_format_with_escaped_labels() {
         "the device's own drops share the family"
     );
     assert!(text.contains("reason=\"port_bad_vnet_header\"} 0\n"));
+    assert!(
+        text.contains("reason=\"port_vxlan_unknown_vni\"} 2\n"),
+        "vhost-user and VXLAN drops share the family too"
+    );
     assert!(
         text.contains("reason=\"malformed\"} 0\n"),
         "zero drops are exported too"

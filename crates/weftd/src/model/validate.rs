@@ -75,16 +75,7 @@ pub fn port_kind(port_name: &str, kind: &PortKind) -> Result<(), ControlError> {
                 })?,
             }
             if let Some(ns) = netns {
-                if ns.is_empty()
-                    || ns.len() > 255
-                    || ns == "."
-                    || ns == ".."
-                    || ns.contains(|c: char| c == '/' || c.is_control())
-                {
-                    return Err(ControlError::invalid(format!(
-                        "invalid netns {ns:?}: give the name of a namespace under /run/netns"
-                    )));
-                }
+                netns_name(ns)?;
             }
             if !(1..=16).contains(queues) {
                 return Err(ControlError::invalid(format!(
@@ -100,14 +91,96 @@ pub fn port_kind(port_name: &str, kind: &PortKind) -> Result<(), ControlError> {
                      opens multiqueue TAPs for embedders)",
                 ));
             }
-            if !(68..=65535).contains(mtu) {
+            mtu_in_range(*mtu)
+        }
+        PortKind::AfPacket { ifname: name } => ifname(name),
+        PortKind::VhostUser { socket, mtu } => {
+            if let Some(path) = socket {
+                if path.is_empty() || path.contains('\0') || path.len() > 107 {
+                    return Err(ControlError::invalid(format!(
+                        "invalid socket {path:?}: give a path of 1 to 107 bytes (the limit of a \
+                         Unix socket path)"
+                    )));
+                }
+            }
+            mtu_in_range(*mtu)
+        }
+        PortKind::Vxlan {
+            local,
+            vni,
+            remotes,
+            netns,
+            learning: _,
+            port,
+        } => {
+            let local_ip = ip_address("local", local)?;
+            if *vni > 0x00ff_ffff {
                 return Err(ControlError::invalid(format!(
-                    "mtu {mtu} is out of range: use 68 to 65535"
+                    "vni {vni} is out of range: use 0 to 16777215 (24 bits)"
                 )));
+            }
+            if remotes.len() > weft_overlay::MAX_REMOTES {
+                return Err(ControlError::invalid(format!(
+                    "{} remotes: a VXLAN port has at most {}",
+                    remotes.len(),
+                    weft_overlay::MAX_REMOTES
+                ))
+                .with_hint("turn on learning instead of listing every endpoint"));
+            }
+            for r in remotes {
+                if ip_address("remote", r)?.is_ipv4() != local_ip.is_ipv4() {
+                    return Err(ControlError::invalid(format!(
+                        "remote {r} is not in the address family of local {local}: use \
+                         remotes of the same family"
+                    )));
+                }
+            }
+            if let Some(ns) = netns {
+                netns_name(ns)?;
+            }
+            if *port == Some(0) {
+                return Err(ControlError::invalid(
+                    "udp port 0 is out of range: use 1 to 65535 (4789 by default)",
+                ));
             }
             Ok(())
         }
-        PortKind::AfPacket { ifname: name } => ifname(name),
+    }
+}
+
+/// An MTU in range.
+fn mtu_in_range(mtu: u32) -> Result<(), ControlError> {
+    if (68..=65535).contains(&mtu) {
+        Ok(())
+    } else {
+        Err(ControlError::invalid(format!(
+            "mtu {mtu} is out of range: use 68 to 65535"
+        )))
+    }
+}
+
+/// An IP address in field `field`.
+fn ip_address(field: &str, text: &str) -> Result<std::net::IpAddr, ControlError> {
+    text.parse().map_err(|_| {
+        ControlError::invalid(format!(
+            "{field} {text:?} is not an IP address: give an IPv4 or IPv6 address such as 192.0.2.1"
+        ))
+    })
+}
+
+/// A network namespace name (under /run/netns).
+fn netns_name(ns: &str) -> Result<(), ControlError> {
+    if ns.is_empty()
+        || ns.len() > 255
+        || ns == "."
+        || ns == ".."
+        || ns.contains(|c: char| c == '/' || c.is_control())
+    {
+        Err(ControlError::invalid(format!(
+            "invalid netns {ns:?}: give the name of a namespace under /run/netns"
+        )))
+    } else {
+        Ok(())
     }
 }
 

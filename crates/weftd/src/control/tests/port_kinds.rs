@@ -1,0 +1,224 @@
+//! vhost-user and VXLAN ports through the control plane: created, listed with their kind,
+//! recreated from the state file, gone with `port_del`; bad settings refused as `invalid`.
+
+use std::os::unix::fs::FileTypeExt;
+
+use super::*;
+
+fn vhost(socket: Option<String>) -> PortKind {
+    PortKind::VhostUser { socket, mtu: 1500 }
+}
+
+fn vxlan(local: &str, vni: u32, port: u16) -> PortKind {
+    PortKind::Vxlan {
+        local: local.into(),
+        vni,
+        remotes: vec!["127.0.0.2".into()],
+        netns: None,
+        learning: false,
+        port: Some(port),
+    }
+}
+
+fn add(f: &mut Fixture, name: &str, kind: PortKind) -> Result<Response, ControlError> {
+    f.req(Request::PortAdd {
+        switch: "br0".into(),
+        name: name.into(),
+        kind,
+        options: PortSettings::default(),
+    })
+}
+
+fn is_socket(path: &std::path::Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket())
+}
+
+#[test]
+fn a_vhost_user_port_listens_on_its_default_socket_until_deleted() {
+    let mut f = fixture(vec![switch("br0", &[])]);
+    std::fs::create_dir(f.dir.path().join("vhost")).unwrap();
+    add(&mut f, "vm1", vhost(None)).unwrap();
+    let path = f.dir.path().join("vhost/br0-vm1.sock");
+    assert!(is_socket(&path), "no socket at {}", path.display());
+
+    let Response::Ports { ports } = f.ok(Request::PortList { switch: None }) else {
+        panic!("not a port list")
+    };
+    assert_eq!(ports.len(), 1);
+    assert!(matches!(ports[0].kind, PortKind::VhostUser { .. }));
+    assert!(
+        ports[0].offloads.iter().any(|o| o == "disconnected"),
+        "{:?}",
+        ports[0].offloads
+    );
+    let Response::Port { counters, .. } = f.ok(Request::PortShow {
+        switch: "br0".into(),
+        name: "vm1".into(),
+    }) else {
+        panic!("not a port")
+    };
+    assert!(counters.drops.is_empty(), "{:?}", counters.drops);
+
+    f.ok(Request::PortDel {
+        switch: "br0".into(),
+        name: "vm1".into(),
+    });
+    assert!(!path.exists(), "the socket outlived its port");
+}
+
+#[test]
+fn a_vhost_user_socket_of_another_port_is_refused() {
+    let mut f = fixture(vec![switch("br0", &[])]);
+    let socket = f.dir.path().join("vm.sock").to_string_lossy().into_owned();
+    add(&mut f, "vm1", vhost(Some(socket.clone()))).unwrap();
+    let e = add(&mut f, "vm2", vhost(Some(socket))).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::AlreadyExists, "{}", e.message);
+    assert!(e.message.contains("br0:vm1"), "{}", e.message);
+    std::fs::create_dir(f.dir.path().join("vhost")).unwrap();
+    let default_of_vm3 = f.dir.path().join("vhost/br0-vm3.sock");
+    add(
+        &mut f,
+        "vm4",
+        vhost(Some(default_of_vm3.to_string_lossy().into())),
+    )
+    .unwrap();
+    let e = add(&mut f, "vm3", vhost(None)).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::AlreadyExists, "{}", e.message);
+}
+
+#[test]
+fn a_vhost_user_port_is_recreated_from_the_state_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("vm1.sock");
+    let mut s = switch("br0", &[]);
+    s.ports.push(PortState {
+        name: "vm1".into(),
+        kind: vhost(Some(socket.to_string_lossy().into_owned())),
+        options: PortSettings::default(),
+    });
+    let (f, failures) = fixture_with(
+        State {
+            version: 1,
+            switches: vec![s],
+        },
+        1,
+    );
+    assert!(failures.is_empty(), "{failures:?}");
+    assert!(is_socket(&socket));
+    drop(f);
+    assert!(!socket.exists(), "the socket outlived the daemon");
+}
+
+#[test]
+fn vhost_user_sockets_that_cannot_be_bound_are_invalid() {
+    let mut f = fixture(vec![switch("br0", &[])]);
+    // The default directory does not exist in this fixture.
+    let e = add(&mut f, "vm1", vhost(None)).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Invalid, "{}", e.message);
+    assert!(e.message.contains("directory"), "{}", e.message);
+    let missing = f.dir.path().join("absent/vm1.sock");
+    let e = add(&mut f, "vm1", vhost(Some(missing.to_string_lossy().into()))).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Invalid, "{}", e.message);
+    let long = format!("/tmp/{}.sock", "x".repeat(120));
+    let e = add(&mut f, "vm1", vhost(Some(long))).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Invalid, "{}", e.message);
+    assert!(e.message.contains("socket"), "{}", e.message);
+    let e = add(
+        &mut f,
+        "vm1",
+        PortKind::VhostUser {
+            socket: None,
+            mtu: 10,
+        },
+    )
+    .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Invalid);
+    assert!(e.message.contains("mtu"), "{}", e.message);
+}
+
+#[test]
+fn bad_vxlan_settings_are_invalid_and_name_the_field() {
+    let mut f = fixture(vec![switch("br0", &[])]);
+    let too_many = PortKind::Vxlan {
+        local: "10.0.0.1".into(),
+        vni: 1,
+        remotes: (0..=weft_overlay::MAX_REMOTES)
+            .map(|i| format!("10.1.{}.{}", i / 250, i % 250 + 1))
+            .collect(),
+        netns: None,
+        learning: false,
+        port: None,
+    };
+    let mixed = PortKind::Vxlan {
+        local: "10.0.0.1".into(),
+        vni: 1,
+        remotes: vec!["fd00::1".into()],
+        netns: None,
+        learning: false,
+        port: None,
+    };
+    for (kind, field) in [
+        (vxlan("not-an-ip", 1, 4789), "local"),
+        (vxlan("127.0.0.1", 1 << 24, 4789), "vni"),
+        (vxlan("127.0.0.1", 1, 0), "udp port"),
+        (too_many, "remotes"),
+        (mixed, "remote"),
+    ] {
+        let e = add(&mut f, "vx", kind).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Invalid, "{}", e.message);
+        assert!(e.message.contains(field), "{field}: {}", e.message);
+    }
+    assert!(f.saved().switches[0].ports.is_empty());
+}
+
+#[test]
+fn a_vxlan_port_opens_and_is_listed_with_its_kind() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIP: a VXLAN port's raw socket needs root");
+        return;
+    }
+    let mut f = fixture(vec![switch("br0", &[])]);
+    // A port of our own, away from 4789 and from other tests.
+    let udp = 40_000 + u16::try_from(std::process::id() % 20_000).unwrap();
+    add(&mut f, "vx", vxlan("127.0.0.1", 42, udp)).unwrap();
+    let Response::Port { port, .. } = f.ok(Request::PortShow {
+        switch: "br0".into(),
+        name: "vx".into(),
+    }) else {
+        panic!("not a port")
+    };
+    assert!(port.failed.is_none(), "{:?}", port.failed);
+    assert!(
+        matches!(port.kind, PortKind::Vxlan { vni: 42, .. }),
+        "{:?}",
+        port.kind
+    );
+    f.ok(Request::PortDel {
+        switch: "br0".into(),
+        name: "vx".into(),
+    });
+}
+
+#[test]
+fn config_apply_refuses_two_vhost_user_ports_on_one_socket() {
+    let mut f = fixture(vec![switch("br0", &[])]);
+    let socket = f.dir.path().join("vm.sock").to_string_lossy().into_owned();
+    let mut s = switch("br0", &[]);
+    for name in ["vm1", "vm2"] {
+        s.ports.push(PortState {
+            name: name.into(),
+            kind: vhost(Some(socket.clone())),
+            options: PortSettings::default(),
+        });
+    }
+    let e = f.err(Request::ConfigApply {
+        state: State {
+            version: 1,
+            switches: vec![s],
+        },
+        dry_run: false,
+    });
+    assert_eq!(e.kind, ErrorKind::Invalid, "{}", e.message);
+    assert!(e.message.contains("br0:vm2"), "{}", e.message);
+    assert!(f.saved().switches[0].ports.is_empty());
+}

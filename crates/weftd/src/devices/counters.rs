@@ -1,0 +1,91 @@
+//! What vhost-user and VXLAN devices count and report themselves, read through the
+//! [`Keepalive`] a port holds: drops (shown as `port_<reason>` beside weft-tap's) and a
+//! vhost-user port's connection state and negotiated offloads.
+
+use std::sync::Mutex;
+
+use weft_overlay::{DecapDrop, OverlayStats};
+use weft_vhost::{FrameDrop, QueueFault, VhostUserPort};
+
+use super::Keepalive;
+
+/// The name a VXLAN decapsulation drop is shown under (without the `port_` prefix).
+fn decap_drop_name(reason: DecapDrop) -> &'static str {
+    match reason {
+        DecapDrop::Truncated => "vxlan_truncated",
+        DecapDrop::BadFlags => "vxlan_bad_flags",
+        DecapDrop::ReservedBits => "vxlan_reserved_bits",
+        DecapDrop::UnknownVni => "vxlan_unknown_vni",
+        DecapDrop::UnknownRemote => "vxlan_unknown_remote",
+        DecapDrop::InnerTooShort => "vxlan_inner_too_short",
+        DecapDrop::InnerTooBig => "vxlan_inner_too_big",
+        DecapDrop::InnerBadSource => "vxlan_inner_bad_source",
+    }
+}
+
+/// Drops a vhost-user or VXLAN device counted itself, every reason (zeros included), as
+/// (`port_<reason>`, count). Empty for other devices.
+pub fn device_drops(keep: &Keepalive) -> Vec<(String, u64)> {
+    if let Some(stats) = keep.downcast_ref::<OverlayStats>() {
+        let s = stats.snapshot();
+        let mut out: Vec<(String, u64)> = DecapDrop::ALL
+            .into_iter()
+            .map(|r| (format!("port_{}", decap_drop_name(r)), s.drops(r)))
+            .collect();
+        out.push(("port_vxlan_rx_errors".into(), s.rx_errors));
+        out.push(("port_vxlan_tx_errors".into(), s.tx_errors));
+        out.push(("port_vxlan_no_remote".into(), s.tx_no_remote));
+        return out;
+    }
+    if let Some(port) = keep.downcast_ref::<Mutex<VhostUserPort>>() {
+        let Ok(port) = port.lock() else {
+            return Vec::new();
+        };
+        let s = port.stats();
+        let mut out: Vec<(String, u64)> = (0..s.from_guest.drops.len())
+            .map(|i| {
+                let n = s.from_guest.drops.get(i).copied().unwrap_or(0)
+                    + s.to_guest.drops.get(i).copied().unwrap_or(0);
+                (format!("port_vhost_{}", FrameDrop::counter_name(i)), n)
+            })
+            .collect();
+        let faults: u64 = QueueFault::ALL
+            .into_iter()
+            .map(|f| s.from_guest.faulted(f) + s.to_guest.faulted(f))
+            .sum();
+        out.push(("port_vhost_queue_faults".into(), faults));
+        return out;
+    }
+    Vec::new()
+}
+
+/// A vhost-user port's offloads as negotiated now, then its state (`connected` or
+/// `disconnected`, and `running` once the frontend started its rings); `None` for other
+/// devices.
+pub fn live_offloads(keep: &Keepalive) -> Option<Vec<String>> {
+    let port = keep.downcast_ref::<Mutex<VhostUserPort>>()?;
+    let port = port.lock().ok()?;
+    let caps = port.caps();
+    let mut names = Vec::new();
+    if caps.partial_csum {
+        names.push("csum");
+    }
+    if caps.tso4 {
+        names.push("tso4");
+    }
+    if caps.tso6 {
+        names.push("tso6");
+    }
+    if caps.uso {
+        names.push("uso");
+    }
+    names.push(if port.is_connected() {
+        "connected"
+    } else {
+        "disconnected"
+    });
+    if port.is_running() {
+        names.push("running");
+    }
+    Some(names.into_iter().map(String::from).collect())
+}
