@@ -61,6 +61,9 @@ pub struct VhostUserPort {
     current: Arc<Mutex<Option<UnixStream>>>,
     thread: Option<JoinHandle<()>>,
     halves_taken: bool,
+    /// Device and inode of the socket file this port bound: on drop it removes the file only
+    /// if it is still that one (another port may have taken the path over since).
+    socket_id: Option<(u64, u64)>,
 }
 
 impl std::fmt::Debug for VhostUserPort {
@@ -92,6 +95,7 @@ impl VhostUserPort {
             }
         }
         let listener = UnixListener::bind(&path).map_err(VhostError::io("binding the socket"))?;
+        let socket_id = file_id(&path);
         listener
             .set_nonblocking(true)
             .map_err(VhostError::io("configuring the socket"))?;
@@ -113,6 +117,7 @@ impl VhostUserPort {
             current,
             thread: Some(thread),
             halves_taken: false,
+            socket_id,
         })
     }
 
@@ -204,8 +209,18 @@ impl Drop for VhostUserPort {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        let _ = std::fs::remove_file(&self.path);
+        if self.socket_id.is_some() && file_id(&self.path) == self.socket_id {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
+}
+
+/// Device and inode of the file at `path`.
+fn file_id(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

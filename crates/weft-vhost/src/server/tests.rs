@@ -227,6 +227,22 @@ fn dropping_the_port_disconnects_the_frontend_and_removes_the_socket() {
 }
 
 #[test]
+fn a_port_replaced_on_its_path_leaves_the_new_socket_in_place() {
+    // A reconfiguration opens the new port before dropping the old one on the same path:
+    // the old one must not delete the socket the new one now listens on.
+    let path = socket_path("replace");
+    let old = VhostUserPort::listen(&path, VhostPortConfig::default()).unwrap();
+    let new = VhostUserPort::listen(&path, VhostPortConfig::default()).unwrap();
+    drop(old);
+    assert!(path.exists(), "the new port's socket survives the old port");
+    let mut guest = Guest::connect(&path);
+    guest.start();
+    assert!(new.wait_running(Duration::from_secs(5)));
+    drop(new);
+    assert!(!path.exists());
+}
+
+#[test]
 fn a_stale_socket_is_replaced_but_another_file_is_not() {
     let path = socket_path("stale");
     drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
