@@ -9,13 +9,13 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{code, stderr, stdout, weft_cmd};
 use weft_control::Response;
+use weft_testlab::testpmd;
 
 /// The weftd binary of this workspace, built (or brought up to date) on first use.
 fn weftd_binary() -> PathBuf {
@@ -36,28 +36,7 @@ fn skip_reason() -> Option<String> {
     if !nix::unistd::geteuid().is_root() {
         return Some("not root".into());
     }
-    let found = Command::new("dpdk-testpmd")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    if !found {
-        return Some("dpdk-testpmd not found (scripts/install-test-deps)".into());
-    }
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let free = meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("HugePages_Free:"))
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(0);
-    let mounted = std::fs::read_to_string("/proc/mounts")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.contains(" /dev/hugepages hugetlbfs"));
-    (free < 128 || !mounted).then(|| {
-        format!("need 128 free 2 MB hugepages at /dev/hugepages (free {free}, mounted {mounted})")
-    })
+    testpmd::missing()
 }
 
 /// A weftd in a temporary directory; killed when dropped.
@@ -132,33 +111,6 @@ impl Drop for Weftd {
     }
 }
 
-fn testpmd(prefix: &str, a: &Path, b: &Path) -> Child {
-    let vdev = |i: u32, path: &Path| {
-        format!(
-            "--vdev=net_virtio_user{i},path={},server=0,queue_size=256",
-            path.display()
-        )
-    };
-    Command::new("dpdk-testpmd")
-        .args([
-            "-l",
-            "0,1",
-            "--main-lcore",
-            "0",
-            "--no-pci",
-            "--single-file-segments",
-        ])
-        .args(["-m", "256", "--file-prefix", prefix])
-        .arg(vdev(0, a))
-        .arg(vdev(1, b))
-        .args(["--", "-i", "--nb-cores=1", "--forward-mode=io"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start dpdk-testpmd")
-}
-
 /// `port show`'s answer for `br0:PORT`: its offloads and its received and sent frames.
 fn port_show(weftd: &Weftd, port: &str) -> (Vec<String>, u64, u64) {
     match weftd.json(&["port", "show", &format!("br0:{port}")]) {
@@ -185,7 +137,7 @@ fn testpmd_traffic_through_vhost_user_ports_added_with_weft_is_counted() {
     let (offloads, _, _) = port_show(&weftd, "a");
     assert!(offloads.iter().any(|o| o == "disconnected"), "{offloads:?}");
 
-    let mut pmd = testpmd(
+    let mut pmd = testpmd::spawn(
         &format!("weft-cli-e2e-{}", std::process::id()),
         &sock_a,
         &sock_b,
@@ -196,26 +148,7 @@ fn testpmd_traffic_through_vhost_user_ports_added_with_weft_is_counted() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let started = running("a") && running("b");
-    let mut stdin = pmd.stdin.take().unwrap();
-    if started {
-        stdin.write_all(b"start tx_first 32\n").unwrap();
-        stdin.flush().unwrap();
-        std::thread::sleep(Duration::from_secs(3));
-        stdin.write_all(b"stop\n").unwrap();
-    }
-    stdin.write_all(b"quit\n").unwrap();
-    drop(stdin);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while pmd.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = pmd.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let mut out = String::new();
-    let _ = pmd.stdout.take().unwrap().read_to_string(&mut out);
-    let _ = pmd.wait();
+    let (out, _) = testpmd::run_and_quit(&mut pmd, started);
     assert!(
         started,
         "testpmd never started both rings\n{out}\n{}",

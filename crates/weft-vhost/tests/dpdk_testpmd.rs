@@ -7,41 +7,18 @@
 //! Needs `dpdk-testpmd` (Debian `dpdk-dev`) and free 2 MB hugepages mounted at
 //! /dev/hugepages; `scripts/install-test-deps` (as root) provides both.
 
-use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use weft_runtime::{spawn_worker, WorkerConfig};
 use weft_switch::{PortOptions, SwitchConfig};
+use weft_testlab::testpmd;
 use weft_vhost::{VhostPortConfig, VhostUserPort};
 
 fn require_testpmd() {
-    let found = Command::new("dpdk-testpmd")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    assert!(
-        found,
-        "dpdk-testpmd not found: run scripts/install-test-deps as root (Debian package dpdk-dev)"
-    );
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let free = meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("HugePages_Free:"))
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(0);
-    let mounted = std::fs::read_to_string("/proc/mounts")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.contains(" /dev/hugepages hugetlbfs"));
-    assert!(
-        free >= 128 && mounted,
-        "need 128 free 2 MB hugepages mounted at /dev/hugepages (have {free}, mounted: \
-         {mounted}): run scripts/install-test-deps as root"
-    );
+    if let Some(reason) = testpmd::missing() {
+        panic!("{reason}: run scripts/install-test-deps as root");
+    }
 }
 
 /// The RX-packets of testpmd's per-port forward statistics, in port order.
@@ -91,67 +68,15 @@ fn testpmd_virtio_user_ports_exchange_traffic_through_a_weft_switch() {
         })
         .unwrap();
 
-    let vdev = |i: u32, path: PathBuf| {
-        format!(
-            "--vdev=net_virtio_user{i},path={},server=0,queue_size=256",
-            path.display()
-        )
-    };
-    let mut testpmd = Command::new("dpdk-testpmd")
-        .args([
-            "-l",
-            "0,1",
-            "--main-lcore",
-            "0",
-            "--no-pci",
-            "--single-file-segments",
-        ])
-        .args(["-m", "256", "--file-prefix"])
-        .arg(format!("weft-e2e-{}", std::process::id()))
-        .arg(vdev(0, sock("a")))
-        .arg(vdev(1, sock("b")))
-        .args(["--", "-i", "--nb-cores=1", "--forward-mode=io"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start dpdk-testpmd");
+    let mut testpmd = testpmd::spawn(
+        &format!("weft-e2e-{}", std::process::id()),
+        &sock("a"),
+        &sock("b"),
+    );
 
     let running = port_a.wait_running(Duration::from_secs(60))
         && port_b.wait_running(Duration::from_secs(60));
-    let mut stdin = testpmd.stdin.take().unwrap();
-    if running {
-        stdin.write_all(b"start tx_first 32\n").unwrap();
-        stdin.flush().unwrap();
-        std::thread::sleep(Duration::from_secs(3));
-        stdin.write_all(b"stop\n").unwrap();
-    }
-    stdin.write_all(b"quit\n").unwrap();
-    drop(stdin);
-
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while testpmd.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = testpmd.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let mut out = String::new();
-    testpmd
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    let mut err = String::new();
-    testpmd
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    let _ = testpmd.wait();
+    let (out, err) = testpmd::run_and_quit(&mut testpmd, running);
     assert!(running, "testpmd never started both rings\n{out}\n{err}");
 
     let rx = rx_packets(&out);
