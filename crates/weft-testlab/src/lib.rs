@@ -5,6 +5,7 @@
 //! helper panics with a clear message when the environment is not what the test needs.
 #![allow(missing_docs, unreachable_pub, clippy::missing_panics_doc)]
 
+pub mod blast;
 pub mod lab;
 pub mod runner;
 pub mod testpmd;
