@@ -29,6 +29,8 @@ pub struct VxlanConfig {
     pub max_static: usize,
     /// Most learned FDB entries.
     pub max_learned: usize,
+    /// How long a learned entry lives without being seen again.
+    pub remote_ageing: std::time::Duration,
     /// Drop datagrams with reserved VXLAN bits set (RFC 7348 says ignore them).
     pub strict_reserved: bool,
     /// Outer TTL / hop limit (None: the kernel's default).
@@ -64,6 +66,7 @@ impl VxlanConfig {
             learning: false,
             max_static: 4096,
             max_learned: 4096,
+            remote_ageing: crate::remote_fdb::DEFAULT_AGEING,
             strict_reserved: false,
             ttl: None,
             dscp: 0,
@@ -115,6 +118,9 @@ impl VxlanConfig {
                 "MTU {} out of range",
                 self.mtu
             )));
+        }
+        if self.remote_ageing.is_zero() {
+            return Err(OverlayError::Config("remote ageing time 0".into()));
         }
         if self.static_fdb.len() > self.max_static {
             return Err(OverlayError::FdbFull(self.max_static));

@@ -6,7 +6,8 @@
 //!   [`VxlanTx`] pair for `Switch::add_port`, plus its [`OverlayStats`].
 //! - [`decap`]: the checks every received datagram passes ([`DecapDrop`] names each drop).
 //! - [`encap`]: the UDP + VXLAN header and the flow hash that picks the UDP source port.
-//! - [`remote_fdb`]: MAC → remote endpoint, bounded.
+//! - [`remote_fdb`]: MAC → remote endpoint, bounded, learned entries aged; a running port's
+//!   table is reached through its [`RemoteFdbHandle`].
 //!
 //! Every `unsafe` block (socket options, `setns`, `sendmmsg`, `recvmmsg`) lives in `sys` and
 //! `netns`, each with a `// SAFETY:` comment.
@@ -16,6 +17,7 @@ pub mod config;
 pub mod decap;
 pub mod encap;
 pub mod error;
+mod fdb_handle;
 #[doc(hidden)]
 pub mod fuzz_entry;
 pub mod netns;
@@ -31,6 +33,7 @@ mod tests;
 pub use config::VxlanConfig;
 pub use decap::{decapsulate, DecapRules};
 pub use error::OverlayError;
+pub use fdb_handle::RemoteFdbHandle;
 pub use port::{VxlanPort, VxlanRx};
 pub use remote_fdb::{RemoteEntry, RemoteFdb};
 pub use stats::{DecapDrop, OverlayStats, OverlayStatsSnapshot};

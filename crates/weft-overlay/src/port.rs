@@ -15,6 +15,7 @@ use weft_switch::{FrameHandle, PortCaps, PortRx, RxBatch, RxDesc};
 use crate::config::VxlanConfig;
 use crate::decap::{decapsulate, remote_allowed, DecapRules};
 use crate::error::OverlayError;
+use crate::fdb_handle::RemoteFdbHandle;
 use crate::remote_fdb::{LearnOutcome, RemoteFdb};
 use crate::stats::{DecapDrop, OverlayStats};
 use crate::sys::{self, RawAddr};
@@ -23,6 +24,7 @@ use crate::{netns, MAX_REMOTES};
 
 /// An opened VXLAN port, before it is split into halves.
 pub struct VxlanPort {
+    fdb: Arc<Mutex<RemoteFdb>>,
     rx: VxlanRx,
     tx: VxlanTx,
     stats: Arc<OverlayStats>,
@@ -40,6 +42,7 @@ impl VxlanPort {
             )));
         }
         let mut fdb = RemoteFdb::new(config.max_static, config.max_learned);
+        fdb.set_ageing(config.remote_ageing);
         for (mac, ip) in &config.static_fdb {
             fdb.insert_static(*mac, *ip)?;
         }
@@ -76,13 +79,18 @@ impl VxlanPort {
             },
             batch,
         };
-        let tx = VxlanTx::new(raw, config, caps, fdb, Arc::clone(&stats));
-        Ok(VxlanPort { rx, tx, stats })
+        let tx = VxlanTx::new(raw, config, caps, Arc::clone(&fdb), Arc::clone(&stats));
+        Ok(VxlanPort { fdb, rx, tx, stats })
     }
 
     /// The halves and the counters.
     pub fn split(self) -> (VxlanRx, VxlanTx, Arc<OverlayStats>) {
         (self.rx, self.tx, self.stats)
+    }
+
+    /// A handle on the port's remote FDB, for changing static entries while it runs.
+    pub fn remote_fdb(&self) -> RemoteFdbHandle {
+        RemoteFdbHandle::new(Arc::clone(&self.fdb))
     }
 
     /// The local endpoint the receive socket is bound to (its port resolved).
@@ -183,6 +191,9 @@ impl PortRx for VxlanRx {
         let first = self.slots_used;
         let got = self.receive_into(batch.room());
         let mut fdb = self.learning.then(|| lock(&self.fdb));
+        if let Some(fdb) = fdb.as_mut() {
+            fdb.tick(std::time::Instant::now());
+        }
         let mut accepted = 0;
         for i in 0..got {
             let msg = &self.scratch.msgs[i];

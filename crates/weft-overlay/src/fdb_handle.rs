@@ -1,0 +1,46 @@
+//! [`RemoteFdbHandle`]: the control plane's way into a running port's remote FDB, so static
+//! entries change without reopening the port (the halves keep running; the next burst sees
+//! the change).
+
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use weft_packet::MacAddr;
+
+use crate::error::OverlayError;
+use crate::port::lock;
+use crate::remote_fdb::{RemoteEntry, RemoteFdb};
+
+/// A shared reference to one port's remote FDB. Each call takes the table's lock briefly
+/// (the data path takes it once per burst).
+#[derive(Debug, Clone)]
+pub struct RemoteFdbHandle(Arc<Mutex<RemoteFdb>>);
+
+impl RemoteFdbHandle {
+    pub(crate) fn new(fdb: Arc<Mutex<RemoteFdb>>) -> RemoteFdbHandle {
+        RemoteFdbHandle(fdb)
+    }
+
+    /// Adds or replaces a static entry.
+    pub fn insert_static(&self, mac: MacAddr, endpoint: IpAddr) -> Result<(), OverlayError> {
+        lock(&self.0).insert_static(mac, endpoint)
+    }
+
+    /// Removes the entry for `mac`, static or learned; true when there was one.
+    pub fn remove(&self, mac: MacAddr) -> bool {
+        lock(&self.0).remove(mac)
+    }
+
+    /// Where `mac` lives, when known.
+    pub fn lookup(&self, mac: MacAddr) -> Option<RemoteEntry> {
+        lock(&self.0).lookup(mac)
+    }
+
+    /// Every entry, sorted by MAC, with the time since a learned one was last seen.
+    pub fn entries(&self) -> Vec<(MacAddr, RemoteEntry, Option<Duration>)> {
+        let mut all: Vec<_> = lock(&self.0).entries().collect();
+        all.sort_by_key(|(mac, _, _)| *mac);
+        all
+    }
+}
