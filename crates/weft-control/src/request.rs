@@ -131,6 +131,33 @@ pub enum Request {
         #[serde(default)]
         dynamic_only: bool,
     },
+    /// Adds (or moves) a static remote FDB entry of a VXLAN port, while it runs.
+    RemoteMacAdd {
+        /// Switch.
+        switch: String,
+        /// The VXLAN port.
+        port: String,
+        /// MAC address (unicast).
+        mac: String,
+        /// The remote endpoint.
+        remote: String,
+    },
+    /// Removes a remote FDB entry (static or learned) of a VXLAN port.
+    RemoteMacDel {
+        /// Switch.
+        switch: String,
+        /// The VXLAN port.
+        port: String,
+        /// MAC address.
+        mac: String,
+    },
+    /// The remote FDB of a VXLAN port: static and learned entries.
+    RemoteMacShow {
+        /// Switch.
+        switch: String,
+        /// The VXLAN port.
+        port: String,
+    },
     /// Adds a flow rule.
     RuleAdd {
         /// Switch.

@@ -43,6 +43,11 @@ pub enum Response {
         /// The entries.
         entries: Vec<FdbEntry>,
     },
+    /// A VXLAN port's remote FDB.
+    RemoteMacs {
+        /// The entries, by MAC.
+        entries: Vec<RemoteMacEntry>,
+    },
     /// A rule was added.
     RuleAdded {
         /// Its id.
@@ -201,6 +206,21 @@ pub struct FdbEntry {
     pub mac: String,
     /// Port name.
     pub port: String,
+    /// Configured, not learned.
+    pub is_static: bool,
+    /// Seconds since last seen (learned entries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub age_secs: Option<u64>,
+}
+
+/// A remote FDB entry: which remote endpoint a MAC lives behind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemoteMacEntry {
+    /// MAC address.
+    pub mac: String,
+    /// The remote endpoint.
+    pub remote: String,
     /// Configured, not learned.
     pub is_static: bool,
     /// Seconds since last seen (learned entries).

@@ -140,7 +140,21 @@ pub enum PortKind {
         /// UDP port (4789 by default).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         port: Option<u16>,
+        /// Static remote FDB entries: frames to these MACs go to one remote only.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        remote_macs: Vec<RemoteMac>,
     },
+}
+
+/// A static remote FDB entry of a VXLAN port.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemoteMac {
+    /// MAC address (unicast), `xx:xx:xx:xx:xx:xx`.
+    pub mac: String,
+    /// The remote endpoint it lives behind: one of the port's remotes (or any address of
+    /// the underlay's family when the port learns).
+    pub remote: String,
 }
 
 fn one() -> u16 {

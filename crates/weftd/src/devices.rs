@@ -42,6 +42,14 @@ pub struct Device {
     pub keep: Option<Keepalive>,
 }
 
+/// What a VXLAN port's control plane holds: its counters and its remote FDB.
+pub struct VxlanDevice {
+    /// The port's own counters (decapsulation drops by reason).
+    pub stats: Arc<weft_overlay::OverlayStats>,
+    /// The running port's remote FDB (static entries change in place).
+    pub fdb: weft_overlay::RemoteFdbHandle,
+}
+
 /// An owner a port's device needs alive while the port exists.
 pub type Keepalive = Arc<dyn Any + Send + Sync>;
 
@@ -102,6 +110,7 @@ fn vxlan_config(kind: &PortKind) -> Result<Option<VxlanConfig>, String> {
         netns,
         learning,
         port,
+        remote_macs,
     } = kind
     else {
         return Ok(None);
@@ -121,6 +130,17 @@ fn vxlan_config(kind: &PortKind) -> Result<Option<VxlanConfig>, String> {
         config = config.remote(ip);
     }
     config.learning = *learning;
+    for entry in remote_macs {
+        let mac = entry
+            .mac
+            .parse()
+            .map_err(|_| format!("remote MAC {:?} is not a MAC address", entry.mac))?;
+        let ip: IpAddr = entry
+            .remote
+            .parse()
+            .map_err(|_| format!("remote {:?} is not an IP address", entry.remote))?;
+        config = config.static_mac(mac, ip);
+    }
     if let Some(ns) = netns {
         config = config.netns(weft_tap::netns::named(ns));
     }
@@ -207,6 +227,7 @@ pub fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Device,
             let config = vxlan_config(kind)?.ok_or("not a VXLAN port")?;
             let mtu = u32::try_from(config.mtu).map_err(|_| "the MTU is out of range")?;
             let vxlan = VxlanPort::open(&config).map_err(|e| e.to_string())?;
+            let fdb = vxlan.remote_fdb();
             let (rx, tx, stats) = vxlan.split();
             Ok(Device {
                 rx: Some(Box::new(rx)),
@@ -214,7 +235,7 @@ pub fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Device,
                 mtu,
                 offloads: Vec::new(),
                 stats: None,
-                keep: Some(stats),
+                keep: Some(Arc::new(VxlanDevice { stats, fdb })),
             })
         }
     }
@@ -310,6 +331,10 @@ mod tests {
             netns: Some("under".into()),
             learning: true,
             port: Some(4790),
+            remote_macs: vec![weft_control::state::RemoteMac {
+                mac: "02:00:00:00:00:07".into(),
+                remote: "192.0.2.2".into(),
+            }],
         };
         let c = vxlan_config(&kind).unwrap().unwrap();
         assert_eq!(c.local, "192.0.2.1:4790".parse().unwrap());
@@ -317,6 +342,13 @@ mod tests {
         assert_eq!(c.vni.get(), 9);
         assert_eq!(c.remotes, ["192.0.2.2".parse::<IpAddr>().unwrap()]);
         assert!(c.learning);
+        assert_eq!(
+            c.static_fdb,
+            [(
+                "02:00:00:00:00:07".parse().unwrap(),
+                "192.0.2.2".parse::<IpAddr>().unwrap()
+            )]
+        );
         assert_eq!(c.netns, Some(PathBuf::from("/run/netns/under")));
     }
 

@@ -176,6 +176,7 @@ fn vhost_user_and_vxlan_port_kinds_round_trip() {
             netns: Some("under".into()),
             learning: true,
             port: Some(4790),
+            remote_macs: vec![a_remote_mac()],
         },
     ] {
         round_trip(Request::PortAdd {
@@ -219,6 +220,33 @@ fn new_port_kinds_take_their_defaults_and_snake_case_names() {
             netns: None,
             learning: false,
             port: None,
+            remote_macs: Vec::new(),
         }
     );
+}
+
+fn a_remote_mac() -> crate::state::RemoteMac {
+    crate::state::RemoteMac {
+        mac: "02:00:00:00:00:02".into(),
+        remote: "10.0.0.2".into(),
+    }
+}
+
+#[test]
+fn remote_mac_requests_round_trip() {
+    round_trip(Request::RemoteMacAdd {
+        switch: "br0".into(),
+        port: "vx".into(),
+        mac: "02:00:00:00:00:02".into(),
+        remote: "10.0.0.2".into(),
+    });
+    round_trip(Request::RemoteMacDel {
+        switch: "br0".into(),
+        port: "vx".into(),
+        mac: "02:00:00:00:00:02".into(),
+    });
+    round_trip(Request::RemoteMacShow {
+        switch: "br0".into(),
+        port: "vx".into(),
+    });
 }

@@ -19,6 +19,7 @@ mod diff;
 mod fdb;
 pub mod pool;
 mod ports;
+mod remote_macs;
 mod rules;
 pub mod stats;
 mod switches;
@@ -203,6 +204,16 @@ impl Controller {
                 vlan,
                 dynamic_only,
             } => self.fdb_flush(&switch, port.as_deref(), vlan, dynamic_only),
+            Request::RemoteMacAdd {
+                switch,
+                port,
+                mac,
+                remote,
+            } => self.remote_mac_add(&switch, &port, &mac, &remote),
+            Request::RemoteMacDel { switch, port, mac } => {
+                self.remote_mac_del(&switch, &port, &mac)
+            }
+            Request::RemoteMacShow { switch, port } => self.remote_mac_show(&switch, &port),
             Request::RuleAdd { switch, rule } => self.rule_add(&switch, rule),
             Request::RuleDel { switch, id } => self.rule_del(&switch, id),
             Request::RuleList { switch } => self.rule_list(&switch),

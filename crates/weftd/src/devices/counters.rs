@@ -4,7 +4,7 @@
 
 use std::sync::Mutex;
 
-use weft_overlay::{DecapDrop, OverlayStats};
+use weft_overlay::DecapDrop;
 use weft_vhost::{FrameDrop, QueueFault, VhostUserPort};
 
 use super::Keepalive;
@@ -26,8 +26,8 @@ fn decap_drop_name(reason: DecapDrop) -> &'static str {
 /// Drops a vhost-user or VXLAN device counted itself, every reason (zeros included), as
 /// (`port_<reason>`, count). Empty for other devices.
 pub fn device_drops(keep: &Keepalive) -> Vec<(String, u64)> {
-    if let Some(stats) = keep.downcast_ref::<OverlayStats>() {
-        let s = stats.snapshot();
+    if let Some(vxlan) = keep.downcast_ref::<super::VxlanDevice>() {
+        let s = vxlan.stats.snapshot();
         let mut out: Vec<(String, u64)> = DecapDrop::ALL
             .into_iter()
             .map(|r| (format!("port_{}", decap_drop_name(r)), s.drops(r)))

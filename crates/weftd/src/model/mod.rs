@@ -1,6 +1,7 @@
 //! The configuration as weftd keeps it: the protocol's [`State`](weft_control::state::State)
 //! checked ([`validate`]) and translated into the switch's types ([`translate`]).
 
+pub mod remote_macs;
 pub mod translate;
 pub mod validate;
 

@@ -110,8 +110,9 @@ pub fn port_kind(port_name: &str, kind: &PortKind) -> Result<(), ControlError> {
             vni,
             remotes,
             netns,
-            learning: _,
+            learning,
             port,
+            remote_macs,
         } => {
             let local_ip = ip_address("local", local)?;
             if *vni > 0x00ff_ffff {
@@ -143,7 +144,7 @@ pub fn port_kind(port_name: &str, kind: &PortKind) -> Result<(), ControlError> {
                     "udp port 0 is out of range: use 1 to 65535 (4789 by default)",
                 ));
             }
-            Ok(())
+            super::remote_macs::check(remote_macs, local_ip, remotes, *learning)
         }
     }
 }

@@ -141,6 +141,8 @@ fn changes_configuration(request: &weft_control::Request) -> bool {
         | R::FdbAdd { .. }
         | R::FdbDel { .. }
         | R::FdbFlush { .. }
+        | R::RemoteMacAdd { .. }
+        | R::RemoteMacDel { .. }
         | R::RuleAdd { .. }
         | R::RuleDel { .. } => true,
         R::ConfigApply { dry_run, .. } => !dry_run,
@@ -149,6 +151,7 @@ fn changes_configuration(request: &weft_control::Request) -> bool {
         | R::PortList { .. }
         | R::PortShow { .. }
         | R::FdbShow { .. }
+        | R::RemoteMacShow { .. }
         | R::RuleList { .. }
         | R::Stats { .. }
         | R::CaptureStart { .. }

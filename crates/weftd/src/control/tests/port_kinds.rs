@@ -17,6 +17,7 @@ fn vxlan(local: &str, vni: u32, port: u16) -> PortKind {
         netns: None,
         learning: false,
         port: Some(port),
+        remote_macs: Vec::new(),
     }
 }
 
@@ -148,6 +149,7 @@ fn bad_vxlan_settings_are_invalid_and_name_the_field() {
         netns: None,
         learning: false,
         port: None,
+        remote_macs: Vec::new(),
     };
     let mixed = PortKind::Vxlan {
         local: "10.0.0.1".into(),
@@ -156,6 +158,7 @@ fn bad_vxlan_settings_are_invalid_and_name_the_field() {
         netns: None,
         learning: false,
         port: None,
+        remote_macs: Vec::new(),
     };
     for (kind, field) in [
         (vxlan("not-an-ip", 1, 4789), "local"),
