@@ -150,6 +150,12 @@ pub enum Command {
     /// The flow table.
     #[command(subcommand)]
     Rule(RuleCmd),
+    /// Routes by source and destination MAC to a port (flow rules tagged as routes).
+    #[command(subcommand)]
+    Route(crate::cli_overlay::RouteCmd),
+    /// A VXLAN port's remote FDB: which remote endpoint a MAC lives behind.
+    #[command(subcommand, name = "remote-mac")]
+    RemoteMac(crate::cli_overlay::RemoteMacCmd),
     /// Counters per switch and per port (drops by reason), and worker load.
     #[command(after_help = "EXAMPLES:\n  weft stats\n  weft stats br0\n  weft --json stats br0")]
     Stats {
@@ -337,6 +343,7 @@ pub enum PortKindCmd {
     /// A VXLAN tunnel endpoint: one VNI over UDP, head-end replication to the remotes.
     #[command(after_help = "EXAMPLES:\n  \
         weft port add br0:vx vxlan --local 192.0.2.1 --vni 42 --remote 192.0.2.2 --remote 192.0.2.3\n  \
+        weft port add br0:vx vxlan --local 192.0.2.1 --vni 42 --remote 192.0.2.2 --remote-mac 52:54:00:00:00:02=192.0.2.2\n  \
         weft port add br0:vx vxlan --local fd00::1 --vni 7 --remote-learning --udp-port 8472 --netns under")]
     Vxlan {
         /// Local endpoint IP address (IPv4 or IPv6).
@@ -358,6 +365,10 @@ pub enum PortKindCmd {
         /// UDP port [default: 4789].
         #[arg(long, value_name = "N")]
         udp_port: Option<u16>,
+        /// A static remote FDB entry MAC=IP: frames to MAC go to that remote only (repeat
+        /// for several; change them later with `weft remote-mac`).
+        #[arg(long = "remote-mac", value_name = "MAC=IP", value_parser = crate::cli_overlay::parse_remote_mac)]
+        remote_macs: Vec<weft_control::state::RemoteMac>,
         /// Switch-side options.
         #[command(flatten)]
         options: PortOptionArgs,

@@ -10,6 +10,7 @@
 
 pub mod capture;
 pub mod cli;
+pub mod cli_overlay;
 pub mod client;
 pub mod commands;
 pub mod error;

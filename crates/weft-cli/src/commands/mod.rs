@@ -3,6 +3,8 @@
 
 mod config;
 mod port;
+mod remote_mac;
+pub mod route;
 mod rule;
 mod run;
 
@@ -33,6 +35,8 @@ pub enum Plan<'a> {
         /// What to change.
         changes: PortChanges,
     },
+    /// `weft route ...`: rules read, added or deleted as routes.
+    Route(&'a crate::cli_overlay::RouteCmd),
     /// `weft top`.
     Top(&'a TopArgs),
     /// `weft capture`.
@@ -86,6 +90,8 @@ pub fn plan(command: &Command) -> Result<Plan<'_>, CliError> {
         Command::Rule(RuleCmd::List { switch }) => call(Request::RuleList {
             switch: switch.clone(),
         }),
+        Command::Route(cmd) => Ok(Plan::Route(cmd)),
+        Command::RemoteMac(cmd) => call(remote_mac::request(cmd)),
         Command::Stats { switch } => call(Request::Stats {
             switch: switch.clone(),
         }),

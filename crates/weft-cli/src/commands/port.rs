@@ -50,6 +50,7 @@ pub fn port_add_request(target: &PortRef, kind: &PortKindCmd) -> Request {
             netns,
             remote_learning,
             udp_port,
+            remote_macs,
             options,
         } => (
             PortKind::Vxlan {
@@ -59,6 +60,7 @@ pub fn port_add_request(target: &PortRef, kind: &PortKindCmd) -> Request {
                 netns: netns.clone(),
                 learning: *remote_learning,
                 port: *udp_port,
+                remote_macs: remote_macs.clone(),
             },
             options,
         ),

@@ -49,6 +49,10 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<(), CliError> {
                 String::new()
             }
         }
+        Plan::Route(cmd) => {
+            let mut client = connect(&cli.global)?;
+            super::route::run(&mut client, cmd, json_output)?
+        }
         Plan::Top(args) => {
             let mut client = connect(&cli.global)?;
             let live = !json_output && io::stdout().is_terminal();

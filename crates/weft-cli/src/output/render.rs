@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 
 use weft_control::response::{
-    FdbEntry, PortCounters, PortInfo, RuleInfo, SwitchInfo, SwitchStats, WorkerStats,
+    FdbEntry, PortCounters, PortInfo, RemoteMacEntry, RuleInfo, SwitchInfo, SwitchStats,
+    WorkerStats,
 };
 use weft_control::state::{PortKind, VlanMode};
 use weft_control::{Request, Response};
@@ -23,6 +24,7 @@ pub fn human(request: &Request, response: &Response) -> String {
         Response::Ports { ports } => ports_table(ports),
         Response::Port { port, counters } => port_detail(port, counters),
         Response::Fdb { entries } => fdb_table(entries),
+        Response::RemoteMacs { entries } => remote_macs_table(entries),
         Response::RuleAdded { id } => format!("{id}\n"),
         Response::Rules { rules } => rules_table(rules),
         Response::Stats { switches, workers } => stats(switches, workers),
@@ -197,6 +199,7 @@ fn kind_detail(port: &PortInfo) -> String {
             netns,
             learning,
             port,
+            remote_macs,
         } => {
             let mut s = format!("vxlan, local {local}, vni {vni}");
             if let Some(p) = port {
@@ -209,6 +212,9 @@ fn kind_detail(port: &PortInfo) -> String {
                 s.push_str(&format!(", netns {ns}"));
             }
             s.push_str(if *learning { ", learning" } else { "" });
+            if !remote_macs.is_empty() {
+                s.push_str(&format!(", {} static remote MACs", remote_macs.len()));
+            }
             s
         }
     }
@@ -282,6 +288,23 @@ fn fdb_table(entries: &[FdbEntry]) -> String {
             e.vlan.to_string(),
             e.mac.clone(),
             e.port.clone(),
+            if e.is_static { "static" } else { "learned" }.into(),
+            e.age_secs.map_or("-".into(), |a| format!("{a}s")),
+        ]);
+    }
+    t.render()
+}
+
+fn remote_macs_table(entries: &[RemoteMacEntry]) -> String {
+    if entries.is_empty() {
+        return "no remote FDB entries\n".into();
+    }
+    use Align::{Left as L, Right as R};
+    let mut t = Table::new(&[("MAC", L), ("REMOTE", L), ("TYPE", L), ("AGE", R)]);
+    for e in entries {
+        t.row([
+            e.mac.clone(),
+            e.remote.clone(),
             if e.is_static { "static" } else { "learned" }.into(),
             e.age_secs.map_or("-".into(), |a| format!("{a}s")),
         ]);

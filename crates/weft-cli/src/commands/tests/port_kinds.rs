@@ -1,5 +1,7 @@
 //! `weft port add ... vhost-user` and `... vxlan` to their requests.
 
+use weft_control::state::RemoteMac;
+
 use super::*;
 
 #[test]
@@ -65,6 +67,8 @@ fn vxlan_takes_every_remote_and_its_endpoint_options() {
             "--remote-learning",
             "--udp-port",
             "8472",
+            "--remote-mac",
+            "52:54:00:00:00:0A=192.0.2.3",
             "--no-learning",
         ]),
         Request::PortAdd {
@@ -77,6 +81,10 @@ fn vxlan_takes_every_remote_and_its_endpoint_options() {
                 netns: Some("under".into()),
                 learning: true,
                 port: Some(8472),
+                remote_macs: vec![RemoteMac {
+                    mac: "52:54:00:00:00:0a".into(),
+                    remote: "192.0.2.3".into(),
+                }],
             },
             options: PortSettings {
                 learning: false,
@@ -96,6 +104,7 @@ fn vxlan_takes_every_remote_and_its_endpoint_options() {
                 netns: None,
                 learning: false,
                 port: None,
+                remote_macs: Vec::new(),
             },
             options: PortSettings::default(),
         }

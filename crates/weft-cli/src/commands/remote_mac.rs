@@ -1,0 +1,30 @@
+//! `weft remote-mac`: one request each.
+
+use weft_control::Request;
+
+use crate::cli_overlay::RemoteMacCmd;
+
+/// The request of a `weft remote-mac` command.
+pub(super) fn request(cmd: &RemoteMacCmd) -> Request {
+    match cmd {
+        RemoteMacCmd::Add {
+            target,
+            mac,
+            remote,
+        } => Request::RemoteMacAdd {
+            switch: target.switch.clone(),
+            port: target.port.clone(),
+            mac: mac.clone(),
+            remote: remote.clone(),
+        },
+        RemoteMacCmd::Del { target, mac } => Request::RemoteMacDel {
+            switch: target.switch.clone(),
+            port: target.port.clone(),
+            mac: mac.clone(),
+        },
+        RemoteMacCmd::Show { target } => Request::RemoteMacShow {
+            switch: target.switch.clone(),
+            port: target.port.clone(),
+        },
+    }
+}
