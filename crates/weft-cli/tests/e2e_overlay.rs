@@ -292,6 +292,74 @@ fn no_leak(hosts: &[Host], from: (&str, &[Endpoint]), other: (&str, &[Endpoint])
     assert!(hosts[1].fdb_macs(switch).contains(&src_text));
 }
 
+/// On host 0: a route to the VXLAN port with a remote for endpoint 1's MAC pins that MAC
+/// in the port's remote FDB, so frames to it reach host 1 only (before, and after `route
+/// del` + `remote-mac del`, they are replicated to host 2 as well); on host 1, a route by
+/// source and destination MAC overrides the learning bridge.
+fn routes_and_remote_macs(hosts: &[Host], endpoints: &[Endpoint]) {
+    let dst = endpoints[1].mac();
+    let frames = frames_of_every_kind([0x02, 0x30, 0, 0, 0, 1], parse_mac(&dst));
+    let unicast = std::slice::from_ref(&frames[0]);
+    let blast = |n| {
+        let before = delivered(hosts, "br0", "ep100");
+        weft_testlab::blast::send_frames(&endpoints[0].ns.path(), "ep100", unicast, n);
+        std::thread::sleep(Duration::from_millis(500));
+        let after = delivered(hosts, "br0", "ep100");
+        (after[1].0 - before[1].0, after[2].0 - before[2].0)
+    };
+    let (to_1, to_2) = blast(200);
+    assert!(
+        to_1 >= 200 && to_2 >= 200,
+        "replicated before: {to_1} {to_2}"
+    );
+
+    let Response::RuleAdded { id } = hosts[0].json(&[
+        "route",
+        "add",
+        "br0",
+        "--dst",
+        &dst,
+        "--to",
+        "vx",
+        "--remote",
+        UNDERLAY[1],
+    ]) else {
+        panic!("route add answered something else")
+    };
+    let (to_1, to_2) = blast(200);
+    assert!(to_1 >= 200 && to_2 == 0, "pinned to host 1: {to_1} {to_2}");
+    assert!(endpoints[0].ns.ping(&endpoints[1].ip, 3, 56));
+
+    let routes = hosts[0].weft(&["--json", "route", "list", "br0"]);
+    let routes: serde_json::Value = serde_json::from_slice(&routes.stdout).unwrap();
+    assert_eq!(routes.as_array().map(Vec::len), Some(1), "{routes}");
+    assert_eq!(routes[0]["id"], id);
+    assert_eq!(routes[0]["dst"], dst.as_str());
+    let Response::Rules { rules } = hosts[0].json(&["rule", "list", "br0"]) else {
+        panic!("rule list answered something else")
+    };
+    assert!(rules.iter().any(|r| r.id == id), "{rules:?}");
+    let Response::RemoteMacs { entries } = hosts[0].json(&["remote-mac", "show", "br0:vx"]) else {
+        panic!("remote-mac show answered something else")
+    };
+    assert!(
+        entries
+            .iter()
+            .any(|e| e.mac == dst && e.remote == UNDERLAY[1] && e.is_static),
+        "{entries:?}"
+    );
+
+    hosts[0].json(&["route", "del", "br0", "--dst", &dst]);
+    hosts[0].json(&["remote-mac", "del", "br0:vx", &dst]);
+    let o = hosts[0].weft(&["route", "list", "br0"]);
+    assert_eq!(text(&o.stdout), "no routes\n");
+    let (to_1, to_2) = blast(200);
+    assert!(
+        to_1 >= 200 && to_2 >= 200,
+        "replicated again: {to_1} {to_2}"
+    );
+}
+
 /// Captures on an endpoint while `traffic` runs; the IPv4 addresses seen.
 fn addresses_seen(endpoint: &Endpoint, traffic: impl FnOnce()) -> Vec<String> {
     let pcap = std::env::temp_dir().join(format!("weft-overlay-{}.pcap", std::process::id()));
@@ -390,6 +458,7 @@ fn three_weftd_hosts_join_two_vnis_that_never_leak_into_each_other() {
         );
     }
 
+    eprintln!("pings and broadcast checked after {:?}", started.elapsed());
     // What the endpoint sees carries overlay addresses only, never the underlay's.
     let seen = addresses_seen(&vni100[0], || {
         let _ = vni100[0]
@@ -404,6 +473,12 @@ fn three_weftd_hosts_join_two_vnis_that_never_leak_into_each_other() {
     assert!(
         seen.iter().all(|a| a.starts_with("10.100.0.")),
         "a non-overlay address reached the endpoint: {seen:?}"
+    );
+
+    routes_and_remote_macs(&hosts, &vni100);
+    eprintln!(
+        "routes and remote MACs checked after {:?}",
+        started.elapsed()
     );
 
     // Leak test, both ways.

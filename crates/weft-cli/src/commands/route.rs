@@ -157,7 +157,7 @@ pub fn run(daemon: &mut dyn Daemon, cmd: &RouteCmd, json_output: bool) -> Result
                 })?;
             }
             Ok(if json_output {
-                json(&chosen)
+                json(&Response::Done)
             } else {
                 String::new()
             })
