@@ -4,7 +4,7 @@
 
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use weft_packet::MacAddr;
 
@@ -37,9 +37,15 @@ impl RemoteFdbHandle {
         lock(&self.0).lookup(mac)
     }
 
-    /// Every entry, sorted by MAC, with the time since a learned one was last seen.
+    /// Every entry, sorted by MAC, with the time since a learned one was last seen (expired
+    /// ones are swept first, so an idle port does not list them).
     pub fn entries(&self) -> Vec<(MacAddr, RemoteEntry, Option<Duration>)> {
-        let mut all: Vec<_> = lock(&self.0).entries().collect();
+        let now = Instant::now();
+        let mut fdb = lock(&self.0);
+        fdb.tick(now);
+        fdb.expire(now);
+        let mut all: Vec<_> = fdb.entries().collect();
+        drop(fdb);
         all.sort_by_key(|(mac, _, _)| *mac);
         all
     }
