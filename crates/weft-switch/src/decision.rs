@@ -2,6 +2,7 @@
 //! stores per flow. Fixed size and `Copy`, so neither the batch nor the cache allocates.
 
 use crate::counters::DropReason;
+use crate::flow_table::RuleId;
 use crate::types::{PortId, VlanId};
 
 /// The most outputs one decision holds (a rule has at most this many actions).
@@ -88,6 +89,9 @@ pub struct Decision {
     pub to_controller: bool,
     /// Why the packet goes nowhere, when it goes nowhere (no output, no controller).
     pub drop: Option<DropReason>,
+    /// The flow rule that made this decision (whose hit counters it feeds); `None` when
+    /// the learning bridge decided.
+    pub rule: Option<RuleId>,
 }
 
 impl Decision {
@@ -98,6 +102,7 @@ impl Decision {
             len: 0,
             to_controller: false,
             drop: None,
+            rule: None,
         }
     }
 

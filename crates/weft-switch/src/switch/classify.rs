@@ -12,7 +12,7 @@ use crate::counters::DropReason;
 use crate::decision::{Decision, Output, Target, VlanState};
 use crate::fdb::Fdb;
 use crate::flow_key::FlowKey;
-use crate::flow_table::{Action, FlowRule, FlowTable};
+use crate::flow_table::{Action, FlowRule, FlowTable, RuleId};
 use crate::types::{PortId, Timestamp, VlanId};
 use crate::vlan::{Ingress, PortVlanMode};
 
@@ -226,6 +226,8 @@ impl Switch {
         // Stage 2: learn and decide, in arrival order (a source learned by one packet is
         // known to the next).
         let mut last_learned = u64::MAX;
+        // Rule hits, summed while consecutive packets hit the same rule.
+        let mut hits = RuleHits::default();
         for i in 0..self.scratch.len {
             if matches!(self.scratch.verdicts[i], Verdict::Pending) {
                 let key = self.scratch.keys[i];
@@ -251,10 +253,43 @@ impl Switch {
                         d
                     }
                 };
+                if let Some(rule) = d.rule {
+                    let len = frames.get(i).map_or(0, |f| f.len() as u64);
+                    hits.add(rule, len, &mut self.table);
+                }
                 self.scratch.verdicts[i] = self.scratch.verdict_of(d);
             }
         }
+        hits.flush(&mut self.table);
         rx_bytes
+    }
+}
+
+/// Hits on one rule not yet added to its counters: a batch adds them once per run of
+/// packets that hit the same rule rather than once per packet.
+#[derive(Default)]
+struct RuleHits {
+    rule: Option<RuleId>,
+    packets: u64,
+    bytes: u64,
+}
+
+impl RuleHits {
+    fn add(&mut self, rule: RuleId, bytes: u64, table: &mut FlowTable) {
+        if self.rule != Some(rule) {
+            self.flush(table);
+            self.rule = Some(rule);
+        }
+        self.packets += 1;
+        self.bytes += bytes;
+    }
+
+    fn flush(&mut self, table: &mut FlowTable) {
+        if let Some(rule) = self.rule.take() {
+            table.record_hit(rule, self.packets, self.bytes);
+        }
+        self.packets = 0;
+        self.bytes = 0;
     }
 }
 
@@ -431,7 +466,11 @@ pub(crate) fn decide(key: &FlowKey, fdb: &Fdb, table: &FlowTable, now: Timestamp
             Ok(o) => Decision::single(o.target, o.vlan),
             Err(reason) => Decision::dropped(reason),
         },
-        Some((_, rule)) => apply_actions(key, rule, fdb, now),
+        Some((id, rule)) => {
+            let mut d = apply_actions(key, rule, fdb, now);
+            d.rule = Some(id);
+            d
+        }
     }
 }
 

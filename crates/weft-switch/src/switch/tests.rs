@@ -302,6 +302,31 @@ fn flow_rule_output_overrides_the_bridge_and_priority_decides() {
 }
 
 #[test]
+fn rule_hits_count_every_packet_and_byte_cached_or_not() {
+    let mut r = Rig::new(3);
+    let from0 = FlowMatch {
+        in_port: Some(r.ports[0].0),
+        ..FlowMatch::default()
+    };
+    let from1 = FlowMatch {
+        in_port: Some(r.ports[1].0),
+        ..FlowMatch::default()
+    };
+    let a =
+        r.sw.add_rule(rule(10, from0, &[Action::Output(r.ports[2].0)]))
+            .unwrap();
+    let b = r.sw.add_rule(rule(10, from1, &[Action::Drop])).unwrap();
+    // The first packet of each flow misses the cache, the rest hit it.
+    for len in [60, 100, 60] {
+        r.send(0, &frame(mac(2), mac(1), len));
+    }
+    r.send(1, &frame(mac(1), mac(2), 80));
+    let stats = |id| r.sw.flow_table().stats(id).unwrap();
+    assert_eq!((stats(a).packets, stats(a).bytes), (3, 220));
+    assert_eq!((stats(b).packets, stats(b).bytes), (1, 80));
+}
+
+#[test]
 fn push_and_pop_vlan_actions_rewrite_the_tag() {
     let mut r = Rig::new(3);
     let from0 = FlowMatch {
