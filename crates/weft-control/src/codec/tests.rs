@@ -2,7 +2,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::rule::{ActionSpec, MatchSpec, RuleSpec};
-use crate::state::{PortKind, PortSettings, VlanMode};
+use crate::state::{PortKind, PortSettings, VhostMode, VlanMode};
 
 fn round_trip(request: Request) {
     let env = RequestEnvelope {
@@ -163,10 +163,17 @@ fn vhost_user_and_vxlan_port_kinds_round_trip() {
     for kind in [
         PortKind::VhostUser {
             socket: Some("/run/weft/vm1.sock".into()),
+            mode: VhostMode::Server,
             mtu: 9000,
         },
         PortKind::VhostUser {
             socket: None,
+            mode: VhostMode::Server,
+            mtu: 1500,
+        },
+        PortKind::VhostUser {
+            socket: Some("/run/qemu/vm2.sock".into()),
+            mode: VhostMode::Client,
             mtu: 1500,
         },
         PortKind::Vxlan {
@@ -200,6 +207,22 @@ fn new_port_kinds_take_their_defaults_and_snake_case_names() {
         kind,
         PortKind::VhostUser {
             socket: None,
+            mode: VhostMode::Server,
+            mtu: 1500
+        }
+    );
+    let env = decode_request(
+        br#"{"version":1,"id":1,"request":{"op":"port_add","switch":"br0","name":"vm1","kind":{"type":"vhost_user","mode":"client","socket":"/q.sock"}}}"#,
+    )
+    .unwrap();
+    let Request::PortAdd { kind, .. } = env.request else {
+        panic!("not a port_add")
+    };
+    assert_eq!(
+        kind,
+        PortKind::VhostUser {
+            socket: Some("/q.sock".into()),
+            mode: VhostMode::Client,
             mtu: 1500
         }
     );
