@@ -41,13 +41,7 @@ echo "WEFT-UP $id"
 
 /// Why guests cannot boot here, or `None` when they can.
 pub fn missing() -> Option<String> {
-    let found = Command::new("qemu-system-x86_64")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    if !found {
+    if !crate::lab::installed("qemu-system-x86_64") {
         return Some("qemu-system-x86_64 not found (Debian package qemu-system-x86)".into());
     }
     if !Path::new("/bin/busybox").exists() {

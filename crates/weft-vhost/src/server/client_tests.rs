@@ -2,6 +2,7 @@
 //! frontend comes and goes. The frontend here is the `vhost` crate's, on a listener the
 //! test controls.
 
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixListener;
 
 use super::tests::{assert_traffic, socket_path, wait_for, Guest};
@@ -143,4 +144,34 @@ fn open_picks_listen_or_connect_by_mode() {
     drop(client);
     drop(server);
     assert!(!path.exists());
+}
+
+#[test]
+fn a_frontend_that_never_accepts_does_not_hold_up_dropping_the_port() {
+    use nix::sys::socket::{
+        bind, listen, socket, AddressFamily, Backlog, SockFlag, SockType, UnixAddr,
+    };
+    let path = socket_path("full");
+    let fd = socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .unwrap();
+    bind(fd.as_raw_fd(), &UnixAddr::new(&path).unwrap()).unwrap();
+    listen(&fd, Backlog::new(0).unwrap()).unwrap();
+    // Fill the backlog: a blocking connect would now wait until the frontend accepts.
+    let _queued = UnixStream::connect(&path).unwrap();
+    let port = VhostUserPort::connect(&path, VhostPortConfig::default()).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!port.is_connected());
+    let started = Instant::now();
+    drop(port);
+    assert!(
+        started.elapsed() < Duration::from_millis(200),
+        "drop took {:?}",
+        started.elapsed()
+    );
+    std::fs::remove_file(&path).unwrap();
 }

@@ -6,7 +6,7 @@
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use vmm_sys_util::eventfd::EventFd;
@@ -141,19 +141,22 @@ fn accept(listener: &UnixListener, stop: &EventFd, log: &mut LogLimiter) -> Opti
 
 /// Connects to `path`, retrying with `backoff` while it is missing or refuses.
 fn connect(
-    path: &PathBuf,
+    path: &Path,
     backoff: &mut Backoff,
     stop: &EventFd,
     log: &mut LogLimiter,
 ) -> Option<UnixStream> {
     loop {
-        match UnixStream::connect(path) {
+        match connect_nonblocking(path) {
             Ok(s) => return Some(s),
-            // The frontend is not (or no longer) there: the usual case while it starts.
+            // The frontend is not (or no longer) there: the usual case while it starts. Or
+            // its backlog is full (it is not accepting, e.g. busy with another client).
             Err(e)
                 if matches!(
                     e.kind(),
-                    io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
+                    io::ErrorKind::NotFound
+                        | io::ErrorKind::ConnectionRefused
+                        | io::ErrorKind::WouldBlock
                 ) =>
             {
                 tracing::trace!(path = %path.display(), "vhost-user frontend not listening yet");
@@ -167,6 +170,21 @@ fn connect(
         }
         pause(stop, backoff.next_delay())?;
     }
+}
+
+/// Connects without blocking: a blocking connect to a listener whose backlog is full would
+/// wait until it accepts, and the port could not be dropped meanwhile.
+fn connect_nonblocking(path: &Path) -> io::Result<UnixStream> {
+    use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, UnixAddr};
+    let fd = socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    let addr = UnixAddr::new(path)?;
+    connect(fd.as_raw_fd(), &addr)?;
+    Ok(UnixStream::from(fd))
 }
 
 #[cfg(test)]
