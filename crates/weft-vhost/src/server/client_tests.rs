@@ -29,6 +29,18 @@ fn accept_within(listener: &UnixListener, timeout: Duration) -> Option<UnixStrea
     }
 }
 
+/// Accepts the port's next connection and sets everything up over it, as QEMU would.
+fn next_frontend(listener: &UnixListener, port: &VhostUserPort, what: &str) -> Guest {
+    let stream = accept_within(listener, Duration::from_secs(2)).expect(what);
+    let mut guest = Guest::from_stream(stream);
+    guest.start();
+    assert!(
+        port.wait_running(Duration::from_secs(5)),
+        "{what}: rings not running"
+    );
+    guest
+}
+
 #[test]
 fn a_client_port_connects_to_a_frontend_that_appears_late_and_reconnects_after_each_drop() {
     let path = socket_path("client");
@@ -42,19 +54,13 @@ fn a_client_port_connects_to_a_frontend_that_appears_late_and_reconnects_after_e
 
     // The frontend appears: the port connects within one capped backoff.
     let listener = UnixListener::bind(&path).unwrap();
-    let stream = accept_within(&listener, Duration::from_secs(2)).expect("the port connects");
-    let mut guest = Guest::from_stream(stream);
-    guest.start();
-    assert!(port.wait_running(Duration::from_secs(5)));
+    let mut guest = next_frontend(&listener, &port, "the port connects");
     assert_traffic(&mut guest, &mut rx, &mut tx, 1);
 
     // The frontend drops the connection but keeps listening: the port reconnects at once,
     // and the same halves carry the new connection's frames.
     drop(guest);
-    let stream = accept_within(&listener, Duration::from_secs(2)).expect("the port reconnects");
-    let mut guest = Guest::from_stream(stream);
-    guest.start();
-    assert!(port.wait_running(Duration::from_secs(5)));
+    let mut guest = next_frontend(&listener, &port, "the port reconnects");
     assert_traffic(&mut guest, &mut rx, &mut tx, 2);
 
     // The frontend goes away entirely (a QEMU restart), then listens again on the same path.
@@ -65,11 +71,11 @@ fn a_client_port_connects_to_a_frontend_that_appears_late_and_reconnects_after_e
     assert!(!port.is_running());
     std::thread::sleep(Duration::from_millis(1500));
     let listener = UnixListener::bind(&path).unwrap();
-    let stream = accept_within(&listener, Duration::from_secs(2))
-        .expect("the port reconnects to the new socket within the 1 s backoff cap");
-    let mut guest = Guest::from_stream(stream);
-    guest.start();
-    assert!(port.wait_running(Duration::from_secs(5)));
+    let mut guest = next_frontend(
+        &listener,
+        &port,
+        "the port reconnects to the new socket within the 1 s backoff cap",
+    );
     assert_traffic(&mut guest, &mut rx, &mut tx, 3);
     assert_eq!(port.connections(), 3);
     drop(port);
@@ -104,29 +110,26 @@ fn a_frontend_that_accepts_and_closes_at_once_is_retried_with_backoff() {
     std::fs::remove_file(&path).unwrap();
 }
 
+/// Dropping `port` takes well under one backoff step.
+fn assert_drops_promptly(port: VhostUserPort) {
+    let started = Instant::now();
+    drop(port);
+    let took = started.elapsed();
+    assert!(took < Duration::from_millis(200), "drop took {took:?}");
+}
+
 #[test]
 fn dropping_a_client_port_is_prompt_while_it_backs_off_or_serves() {
     let path = socket_path("client-drop");
     let port = VhostUserPort::connect(&path, VhostPortConfig::default()).unwrap();
     // Long enough for the backoff to reach its 1 s cap.
     std::thread::sleep(Duration::from_millis(1600));
-    let started = Instant::now();
-    drop(port);
-    assert!(
-        started.elapsed() < Duration::from_millis(200),
-        "drop took {:?}",
-        started.elapsed()
-    );
+    assert_drops_promptly(port);
 
     let listener = UnixListener::bind(&path).unwrap();
     let port = VhostUserPort::connect(&path, VhostPortConfig::default()).unwrap();
-    let stream = accept_within(&listener, Duration::from_secs(2)).unwrap();
-    let mut guest = Guest::from_stream(stream);
-    guest.start();
-    assert!(port.wait_running(Duration::from_secs(5)));
-    let started = Instant::now();
-    drop(port);
-    assert!(started.elapsed() < Duration::from_millis(200));
+    let guest = next_frontend(&listener, &port, "the port connects");
+    assert_drops_promptly(port);
     assert!(guest.fe.get_features().is_err(), "the connection is cut");
     std::fs::remove_file(&path).unwrap();
 }
@@ -166,12 +169,6 @@ fn a_frontend_that_never_accepts_does_not_hold_up_dropping_the_port() {
     let port = VhostUserPort::connect(&path, VhostPortConfig::default()).unwrap();
     std::thread::sleep(Duration::from_millis(300));
     assert!(!port.is_connected());
-    let started = Instant::now();
-    drop(port);
-    assert!(
-        started.elapsed() < Duration::from_millis(200),
-        "drop took {:?}",
-        started.elapsed()
-    );
+    assert_drops_promptly(port);
     std::fs::remove_file(&path).unwrap();
 }
