@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use common::{code, stderr, stdout, weft_cmd};
 use weft_control::Response;
-use weft_testlab::{qemu, testpmd};
+use weft_testlab::{lab, qemu, testpmd};
 
 /// The weftd binary of this workspace, built (or brought up to date) on first use.
 fn weftd_binary() -> PathBuf {
@@ -153,6 +153,8 @@ fn testpmd_traffic_through_vhost_user_ports_added_with_weft_is_counted() {
         eprintln!("SKIP: {why}");
         return;
     }
+    // Not beside the other test: testpmd's busy polling would skew its timing.
+    let _one_at_a_time = lab::serial();
     let weftd = Weftd::start();
     for port in ["a", "b"] {
         let o = weftd.weft(&["port", "add", &format!("br0:{port}"), "vhost-user"]);
@@ -244,6 +246,7 @@ fn weftd_killed_and_restarted_reconnects_to_running_guests_in_client_mode() {
         eprintln!("SKIP: {why}");
         return;
     }
+    let _one_at_a_time = lab::serial();
     let guests_dir = tempfile::tempdir().unwrap();
     let dir = guests_dir.path();
     let (kernel, version) = qemu::kernel();
@@ -287,6 +290,10 @@ fn weftd_killed_and_restarted_reconnects_to_running_guests_in_client_mode() {
         let seen = pongs(&g2);
         let restarted = Instant::now();
         weftd.kill_and_restart();
+        eprintln!(
+            "round {round}: weftd answering {:?} after kill -9",
+            restarted.elapsed()
+        );
         let resumed = next_pong(&g2, pongs(&g2).max(seen), Duration::from_secs(10));
         let Some(after) = resumed.map(|_| restarted.elapsed()) else {
             panic!(
