@@ -324,7 +324,8 @@ pub enum PortKindCmd {
     },
     /// A vhost-user socket a VM (QEMU, Cloud Hypervisor) or DPDK virtio-user connects to.
     #[command(after_help = "EXAMPLES:\n  weft port add br0:vm1 vhost-user\n  \
-        weft port add br0:vm1 vhost-user --vhost-socket /run/weft/vm1.sock --mtu 9000\n\n\
+        weft port add br0:vm1 vhost-user --vhost-socket /run/weft/vm1.sock --mtu 9000\n  \
+        weft port add br0:vm2 vhost-user --vhost-mode client --vhost-socket /run/qemu/vm2.sock\n\n\
         QEMU: -chardev socket,id=c0,path=SOCKET -netdev vhost-user,id=n0,chardev=c0 \
         -device virtio-net-pci,netdev=n0 (guest memory shared: memory-backend-memfd,share=on)\n\
         DPDK: --vdev=net_virtio_user0,path=SOCKET,server=0")]
@@ -333,6 +334,11 @@ pub enum PortKindCmd {
         /// control socket).
         #[arg(long, value_name = "PATH")]
         vhost_socket: Option<String>,
+        /// Who listens on the socket: weft (`server`), or the VM (`client`: QEMU
+        /// `-chardev socket,path=SOCKET,server=on,wait=off`; weft connects, and reconnects
+        /// after either side restarts, without a guest reboot).
+        #[arg(long, value_enum, value_name = "MODE", default_value_t = VhostModeArg::Server)]
+        vhost_mode: VhostModeArg,
         /// MTU of the port.
         #[arg(long, value_name = "N", default_value_t = 1500)]
         mtu: u32,
@@ -519,6 +525,15 @@ pub struct TopArgs {
     /// Seconds between samples.
     #[arg(long, short = 'i', value_name = "SECS", default_value = "1", value_parser = parse_secs)]
     pub interval: Duration,
+}
+
+/// Which side of a vhost-user socket weft takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum VhostModeArg {
+    /// weft creates the socket; the VM connects.
+    Server,
+    /// The VM creates the socket; weft connects and reconnects.
+    Client,
 }
 
 /// Which way packets went through the port.

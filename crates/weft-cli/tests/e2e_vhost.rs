@@ -3,19 +3,23 @@
 //! virtio-user port to each and forwarding between them (`start tx_first 32`), and
 //! `weft port show` counting the frames and showing the negotiated connection.
 //!
+//! Then weftd with two client-mode ports to two QEMU guests (QEMU listens): ping between
+//! the guests resumes within 3 s of weftd being killed (-9) and started again, the guests
+//! never rebooting.
+//!
 //! Needs root (weftd's default runtime directory and hugepages), `dpdk-testpmd` (Debian
-//! `dpdk-dev`) and 128 free 2 MB hugepages at /dev/hugepages (`scripts/install-test-deps`);
-//! without them the test says SKIP and passes.
+//! `dpdk-dev`) and 128 free 2 MB hugepages at /dev/hugepages, or QEMU, a kernel and busybox
+//! (`scripts/install-test-deps`); without them a test says SKIP and passes.
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{code, stderr, stdout, weft_cmd};
 use weft_control::Response;
-use weft_testlab::testpmd;
+use weft_testlab::{lab, qemu, testpmd};
 
 /// The weftd binary of this workspace, built (or brought up to date) on first use.
 fn weftd_binary() -> PathBuf {
@@ -48,33 +52,55 @@ struct Weftd {
 impl Weftd {
     fn start() -> Weftd {
         let dir = tempfile::tempdir().unwrap();
-        let log = std::fs::File::create(dir.path().join("weftd.log")).unwrap();
-        let child = Command::new(weftd_binary())
+        let child = Self::spawn(dir.path());
+        let mut d = Weftd { dir, child };
+        d.wait_up();
+        d
+    }
+
+    /// A weftd on `dir`'s runtime directory and state file, logging to `dir/weftd.log`.
+    fn spawn(dir: &Path) -> Child {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("weftd.log"))
+            .unwrap();
+        Command::new(weftd_binary())
             .arg("--foreground")
             .arg("--runtime-dir")
-            .arg(dir.path().join("run"))
+            .arg(dir.join("run"))
             .arg("--state-file")
-            .arg(dir.path().join("state.json"))
+            .arg(dir.join("state.json"))
             .args(["--metrics-listen", "off"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .unwrap();
-        let mut d = Weftd { dir, child };
+            .unwrap()
+    }
+
+    /// Waits until weftd answers.
+    fn wait_up(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(30);
-        while code(&d.weft(&["hello"])) != 0 {
-            if let Some(status) = d.child.try_wait().unwrap() {
-                panic!("weftd exited with {status}:\n{}", d.log());
+        while code(&self.weft(&["hello"])) != 0 {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!("weftd exited with {status}:\n{}", self.log());
             }
             assert!(
                 Instant::now() < deadline,
                 "weftd did not come up:\n{}",
-                d.log()
+                self.log()
             );
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(20));
         }
-        d
+    }
+
+    /// `kill -9`, then a new weftd on the same state file (which restores the ports).
+    fn kill_and_restart(&mut self) {
+        self.child.kill().unwrap(); // SIGKILL: no cleanup runs
+        self.child.wait().unwrap();
+        self.child = Self::spawn(self.dir.path());
+        self.wait_up();
     }
 
     fn log(&self) -> String {
@@ -127,6 +153,8 @@ fn testpmd_traffic_through_vhost_user_ports_added_with_weft_is_counted() {
         eprintln!("SKIP: {why}");
         return;
     }
+    // Not beside the other test: testpmd's busy polling would skew its timing.
+    let _one_at_a_time = lab::serial();
     let weftd = Weftd::start();
     for port in ["a", "b"] {
         let o = weftd.weft(&["port", "add", &format!("br0:{port}"), "vhost-user"]);
@@ -170,4 +198,125 @@ fn testpmd_traffic_through_vhost_user_ports_added_with_weft_is_counted() {
         !sock_a.exists() && !sock_b.exists(),
         "the sockets outlived their ports"
     );
+}
+
+/// After the common guest prelude: guest 2 pings guest 1 for ever, one console line per
+/// reply (`WEFT-PONG n`), at most a few per second.
+const PING_FOREVER: &str = r#"if [ "$id" = 2 ]; then
+    n=0
+    while true; do
+        if ping -c 1 -W 1 10.0.0.1 >/dev/null 2>&1; then
+            n=$((n+1))
+            echo "WEFT-PONG $n"
+            usleep 200000
+        fi
+    done
+fi
+sleep 100000
+"#;
+
+/// How many replies guest 2 has logged.
+fn pongs(guest: &qemu::Guest) -> usize {
+    guest
+        .log()
+        .lines()
+        .filter(|l| l.starts_with("WEFT-PONG"))
+        .count()
+}
+
+/// Waits up to `timeout` for guest 2 to log more than `seen` replies; how long it took.
+fn next_pong(guest: &qemu::Guest, seen: usize, timeout: Duration) -> Option<Duration> {
+    let started = Instant::now();
+    while started.elapsed() < timeout {
+        if pongs(guest) > seen {
+            return Some(started.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+#[test]
+fn weftd_killed_and_restarted_reconnects_to_running_guests_in_client_mode() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIP: not root");
+        return;
+    }
+    if let Some(why) = qemu::missing() {
+        eprintln!("SKIP: {why}");
+        return;
+    }
+    let _one_at_a_time = lab::serial();
+    let guests_dir = tempfile::tempdir().unwrap();
+    let dir = guests_dir.path();
+    let (kernel, version) = qemu::kernel();
+    let initrd = qemu::initramfs(dir, &version, PING_FOREVER);
+    let mut weftd = Weftd::start();
+    // The ports come first: weftd keeps trying until QEMU listens.
+    for id in [1, 2] {
+        let sock = dir.join(format!("g{id}.sock"));
+        let o = weftd.weft(&[
+            "port",
+            "add",
+            &format!("br0:g{id}"),
+            "vhost-user",
+            "--vhost-mode",
+            "client",
+            "--vhost-socket",
+            sock.to_str().unwrap(),
+        ]);
+        assert_eq!(code(&o), 0, "{}\n{}", stderr(&o), weftd.log());
+    }
+    let side = qemu::SocketSide::QemuListens;
+    let g1 = qemu::Guest::start(1, &dir.join("g1.sock"), side, dir, &kernel, &initrd);
+    let mut g2 = qemu::Guest::start(2, &dir.join("g2.sock"), side, dir, &kernel, &initrd);
+    let report = |weftd: &Weftd, g2: &qemu::Guest| {
+        format!(
+            "--- weftd\n{}\n--- guest 1\n{}\n--- guest 2\n{}",
+            weftd.log(),
+            g1.log(),
+            g2.log()
+        )
+    };
+    if next_pong(&g2, 0, Duration::from_secs(90)).is_none() {
+        panic!("guest 2 never reached guest 1\n{}", report(&weftd, &g2));
+    }
+    let o = weftd.weft(&["port", "show", "br0:g1"]);
+    assert!(stdout(&o).contains("client mode"), "{}", stdout(&o));
+    let (offloads, _, _) = port_show(&weftd, "g1");
+    assert!(offloads.iter().any(|o| o == "connected"), "{offloads:?}");
+
+    for round in 1..=2 {
+        let seen = pongs(&g2);
+        let restarted = Instant::now();
+        weftd.kill_and_restart();
+        eprintln!(
+            "round {round}: weftd answering {:?} after kill -9",
+            restarted.elapsed()
+        );
+        let resumed = next_pong(&g2, pongs(&g2).max(seen), Duration::from_secs(10));
+        let Some(after) = resumed.map(|_| restarted.elapsed()) else {
+            panic!(
+                "round {round}: no ping got through within 10 s of the restart\n{}",
+                report(&weftd, &g2)
+            );
+        };
+        eprintln!("round {round}: ping resumed {after:?} after kill -9 and restart");
+        assert!(
+            after < Duration::from_secs(3),
+            "round {round}: ping resumed only {after:?} after the restart\n{}",
+            report(&weftd, &g2)
+        );
+    }
+    // The same guests all along: QEMU kept running and neither guest booted again.
+    assert!(g2.is_running());
+    for g in [&g1, &g2] {
+        assert_eq!(g.log().matches("WEFT-UP").count(), 1, "{}", g.log());
+    }
+    // weftd never removes the sockets QEMU created.
+    for port in ["g1", "g2"] {
+        let o = weftd.weft(&["port", "del", &format!("br0:{port}")]);
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+    }
+    assert!(dir.join("g1.sock").exists() && dir.join("g2.sock").exists());
 }

@@ -86,6 +86,32 @@ pub struct PortState {
     pub options: PortSettings,
 }
 
+/// Which side of a vhost-user socket weft takes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VhostMode {
+    /// weft creates the socket; the frontend connects.
+    #[default]
+    Server,
+    /// The frontend creates the socket (QEMU `server=on`); weft connects and reconnects.
+    Client,
+}
+
+impl VhostMode {
+    /// True for [`VhostMode::Server`] (the default, left out of serialized state).
+    pub fn is_server(&self) -> bool {
+        *self == VhostMode::Server
+    }
+
+    /// `server` or `client`.
+    pub fn name(self) -> &'static str {
+        match self {
+            VhostMode::Server => "server",
+            VhostMode::Client => "client",
+        }
+    }
+}
+
 /// The kinds of port weftd can create.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
@@ -113,11 +139,16 @@ pub enum PortKind {
         /// The interface.
         ifname: String,
     },
-    /// A vhost-user socket a VM or DPDK application (the frontend) connects to.
+    /// A vhost-user socket a VM or DPDK application (the frontend) connects to, or (client
+    /// mode) listens on for weft to connect to.
     VhostUser {
         /// Socket path; defaults to `<runtime_dir>/vhost/<switch>-<port>.sock`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         socket: Option<String>,
+        /// Who listens: weft (`server`, the default) or the frontend (`client`: weft
+        /// connects, and reconnects after either side restarts).
+        #[serde(default, skip_serializing_if = "VhostMode::is_server")]
+        mode: VhostMode,
         /// MTU of the port.
         #[serde(default = "default_mtu")]
         mtu: u32,

@@ -29,6 +29,16 @@ pub fn can_run(test: &str) -> bool {
     true
 }
 
+/// True when `program --version` runs (the program is installed).
+pub fn installed(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok()
+}
+
 /// One end-to-end test at a time per test binary: they share two cores and measure.
 pub fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());

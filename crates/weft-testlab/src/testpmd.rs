@@ -7,13 +7,7 @@ use std::time::{Duration, Instant};
 
 /// Why testpmd cannot run here (not installed, or no hugepages), or `None` when it can.
 pub fn missing() -> Option<String> {
-    let found = Command::new("dpdk-testpmd")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    if !found {
+    if !crate::lab::installed("dpdk-testpmd") {
         return Some("dpdk-testpmd not found (Debian package dpdk-dev)".into());
     }
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();

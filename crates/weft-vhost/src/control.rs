@@ -3,6 +3,7 @@
 //! it hands rings to the data path by starting them in the shared [`VringState`]s.
 
 use std::fs::File;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,6 +14,7 @@ use vhost::vhost_user::message::{
 };
 use vhost::vhost_user::{Error, GpuBackend, Result, VhostUserBackendReqHandlerMut};
 use vhost::VhostUserMemoryRegionBase;
+use vm_memory::{Address, Bytes, GuestAddress, GuestMemoryMmap};
 use vmm_sys_util::eventfd::EventFd;
 
 use crate::counters::LogLimiter;
@@ -71,6 +73,30 @@ fn ring_index(index: u32) -> Result<usize> {
 fn ring_sizes(size: u16) -> (u64, u64, u64) {
     let n = u64::from(size);
     (16 * n, 6 + 2 * n, 6 + 8 * n)
+}
+
+/// Where a starting ring resumes: the frontend's base, unless the used ring in guest memory
+/// says otherwise. They differ when the previous backend died with chains in flight (taken
+/// from the available ring, never returned) and the frontend could not learn that: those
+/// chains are then processed again rather than lost to the guest (DPDK's vhost library does
+/// the same). QEMU itself sends the used index as the base after losing its backend.
+fn resume_index(mem: &GuestMemoryMmap, used: GuestAddress, base: u16) -> u16 {
+    let Some(idx_addr) = used.checked_add(2) else {
+        return base;
+    };
+    match mem.load::<u16>(idx_addr, Ordering::Acquire) {
+        Ok(used_idx) if u16::from_le(used_idx) != base => {
+            let used_idx = u16::from_le(used_idx);
+            tracing::info!(
+                base,
+                used_idx,
+                "ring resumes from the used index, not the frontend's base"
+            );
+            used_idx
+        }
+        // Unreadable: the ring does not start anyway (checked when it starts).
+        _ => base,
+    }
 }
 
 impl Device {
@@ -137,14 +163,16 @@ impl Device {
             Some(c) => Some(c.try_clone().map_err(|_| Error::BackendInternalError)?),
             None => None,
         };
+        let mem = table.memory_arc();
+        let base = resume_index(&mem, used, ring.base);
         let start = RingStart {
-            mem: table.memory_arc(),
+            mem,
             layout: RingLayout {
                 size,
                 desc,
                 avail,
                 used,
-                base: ring.base,
+                base,
             },
             features,
             // The spec starts a ring disabled when PROTOCOL_FEATURES is negotiated, until

@@ -9,7 +9,9 @@
 //! ```no_run
 //! use weft_vhost::{VhostPortConfig, VhostUserPort};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! // Listen; QEMU connects with `-chardev socket,path=/tmp/vm1.sock`.
+//! // Listen; QEMU connects with `-chardev socket,path=/tmp/vm1.sock`. (Or
+//! // `VhostUserPort::connect`: QEMU listens with `server=on,wait=off`, weft connects and
+//! // reconnects after either side restarts.)
 //! let mut port = VhostUserPort::listen("/tmp/vm1.sock", VhostPortConfig::default())?;
 //! let (rx, tx) = port.take_halves()?;
 //! // `rx` is a `weft_switch::PortRx`, `tx` a `weft_switch::PortTx`:
@@ -54,6 +56,6 @@ pub use fds::FdError;
 pub use features::{offered_features, Features};
 pub use memory::{GuestMemoryTable, MemoryTableError, RegionDesc, MAX_REGIONS};
 pub use rx::VhostPortRx;
-pub use server::{QueueStatus, VhostPortStats, VhostUserPort};
+pub use server::{QueueStatus, VhostMode, VhostPortStats, VhostUserPort};
 pub use tx::VhostPortTx;
 pub use vring::{RingError, RingLayout, NUM_QUEUES, RX_QUEUE, TX_QUEUE};

@@ -1,35 +1,49 @@
-//! A vhost-user port in server mode: weft listens on a Unix socket, a frontend (QEMU, DPDK
-//! virtio-user) connects. One control thread per port serves one frontend at a time; when
-//! it disconnects the rings stop and the port waits for the next one.
+//! A vhost-user port: in server mode weft listens on a Unix socket and a frontend (QEMU,
+//! DPDK virtio-user) connects; in client mode the frontend listens and weft connects,
+//! reconnecting forever (with backoff) when the frontend is not there yet or goes away. One
+//! control thread per port serves one frontend at a time (`serve.rs`), whichever way it got
+//! the stream (`source.rs`); between frontends the rings are stopped and the port's halves
+//! stay on their switch.
 //!
-//! The control thread only ever blocks on the socket (bounded by a timeout per message) and
-//! on the rings' mutexes (held by the data path for one call at most); the data path never
-//! waits for it.
+//! The control thread only ever blocks on the socket (bounded by a timeout per message),
+//! on the rings' mutexes (held by the data path for one call at most) and on its stop
+//! eventfd; the data path never waits for it.
 
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use vhost::vhost_user::{BackendReqHandler, Error as VhostUserError};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 use weft_switch::PortCaps;
 
 use crate::config::VhostPortConfig;
-use crate::control::Device;
 use crate::counters::{LogLimiter, QueueFault, QueueStats};
 use crate::device::DeviceShared;
 use crate::error::VhostError;
 use crate::rx::VhostPortRx;
 use crate::tx::VhostPortTx;
 
-/// How long one message may take to arrive once it has started, or a reply to be taken.
-const MESSAGE_TIMEOUT: Duration = Duration::from_secs(5);
+mod serve;
+mod source;
+
+use serve::{serve, Ready};
+use source::StreamSource;
+
+/// Which side of the socket the port takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum VhostMode {
+    /// weft creates the socket and the frontend connects (QEMU `-chardev socket,path=P`).
+    #[default]
+    Server,
+    /// The frontend creates the socket (QEMU `-chardev socket,path=P,server=on,wait=off`)
+    /// and weft connects, and reconnects after the frontend or weft restarts.
+    Client,
+}
 
 /// The counters of a port's two queues.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -51,11 +65,14 @@ pub struct QueueStatus {
     pub fault: Option<QueueFault>,
 }
 
-/// A vhost-user port listening for its frontend. Dropping it stops the control thread,
-/// disconnects the frontend and removes the socket.
+/// A vhost-user port serving its frontend. Dropping it stops the control thread promptly,
+/// disconnects the frontend and (in server mode) removes the socket it created.
 pub struct VhostUserPort {
     shared: Arc<DeviceShared>,
     path: PathBuf,
+    mode: VhostMode,
+    /// Connections served so far (counting the current one).
+    connections: Arc<AtomicU64>,
     stop: EventFd,
     /// The connection being served, so that dropping the port can cut it.
     current: Arc<Mutex<Option<UnixStream>>>,
@@ -70,6 +87,7 @@ impl std::fmt::Debug for VhostUserPort {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("VhostUserPort")
             .field("path", &self.path)
+            .field("mode", &self.mode)
             .field("connected", &self.is_connected())
             .finish()
     }
@@ -99,25 +117,72 @@ impl VhostUserPort {
         listener
             .set_nonblocking(true)
             .map_err(VhostError::io("configuring the socket"))?;
+        let mut port = Self::start(
+            shared,
+            path,
+            VhostMode::Server,
+            StreamSource::Accept(listener),
+        )?;
+        port.socket_id = socket_id;
+        Ok(port)
+    }
+
+    /// Connects to the frontend's socket at `path` and serves it; when the socket is not
+    /// there yet, refuses, or the connection drops, tries again forever (waits from 50 ms
+    /// doubling to 1 s). Never fails for a missing socket; never removes it.
+    pub fn connect(path: impl AsRef<Path>, config: VhostPortConfig) -> Result<Self, VhostError> {
+        let shared = DeviceShared::new(config)?;
+        let path = path.as_ref().to_path_buf();
+        let source = StreamSource::connect(path.clone());
+        Self::start(shared, path, VhostMode::Client, source)
+    }
+
+    /// [`listen`](Self::listen) or [`connect`](Self::connect), as `mode` says.
+    pub fn open(
+        path: impl AsRef<Path>,
+        mode: VhostMode,
+        config: VhostPortConfig,
+    ) -> Result<Self, VhostError> {
+        match mode {
+            VhostMode::Server => Self::listen(path, config),
+            VhostMode::Client => Self::connect(path, config),
+        }
+    }
+
+    /// Starts the control thread taking frontends from `source`.
+    fn start(
+        shared: Arc<DeviceShared>,
+        path: PathBuf,
+        mode: VhostMode,
+        source: StreamSource,
+    ) -> Result<Self, VhostError> {
         let stop = EventFd::new(EFD_NONBLOCK).map_err(VhostError::io("creating an eventfd"))?;
         let thread_stop = stop
             .try_clone()
             .map_err(VhostError::io("creating an eventfd"))?;
         let current = Arc::new(Mutex::new(None));
-        let thread_current = Arc::clone(&current);
-        let thread_shared = Arc::clone(&shared);
-        let thread = std::thread::Builder::new()
-            .name("weft-vhost-ctl".into())
-            .spawn(move || control_loop(&listener, &thread_shared, &thread_stop, &thread_current))
-            .map_err(VhostError::io("starting the control thread"))?;
+        let connections = Arc::new(AtomicU64::new(0));
+        let thread = {
+            let (current, shared, connections) = (
+                Arc::clone(&current),
+                Arc::clone(&shared),
+                Arc::clone(&connections),
+            );
+            std::thread::Builder::new()
+                .name("weft-vhost-ctl".into())
+                .spawn(move || control_loop(source, &shared, &thread_stop, &current, &connections))
+                .map_err(VhostError::io("starting the control thread"))?
+        };
         Ok(VhostUserPort {
             shared,
             path,
+            mode,
+            connections,
             stop,
             current,
             thread: Some(thread),
             halves_taken: false,
-            socket_id,
+            socket_id: None,
         })
     }
 
@@ -136,6 +201,16 @@ impl VhostUserPort {
     /// The socket's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether weft listens (server) or connects (client).
+    pub fn mode(&self) -> VhostMode {
+        self.mode
+    }
+
+    /// Frontend connections served so far, the current one included (a reconnect counts).
+    pub fn connections(&self) -> u64 {
+        self.connections.load(Ordering::Acquire)
     }
 
     /// True while a frontend is connected.
@@ -227,140 +302,24 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Which of two descriptors became ready.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Ready {
-    Stop,
-    Socket,
-}
-
-/// Waits until `fd` is readable (or hung up) or `stop` is signalled.
-fn wait_readable(fd: RawFd, stop: &EventFd) -> io::Result<Ready> {
-    loop {
-        let mut fds = [
-            libc::pollfd {
-                fd: stop.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        // SAFETY: `fds` is a valid array of two pollfd structures for the whole call.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        if fds[0].revents != 0 {
-            return Ok(Ready::Stop);
-        }
-        if fds[1].revents != 0 {
-            return Ok(Ready::Socket);
-        }
-    }
-}
-
 fn control_loop(
-    listener: &UnixListener,
+    mut source: StreamSource,
     shared: &Arc<DeviceShared>,
     stop: &EventFd,
     current: &Mutex<Option<UnixStream>>,
+    connections: &AtomicU64,
 ) {
     let mut log = LogLimiter::new();
-    loop {
-        match wait_readable(listener.as_raw_fd(), stop) {
-            Ok(Ready::Stop) => return,
-            Ok(Ready::Socket) => {}
-            Err(e) => {
-                tracing::error!(error = %e, "vhost-user control thread cannot poll");
-                return;
-            }
-        }
-        let stream = match listener.accept() {
-            Ok((s, _)) => s,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            Err(e) => {
-                if let Some(held_back) = log.allow() {
-                    tracing::warn!(error = %e, held_back, "vhost-user accept failed");
-                }
-                std::thread::sleep(Duration::from_millis(50));
-                continue;
-            }
-        };
+    while let Some(stream) = source.next_stream(stop, &mut log) {
+        connections.fetch_add(1, Ordering::AcqRel);
         if serve(stream, shared, stop, current, &mut log) == Ready::Stop {
             return;
         }
     }
 }
 
-/// Serves one frontend until it disconnects (or breaks the protocol, or the port stops).
-fn serve(
-    stream: UnixStream,
-    shared: &Arc<DeviceShared>,
-    stop: &EventFd,
-    current: &Mutex<Option<UnixStream>>,
-    log: &mut LogLimiter,
-) -> Ready {
-    let setup = stream
-        .set_nonblocking(false)
-        .and_then(|()| stream.set_read_timeout(Some(MESSAGE_TIMEOUT)))
-        .and_then(|()| stream.set_write_timeout(Some(MESSAGE_TIMEOUT)))
-        .and_then(|()| stream.try_clone());
-    let watch = match setup {
-        Ok(w) => w,
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot set up a vhost-user connection");
-            return Ready::Socket;
-        }
-    };
-    if let Ok(c) = watch.try_clone() {
-        *lock(current) = Some(c);
-    }
-    let device = Arc::new(Mutex::new(Device::new(Arc::clone(shared))));
-    let mut handler = BackendReqHandler::from_stream(stream, Arc::clone(&device));
-    shared.connected.store(true, Ordering::Release);
-    tracing::info!("vhost-user frontend connected");
-    let outcome = loop {
-        match wait_readable(watch.as_raw_fd(), stop) {
-            Ok(Ready::Stop) => break Ready::Stop,
-            Ok(Ready::Socket) => {}
-            Err(_) => break Ready::Socket,
-        }
-        if let Err(e) = handler.handle_request() {
-            match e {
-                // QEMU 7.2's virtio-net enables its rings before it sets any feature; the
-                // `vhost` crate refuses that (PROTOCOL_FEATURES not yet acknowledged) after
-                // reading the whole message, so the stream is intact: carry on. Rings start
-                // enabled for that reason (see `control.rs`).
-                VhostUserError::InactiveFeature(_) => {
-                    tracing::debug!("request needing unnegotiated features ignored");
-                    continue;
-                }
-                VhostUserError::Disconnected | VhostUserError::PartialMessage => {
-                    tracing::info!("vhost-user frontend disconnected");
-                }
-                e => {
-                    if let Some(held_back) = log.allow() {
-                        tracing::warn!(error = %e, held_back, "vhost-user frontend dropped");
-                    }
-                }
-            }
-            break Ready::Socket;
-        }
-    };
-    *lock(current) = None;
-    lock(&device).reset();
-    shared.connected.store(false, Ordering::Release);
-    outcome
-}
-
+#[cfg(test)]
+mod client_tests;
 #[cfg(test)]
 mod hostile_tests;
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! End to end with real guests: two QEMU 7.2 VMs (TCG, the Debian kernel's virtio-net
-//! driver, a busybox initramfs) on two weft vhost-user ports joined by a weft switch. The
-//! guests ping each other and move 2 MB over TCP (busybox httpd and wget); the checksums
-//! must match; then guest 1 fetches guest 2's copy back.
+//! driver, a busybox initramfs: `weft_testlab::qemu`) on two weft vhost-user ports joined by
+//! a weft switch. The guests ping each other and move 2 MB over TCP (busybox httpd and
+//! wget); the checksums must match; then guest 1 fetches guest 2's copy back. Once with weft
+//! listening (server mode), once with QEMU listening and weft connecting (client mode).
 //!
 //! Guest 1's port is on the switch before the guest negotiates (the switch then sees plain
 //! capabilities and segments the TSO super-frames guest 2 sends it); guest 2's port is added
@@ -12,38 +13,16 @@
 //! busybox: `scripts/install-test-deps` (as root) installs qemu-system-x86,
 //! linux-image-amd64 and busybox-static.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use weft_runtime::{spawn_worker, WorkerConfig};
 use weft_switch::{PortOptions, SwitchConfig};
-use weft_vhost::{VhostPortConfig, VhostUserPort};
+use weft_testlab::qemu::{initramfs, kernel, wait_until, Guest, SocketSide};
+use weft_vhost::{VhostMode, VhostPortConfig, VhostUserPort};
 
-const MODULES: [&str; 8] = [
-    "virtio_ring",
-    "virtio",
-    "virtio_pci_modern_dev",
-    "virtio_pci_legacy_dev",
-    "virtio_pci",
-    "failover",
-    "net_failover",
-    "virtio_net",
-];
-
-const INIT: &str = r#"#!/bin/busybox sh
-/bin/busybox --install -s /bin
-export PATH=/bin
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev 2>/dev/null
-for m in MODULES; do insmod /lib/modules/$m.ko || echo "WEFT-FAIL insmod $m"; done
-id=$(sed -n 's/.*weft\.id=\([0-9]*\).*/\1/p' /proc/cmdline)
-ip link set lo up
-ip link set eth0 up
-ip addr add 10.0.0.$id/24 dev eth0
-echo "WEFT-UP $id"
-mkdir -p /www
+/// After the common prelude: guest 1 serves 2 MB and fetches guest 2's copy back; guest 2
+/// pings guest 1, fetches the file and serves it.
+const WORKLOAD: &str = r#"mkdir -p /www
 if [ "$id" = 1 ]; then
     dd if=/dev/urandom of=/www/data bs=1024 count=2048 2>/dev/null
     echo "WEFT-MD5 $(md5sum /www/data | cut -d' ' -f1)"
@@ -70,221 +49,31 @@ fi
 sleep 100000
 "#;
 
-/// A `newc` cpio archive, as the kernel unpacks an initramfs.
-#[derive(Default)]
-struct Cpio {
-    out: Vec<u8>,
-    ino: u32,
-}
-
-impl Cpio {
-    fn entry(&mut self, name: &str, mode: u32, data: &[u8], rdev: (u32, u32)) {
-        self.ino += 1;
-        let fields = [
-            self.ino,
-            mode,
-            0,
-            0,
-            1,
-            0,
-            u32::try_from(data.len()).unwrap(),
-            0,
-            0,
-            rdev.0,
-            rdev.1,
-            u32::try_from(name.len() + 1).unwrap(),
-            0,
-        ];
-        self.out.extend_from_slice(b"070701");
-        for f in fields {
-            self.out.extend_from_slice(format!("{f:08x}").as_bytes());
-        }
-        self.out.extend_from_slice(name.as_bytes());
-        self.out.push(0);
-        self.pad();
-        self.out.extend_from_slice(data);
-        self.pad();
-    }
-
-    fn pad(&mut self) {
-        while self.out.len() % 4 != 0 {
-            self.out.push(0);
-        }
-    }
-
-    fn finish(mut self) -> Vec<u8> {
-        self.entry("TRAILER!!!", 0, &[], (0, 0));
-        self.out
-    }
-}
-
-fn kernel() -> (PathBuf, String) {
-    let mut kernels: Vec<PathBuf> = std::fs::read_dir("/boot")
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| p.to_string_lossy().contains("vmlinuz-"))
-                .collect()
-        })
-        .unwrap_or_default();
-    kernels.sort();
-    let path = kernels.pop().unwrap_or_else(|| {
-        panic!("no kernel in /boot: run scripts/install-test-deps as root (linux-image-amd64)")
-    });
-    let version = path
-        .file_name()
-        .unwrap()
-        .to_string_lossy()
-        .trim_start_matches("vmlinuz-")
-        .to_string();
-    (path, version)
-}
-
-fn initramfs(dir: &Path, version: &str) -> PathBuf {
-    let busybox = std::fs::read("/bin/busybox")
-        .expect("no /bin/busybox: run scripts/install-test-deps as root (busybox-static)");
-    let mut cpio = Cpio::default();
-    for d in [
-        "bin",
-        "dev",
-        "proc",
-        "sys",
-        "tmp",
-        "lib",
-        "lib/modules",
-        "www",
-    ] {
-        cpio.entry(d, 0o040_755, &[], (0, 0));
-    }
-    cpio.entry("dev/console", 0o020_600, &[], (5, 1));
-    cpio.entry("bin/busybox", 0o100_755, &busybox, (0, 0));
-    let init = INIT.replace("MODULES", &MODULES.join(" "));
-    cpio.entry("init", 0o100_755, init.as_bytes(), (0, 0));
-    let root = PathBuf::from(format!("/lib/modules/{version}/kernel"));
-    for m in MODULES {
-        let found = find_module(&root, &format!("{m}.ko"))
-            .unwrap_or_else(|| panic!("module {m}.ko not found under {}", root.display()));
-        let data = std::fs::read(found).unwrap();
-        cpio.entry(&format!("lib/modules/{m}.ko"), 0o100_644, &data, (0, 0));
-    }
-    let path = dir.join("initramfs.cpio");
-    std::fs::write(&path, cpio.finish()).unwrap();
-    path
-}
-
-fn find_module(dir: &Path, name: &str) -> Option<PathBuf> {
-    for e in std::fs::read_dir(dir).ok()?.filter_map(Result::ok) {
-        let p = e.path();
-        if p.is_dir() {
-            if let Some(found) = find_module(&p, name) {
-                return Some(found);
-            }
-        } else if p.file_name().is_some_and(|f| f == name) {
-            return Some(p);
-        }
-    }
-    None
-}
-
-struct Guest {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Guest {
-    fn start(id: u32, sock: &Path, dir: &Path, kernel: &Path, initrd: &Path) -> Guest {
-        let log = dir.join(format!("guest{id}.log"));
-        let child = Command::new("qemu-system-x86_64")
-            .args([
-                "-accel",
-                "tcg",
-                "-m",
-                "256",
-                "-smp",
-                "1",
-                "-nodefaults",
-                "-no-reboot",
-            ])
-            .args(["-display", "none", "-kernel"])
-            .arg(kernel)
-            .arg("-initrd")
-            .arg(initrd)
-            .arg("-append")
-            .arg(format!("console=ttyS0 panic=-1 quiet weft.id={id}"))
-            .arg("-serial")
-            .arg(format!("file:{}", log.display()))
-            .args(["-object", "memory-backend-memfd,id=mem,size=256M,share=on"])
-            .args(["-numa", "node,memdev=mem"])
-            .arg("-chardev")
-            .arg(format!("socket,id=c0,path={}", sock.display()))
-            .args(["-netdev", "vhost-user,id=n0,chardev=c0"])
-            .arg("-device")
-            .arg(format!(
-                "virtio-net-pci,netdev=n0,mac=52:54:00:00:00:0{id},vectors=0,romfile="
-            ))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("qemu-system-x86_64 not found: run scripts/install-test-deps as root");
-        Guest { child, log }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// QEMU's own messages (after it exited or was killed).
-    fn stderr(&mut self) -> String {
-        use std::io::Read;
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let mut s = String::new();
-        if let Some(mut e) = self.child.stderr.take() {
-            let _ = e.read_to_string(&mut s);
-        }
-        s
-    }
-
-    /// The rest of the first line starting with `marker`.
-    fn marker(&self, marker: &str) -> Option<String> {
-        self.log()
-            .lines()
-            .find_map(|l| l.strip_prefix(marker).map(|r| r.trim().to_string()))
-    }
-}
-
-impl Drop for Guest {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn wait_until<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        if Instant::now() > deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+#[test]
+fn two_linux_guests_ping_and_move_data_over_tcp_through_weft() {
+    guests_move_data_through_weft(VhostMode::Server);
 }
 
 #[test]
-fn two_linux_guests_ping_and_move_data_over_tcp_through_weft() {
+fn two_linux_guests_move_data_through_weft_connecting_to_qemu_as_a_client() {
+    guests_move_data_through_weft(VhostMode::Client);
+}
+
+fn guests_move_data_through_weft(mode: VhostMode) {
     let _ = tracing_subscriber::fmt().with_test_writer().try_init();
-    let dir = std::env::temp_dir().join(format!("weft-e2e-qemu-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("weft-e2e-qemu-{}-{mode:?}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (kernel, version) = kernel();
-    let initrd = initramfs(&dir, &version);
+    let initrd = initramfs(&dir, &version, WORKLOAD);
+    let side = match mode {
+        VhostMode::Server => SocketSide::SwitchListens,
+        VhostMode::Client => SocketSide::QemuListens,
+    };
 
     let config = VhostPortConfig::default();
-    let mut port1 = VhostUserPort::listen(dir.join("g1.sock"), config).unwrap();
-    let mut port2 = VhostUserPort::listen(dir.join("g2.sock"), config).unwrap();
+    let (sock1, sock2) = (dir.join("g1.sock"), dir.join("g2.sock"));
+    let mut port1 = VhostUserPort::open(&sock1, mode, config).unwrap();
+    let mut port2 = VhostUserPort::open(&sock2, mode, config).unwrap();
     let (rx1, tx1) = port1.take_halves().unwrap();
     let (rx2, tx2) = port2.take_halves().unwrap();
     let worker = spawn_worker(WorkerConfig::default()).unwrap();
@@ -301,8 +90,8 @@ fn two_linux_guests_ping_and_move_data_over_tcp_through_weft() {
         })
         .unwrap();
 
-    let mut g1 = Guest::start(1, port1.path(), &dir, &kernel, &initrd);
-    let mut g2 = Guest::start(2, port2.path(), &dir, &kernel, &initrd);
+    let mut g1 = Guest::start(1, &sock1, side, &dir, &kernel, &initrd);
+    let mut g2 = Guest::start(2, &sock2, side, &dir, &kernel, &initrd);
     let both_running = wait_until(Duration::from_secs(120), || {
         (port1.is_running() && port2.is_running()).then_some(())
     });

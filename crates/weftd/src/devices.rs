@@ -18,7 +18,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use weft_control::state::PortKind;
+use weft_control::state::{PortKind, VhostMode};
 use weft_overlay::{VxlanConfig, VxlanPort};
 use weft_switch::{PortCaps, PortRx, PortTx, TxFrame};
 use weft_tap::{AfPacket, AfPacketOptions, Offloads, PortStats, Tap, TapOptions};
@@ -205,14 +205,20 @@ pub fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Device,
                 keep: None,
             })
         }
-        PortKind::VhostUser { socket, mtu } => {
+        PortKind::VhostUser { socket, mode, mtu } => {
             check(ctx, port, kind)?;
             let path = vhost_socket_path(ctx, port, socket.as_deref());
             let config = VhostPortConfig {
                 mtu: usize::try_from(*mtu).map_err(|_| "the MTU is out of range")?,
                 ..VhostPortConfig::default()
             };
-            let mut vhost = VhostUserPort::listen(&path, config).map_err(|e| e.to_string())?;
+            // In client mode the frontend owns the socket: weft connects (retrying until it is
+            // there) and never removes it.
+            let mode = match mode {
+                VhostMode::Server => weft_vhost::VhostMode::Server,
+                VhostMode::Client => weft_vhost::VhostMode::Client,
+            };
+            let mut vhost = VhostUserPort::open(&path, mode, config).map_err(|e| e.to_string())?;
             let (rx, tx) = vhost.take_halves().map_err(|e| e.to_string())?;
             Ok(Device {
                 rx: Some(Box::new(rx)),

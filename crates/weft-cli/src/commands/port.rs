@@ -1,9 +1,9 @@
 //! Port commands: `port add` options to a request, `port set` changes onto current options.
 
-use weft_control::state::{PortKind, PortSettings, VlanMode};
+use weft_control::state::{PortKind, PortSettings, VhostMode, VlanMode};
 use weft_control::Request;
 
-use crate::cli::{PortKindCmd, PortOptionArgs, PortRef};
+use crate::cli::{PortKindCmd, PortOptionArgs, PortRef, VhostModeArg};
 use crate::error::CliError;
 
 /// The `port_add` request for `weft port add SWITCH:PORT KIND ...`.
@@ -34,11 +34,16 @@ pub fn port_add_request(target: &PortRef, kind: &PortKindCmd) -> Request {
         ),
         PortKindCmd::VhostUser {
             vhost_socket,
+            vhost_mode,
             mtu,
             options,
         } => (
             PortKind::VhostUser {
                 socket: vhost_socket.clone(),
+                mode: match vhost_mode {
+                    VhostModeArg::Server => VhostMode::Server,
+                    VhostModeArg::Client => VhostMode::Client,
+                },
                 mtu: *mtu,
             },
             options,

@@ -186,8 +186,9 @@ fn kind_detail(port: &PortInfo) -> String {
             s
         }
         PortKind::AfPacket { ifname } => format!("af-packet, ifname {ifname}"),
-        PortKind::VhostUser { socket, mtu } => format!(
-            "vhost-user, socket {}, mtu {mtu}",
+        PortKind::VhostUser { socket, mode, mtu } => format!(
+            "vhost-user, {} mode, socket {}, mtu {mtu}",
+            mode.name(),
             socket
                 .as_deref()
                 .unwrap_or("(default, in the runtime directory)")

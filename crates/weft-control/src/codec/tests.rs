@@ -2,7 +2,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::rule::{ActionSpec, MatchSpec, RuleSpec};
-use crate::state::{PortKind, PortSettings, VlanMode};
+use crate::state::{PortKind, PortSettings, VhostMode, VlanMode};
 
 fn round_trip(request: Request) {
     let env = RequestEnvelope {
@@ -163,10 +163,17 @@ fn vhost_user_and_vxlan_port_kinds_round_trip() {
     for kind in [
         PortKind::VhostUser {
             socket: Some("/run/weft/vm1.sock".into()),
+            mode: VhostMode::Server,
             mtu: 9000,
         },
         PortKind::VhostUser {
             socket: None,
+            mode: VhostMode::Server,
+            mtu: 1500,
+        },
+        PortKind::VhostUser {
+            socket: Some("/run/qemu/vm2.sock".into()),
+            mode: VhostMode::Client,
             mtu: 1500,
         },
         PortKind::Vxlan {
@@ -188,31 +195,34 @@ fn vhost_user_and_vxlan_port_kinds_round_trip() {
     }
 }
 
-#[test]
-fn new_port_kinds_take_their_defaults_and_snake_case_names() {
-    let env = decode_request(
-        br#"{"version":1,"id":1,"request":{"op":"port_add","switch":"br0","name":"vm1","kind":{"type":"vhost_user"}}}"#,
-    )
-    .unwrap();
-    let Request::PortAdd { kind, .. } = env.request else {
+/// The port kind of a `port_add` request line.
+fn port_add_kind(line: &[u8]) -> PortKind {
+    let Request::PortAdd { kind, .. } = decode_request(line).unwrap().request else {
         panic!("not a port_add")
     };
+    kind
+}
+
+#[test]
+fn new_port_kinds_take_their_defaults_and_snake_case_names() {
     assert_eq!(
-        kind,
+        port_add_kind(br#"{"version":1,"id":1,"request":{"op":"port_add","switch":"br0","name":"vm1","kind":{"type":"vhost_user"}}}"#),
         PortKind::VhostUser {
             socket: None,
+            mode: VhostMode::Server,
             mtu: 1500
         }
     );
-    let env = decode_request(
-        br#"{"version":1,"id":1,"request":{"op":"port_add","switch":"br0","name":"vx","kind":{"type":"vxlan","local":"10.0.0.1","vni":7}}}"#,
-    )
-    .unwrap();
-    let Request::PortAdd { kind, .. } = env.request else {
-        panic!("not a port_add")
-    };
     assert_eq!(
-        kind,
+        port_add_kind(br#"{"version":1,"id":1,"request":{"op":"port_add","switch":"br0","name":"vm1","kind":{"type":"vhost_user","mode":"client","socket":"/q.sock"}}}"#),
+        PortKind::VhostUser {
+            socket: Some("/q.sock".into()),
+            mode: VhostMode::Client,
+            mtu: 1500
+        }
+    );
+    assert_eq!(
+        port_add_kind(br#"{"version":1,"id":1,"request":{"op":"port_add","switch":"br0","name":"vx","kind":{"type":"vxlan","local":"10.0.0.1","vni":7}}}"#),
         PortKind::Vxlan {
             local: "10.0.0.1".into(),
             vni: 7,

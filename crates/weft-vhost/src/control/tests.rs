@@ -71,6 +71,10 @@ impl Frontend {
     }
 
     fn ring_setup(&mut self, index: usize) -> Result<()> {
+        self.ring_setup_at(index, 0)
+    }
+
+    fn ring_setup_at(&mut self, index: usize, base: u32) -> Result<()> {
         let ring = if index == RX_QUEUE {
             &self.rxq
         } else {
@@ -79,7 +83,7 @@ impl Frontend {
         let (desc, avail, used) = (ring.desc.0, ring.avail.0, ring.used.0);
         let i = u32::try_from(index).unwrap();
         self.dev.set_vring_num(i, 256)?;
-        self.dev.set_vring_base(i, 0)?;
+        self.dev.set_vring_base(i, base)?;
         self.dev.set_vring_addr(
             i,
             VhostUserVringAddrFlags::empty(),
@@ -546,4 +550,41 @@ fn file_descriptors_are_closed_whether_requests_succeed_or_fail() {
         fe.dev.reset();
     }
     assert_eq!(open_fds_like("weft-leak", MAGIC), 0);
+}
+
+/// The guest queued three frames; the backend finished the first and died (kill -9) with
+/// the other two in flight. A new backend process then gets the whole setup again, with
+/// `tx_base` as the transmit ring's base. Returns what the new backend receives.
+fn frames_after_a_backend_restart(tx_base: u32) -> Vec<Vec<u8>> {
+    let mut fe = frontend();
+    fe.start();
+    let (mut rx, _tx) = fe.halves();
+    fe.txq.send(&[0; 12], &ether_frame(1, 2, 60, 1), &[]);
+    assert_eq!(receive(&mut rx).len(), 1);
+    fe.txq.send(&[0; 12], &ether_frame(1, 2, 60, 2), &[]);
+    fe.txq.send(&[0; 12], &ether_frame(1, 2, 60, 3), &[]);
+    let mut batch = RxBatch::new(64);
+    rx.receive(&mut batch);
+    assert_eq!(batch.descs().len(), 2);
+    // The backend dies: nothing of it runs again, nothing is returned to the used ring.
+    std::mem::forget(rx);
+    let shared = DeviceShared::new(VhostPortConfig::default()).unwrap();
+    fe.dev = Device::new(Arc::clone(&shared));
+    fe.shared = shared;
+    fe.negotiate();
+    fe.mem_table().unwrap();
+    fe.ring_setup_at(RX_QUEUE, 0).unwrap();
+    fe.ring_setup_at(TX_QUEUE, tx_base).unwrap();
+    let (mut rx, _tx) = fe.halves();
+    receive(&mut rx)
+}
+
+#[test]
+fn after_a_backend_restart_chains_in_flight_are_processed_again() {
+    // QEMU could not ask the dead backend where it stopped: it sends the used index (1).
+    let again = vec![ether_frame(1, 2, 60, 2), ether_frame(1, 2, 60, 3)];
+    assert_eq!(frames_after_a_backend_restart(1), again);
+    // A frontend that sends its own last available index (3) instead would lose the two
+    // chains for good: the ring resumes from the used index all the same.
+    assert_eq!(frames_after_a_backend_restart(3), again);
 }

@@ -23,7 +23,7 @@ pub(super) fn socket_path(tag: &str) -> PathBuf {
 
 /// A frontend process in miniature: its memory, its two rings, its socket.
 pub(super) struct Guest {
-    fe: Frontend,
+    pub(super) fe: Frontend,
     file: std::fs::File,
     rxq: GuestRing,
     pub(super) txq: GuestRing,
@@ -33,6 +33,15 @@ pub(super) struct Guest {
 
 impl Guest {
     pub(super) fn connect(path: &Path) -> Guest {
+        Guest::with(Frontend::connect(path, 2).unwrap())
+    }
+
+    /// A frontend that accepted `stream` (weft in client mode connected to it).
+    pub(super) fn from_stream(stream: UnixStream) -> Guest {
+        Guest::with(Frontend::from_stream(stream, 2))
+    }
+
+    fn with(fe: Frontend) -> Guest {
         let file = memfd(GUEST_MEM);
         let mem = GuestMemoryMmap::<()>::from_ranges_with_files([(
             GuestAddress(0),
@@ -42,7 +51,7 @@ impl Guest {
         .unwrap();
         let efd = || EventFd::new(EFD_NONBLOCK).unwrap();
         Guest {
-            fe: Frontend::connect(path, 2).unwrap(),
+            fe,
             file,
             rxq: GuestRing::new(mem.clone(), 256, 0x1000, 0x10_0000, 0x30_0000),
             txq: GuestRing::new(mem, 256, 0x8_0000, 0x40_0000, 0x30_0000),
@@ -116,7 +125,7 @@ fn receive(rx: &mut VhostPortRx) -> Vec<Vec<u8>> {
     out
 }
 
-fn wait_for(what: &str, f: impl Fn() -> bool) {
+pub(super) fn wait_for(what: &str, f: impl Fn() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(5);
     while !f() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
@@ -125,7 +134,12 @@ fn wait_for(what: &str, f: impl Fn() -> bool) {
 }
 
 /// Frames pass both ways between the port's halves and `guest`.
-fn assert_traffic(guest: &mut Guest, rx: &mut VhostPortRx, tx: &mut VhostPortTx, seed: u8) {
+pub(super) fn assert_traffic(
+    guest: &mut Guest,
+    rx: &mut VhostPortRx,
+    tx: &mut VhostPortTx,
+    seed: u8,
+) {
     let out = ether_frame(1, 2, 700, seed);
     guest.txq.send(&[0; 12], &out, &[]);
     assert_eq!(receive(rx), vec![out]);

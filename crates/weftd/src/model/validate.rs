@@ -94,7 +94,7 @@ pub fn port_kind(port_name: &str, kind: &PortKind) -> Result<(), ControlError> {
             mtu_in_range(*mtu)
         }
         PortKind::AfPacket { ifname: name } => ifname(name),
-        PortKind::VhostUser { socket, mtu } => {
+        PortKind::VhostUser { socket, mtu, .. } => {
             if let Some(path) = socket {
                 if path.is_empty() || path.contains('\0') || path.len() > 107 {
                     return Err(ControlError::invalid(format!(

@@ -3,6 +3,7 @@
 use weft_control::state::RemoteMac;
 
 use super::*;
+use weft_control::state::VhostMode;
 
 #[test]
 fn vhost_user_takes_the_default_socket_and_mtu_unless_given() {
@@ -13,6 +14,7 @@ fn vhost_user_takes_the_default_socket_and_mtu_unless_given() {
             name: "vm1".into(),
             kind: PortKind::VhostUser {
                 socket: None,
+                mode: VhostMode::Server,
                 mtu: 1500
             },
             options: PortSettings::default(),
@@ -36,12 +38,39 @@ fn vhost_user_takes_the_default_socket_and_mtu_unless_given() {
             name: "vm1".into(),
             kind: PortKind::VhostUser {
                 socket: Some("/run/weft/vm1.sock".into()),
+                mode: VhostMode::Server,
                 mtu: 9000
             },
             options: PortSettings {
                 vlan: VlanMode::Access { vlan: 10 },
                 ..PortSettings::default()
             },
+        }
+    );
+}
+
+#[test]
+fn vhost_user_client_mode_is_asked_for_with_vhost_mode() {
+    assert_eq!(
+        request(&[
+            "port",
+            "add",
+            "br0:vm2",
+            "vhost-user",
+            "--vhost-mode",
+            "client",
+            "--vhost-socket",
+            "/run/qemu/vm2.sock",
+        ]),
+        Request::PortAdd {
+            switch: "br0".into(),
+            name: "vm2".into(),
+            kind: PortKind::VhostUser {
+                socket: Some("/run/qemu/vm2.sock".into()),
+                mode: VhostMode::Client,
+                mtu: 1500
+            },
+            options: PortSettings::default(),
         }
     );
 }

@@ -4,9 +4,14 @@
 use std::os::unix::fs::FileTypeExt;
 
 use super::*;
+use weft_control::state::VhostMode;
 
 fn vhost(socket: Option<String>) -> PortKind {
-    PortKind::VhostUser { socket, mtu: 1500 }
+    PortKind::VhostUser {
+        socket,
+        mode: VhostMode::Server,
+        mtu: 1500,
+    }
 }
 
 fn vxlan(local: &str, vni: u32, port: u16) -> PortKind {
@@ -65,6 +70,40 @@ fn a_vhost_user_port_listens_on_its_default_socket_until_deleted() {
         name: "vm1".into(),
     });
     assert!(!path.exists(), "the socket outlived its port");
+}
+
+#[test]
+fn a_client_mode_vhost_user_port_waits_for_the_frontends_socket_and_never_removes_it() {
+    let mut f = fixture(vec![switch("br0", &[])]);
+    let path = f.dir.path().join("qemu-vm1.sock");
+    let kind = PortKind::VhostUser {
+        socket: Some(path.to_string_lossy().into_owned()),
+        mode: VhostMode::Client,
+        mtu: 1500,
+    };
+    // No frontend yet: the port is created all the same, disconnected, creating nothing.
+    add(&mut f, "vm1", kind.clone()).unwrap();
+    assert!(!path.exists(), "a client port created a socket");
+    let Response::Ports { ports } = f.ok(Request::PortList { switch: None }) else {
+        panic!("not a port list")
+    };
+    assert_eq!(ports[0].kind, kind);
+    // The frontend comes up: the port connects within its backoff.
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let _conn = loop {
+        match listener.accept() {
+            Ok((c, _)) => break c,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => panic!("the client port never connected: {e}"),
+        }
+    };
+    f.ok(Request::PortDel {
+        switch: "br0".into(),
+        name: "vm1".into(),
+    });
+    assert!(is_socket(&path), "weft removed the frontend's socket");
 }
 
 #[test]
@@ -129,6 +168,7 @@ fn vhost_user_sockets_that_cannot_be_bound_are_invalid() {
         "vm1",
         PortKind::VhostUser {
             socket: None,
+            mode: VhostMode::Server,
             mtu: 10,
         },
     )

@@ -1,0 +1,139 @@
+//! Serving one connected frontend, whichever way the stream was got (accepted in server
+//! mode, connected in client mode), and the one wait both ways share: a descriptor, the
+//! port's stop eventfd, an optional timeout.
+
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use vhost::vhost_user::{BackendReqHandler, Error as VhostUserError};
+use vmm_sys_util::eventfd::EventFd;
+
+use super::lock;
+use crate::control::Device;
+use crate::counters::LogLimiter;
+use crate::device::DeviceShared;
+
+/// How long one message may take to arrive once it has started, or a reply to be taken.
+const MESSAGE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What ended a wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ready {
+    /// The port is being dropped.
+    Stop,
+    /// The descriptor is readable (or hung up).
+    Socket,
+    /// The timeout passed.
+    Timeout,
+}
+
+/// Waits until `fd` (if any) is readable or hung up, `stop` is signalled, or `timeout`
+/// (if any) passes. A stop wins over a ready descriptor.
+pub(super) fn wait(
+    fd: Option<RawFd>,
+    stop: &EventFd,
+    timeout: Option<Duration>,
+) -> io::Result<Ready> {
+    let timeout_ms = timeout.map_or(-1, |t| {
+        i32::try_from(t.as_millis().max(1)).unwrap_or(i32::MAX)
+    });
+    loop {
+        let mut fds = [
+            libc::pollfd {
+                fd: stop.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                // poll ignores a negative descriptor.
+                fd: fd.unwrap_or(-1),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: `fds` is a valid array of two pollfd structures for the whole call.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout_ms) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if fds[0].revents != 0 {
+            return Ok(Ready::Stop);
+        }
+        if fds[1].revents != 0 {
+            return Ok(Ready::Socket);
+        }
+        if n == 0 {
+            return Ok(Ready::Timeout);
+        }
+    }
+}
+
+/// Serves one frontend until it disconnects (or breaks the protocol, or the port stops):
+/// `Ready::Stop` when the port stops, `Ready::Socket` when the connection ended.
+pub(super) fn serve(
+    stream: UnixStream,
+    shared: &Arc<DeviceShared>,
+    stop: &EventFd,
+    current: &Mutex<Option<UnixStream>>,
+    log: &mut LogLimiter,
+) -> Ready {
+    let setup = stream
+        .set_nonblocking(false)
+        .and_then(|()| stream.set_read_timeout(Some(MESSAGE_TIMEOUT)))
+        .and_then(|()| stream.set_write_timeout(Some(MESSAGE_TIMEOUT)))
+        .and_then(|()| stream.try_clone());
+    let watch = match setup {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot set up a vhost-user connection");
+            return Ready::Socket;
+        }
+    };
+    if let Ok(c) = watch.try_clone() {
+        *lock(current) = Some(c);
+    }
+    let device = Arc::new(Mutex::new(Device::new(Arc::clone(shared))));
+    let mut handler = BackendReqHandler::from_stream(stream, Arc::clone(&device));
+    shared.connected.store(true, Ordering::Release);
+    tracing::info!("vhost-user frontend connected");
+    let outcome = loop {
+        match wait(Some(watch.as_raw_fd()), stop, None) {
+            Ok(Ready::Stop) => break Ready::Stop,
+            Ok(_) => {}
+            Err(_) => break Ready::Socket,
+        }
+        if let Err(e) = handler.handle_request() {
+            match e {
+                // QEMU 7.2's virtio-net enables its rings before it sets any feature; the
+                // `vhost` crate refuses that (PROTOCOL_FEATURES not yet acknowledged) after
+                // reading the whole message, so the stream is intact: carry on. Rings start
+                // enabled for that reason (see `control.rs`).
+                VhostUserError::InactiveFeature(_) => {
+                    tracing::debug!("request needing unnegotiated features ignored");
+                    continue;
+                }
+                VhostUserError::Disconnected | VhostUserError::PartialMessage => {
+                    tracing::info!("vhost-user frontend disconnected");
+                }
+                e => {
+                    if let Some(held_back) = log.allow() {
+                        tracing::warn!(error = %e, held_back, "vhost-user frontend dropped");
+                    }
+                }
+            }
+            break Ready::Socket;
+        }
+    };
+    *lock(current) = None;
+    lock(&device).reset();
+    shared.connected.store(false, Ordering::Release);
+    outcome
+}
