@@ -164,3 +164,6 @@ mod tests {
         assert_eq!(per_second(u64::MAX, Duration::ZERO), u64::MAX);
     }
 }
+
+#[cfg(test)]
+mod ring_tests;

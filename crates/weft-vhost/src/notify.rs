@@ -339,3 +339,6 @@ mod tests {
         assert_eq!(density(OPTIMISTIC_HOT_BPS + 1), Density::TooHot);
     }
 }
+
+#[cfg(test)]
+mod ring_tests;
