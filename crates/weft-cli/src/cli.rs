@@ -318,7 +318,8 @@ pub enum PortKindCmd {
     },
     /// A vhost-user socket a VM (QEMU, Cloud Hypervisor) or DPDK virtio-user connects to.
     #[command(after_help = "EXAMPLES:\n  weft port add br0:vm1 vhost-user\n  \
-        weft port add br0:vm1 vhost-user --vhost-socket /run/weft/vm1.sock --mtu 9000\n\n\
+        weft port add br0:vm1 vhost-user --vhost-socket /run/weft/vm1.sock --mtu 9000\n  \
+        weft port add br0:vm1 vhost-user --dispatch adaptive --notify optimistic\n\n\
         QEMU: -chardev socket,id=c0,path=SOCKET -netdev vhost-user,id=n0,chardev=c0 \
         -device virtio-net-pci,netdev=n0 (guest memory shared: memory-backend-memfd,share=on)\n\
         DPDK: --vdev=net_virtio_user0,path=SOCKET,server=0")]
@@ -330,6 +331,14 @@ pub enum PortKindCmd {
         /// MTU of the port.
         #[arg(long, value_name = "N", default_value_t = 1500)]
         mtu: u32,
+        /// Who drives the port: guest-driven, switch-driven, adaptive [the default: 1000 and
+        /// 10000 frames/s over 5000 µs] or adaptive:LOW_PPS,HIGH_PPS,WINDOW_US.
+        #[arg(long, value_name = "MODE")]
+        dispatch: Option<weft_control::state::VhostDispatch>,
+        /// When the guest is interrupted: immediate [the default], optimistic, coalesced
+        /// (32 frames or 50 µs) or coalesced:FRAMES,MAX_DELAY_US.
+        #[arg(long, value_name = "POLICY")]
+        notify: Option<weft_control::state::VhostNotify>,
         /// Switch-side options.
         #[command(flatten)]
         options: PortOptionArgs,

@@ -1,11 +1,17 @@
 //! The port's receive half: frames the guest transmits (its transmit queue), lent to the
 //! switch for one batch and returned to the guest in `finish`.
 //!
-//! Guest kicks: while chains keep coming the guest is asked not to kick (the worker is
-//! polling anyway); on the first empty poll the kick counter is drained, kicks are
-//! re-enabled and the ring looked at once more, so that a worker going to sleep on the
-//! port's readiness descriptor is woken by the guest's next kick. Draining happens only on
-//! that busy-to-idle transition: one system call per burst, none per poll.
+//! Guest kicks follow the dispatch mode (`dispatch.rs`). Guest-driven: while chains keep
+//! coming the guest is asked not to kick (the worker is polling anyway); on the first empty
+//! poll the kick counter is drained, kicks are re-enabled and the ring looked at once more,
+//! so that a worker going to sleep on the port's readiness descriptor is woken by the
+//! guest's next kick. Draining happens only on that busy-to-idle transition: one system
+//! call per burst, none per poll. Switch-driven: kicks stay off even when idle and the port
+//! asks its worker to keep polling ([`PortRx::needs_polling`]); adaptive dispatch leaving
+//! switch-driven mode goes through the same drain, re-enable and look again.
+//!
+//! Each `receive` is also the worker's look at the port that sends notifications the
+//! policy held back (`notify.rs`), on both queues.
 
 use std::sync::Arc;
 use std::time::Instant;

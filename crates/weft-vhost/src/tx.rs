@@ -4,9 +4,11 @@
 //!
 //! Per frame: enough receive chains for header and frame (several with mergeable buffers,
 //! `num_buffers` set), the header written from the frame's offload state, the frame's head
-//! and body copied. The used ring is updated and the guest notified once per burst, unless
-//! its `used_event` (EVENT_IDX) or NO_INTERRUPT flag says it need not be. With no buffer left
-//! the burst stops: `transmit` returns what was accepted and never waits.
+//! and body copied. The used ring is updated once per burst (with the optimistic policy,
+//! once after the first frame and once at the end) and the guest notified as the port's
+//! notification policy says (`notify.rs`), never when its `used_event` (EVENT_IDX) or
+//! NO_INTERRUPT flag says it need not be. With no buffer left the burst stops: `transmit`
+//! returns what was accepted and never waits.
 //!
 //! A frame needing an offload the guest did not negotiate (a partial checksum, a TCP
 //! super-frame) has it done here in software — checksum completed, or segmented to the

@@ -35,11 +35,15 @@ pub fn port_add_request(target: &PortRef, kind: &PortKindCmd) -> Request {
         PortKindCmd::VhostUser {
             vhost_socket,
             mtu,
+            dispatch,
+            notify,
             options,
         } => (
             PortKind::VhostUser {
                 socket: vhost_socket.clone(),
                 mtu: *mtu,
+                dispatch: *dispatch,
+                notify: *notify,
             },
             options,
         ),

@@ -164,10 +164,14 @@ fn vhost_user_and_vxlan_port_kinds_round_trip() {
         PortKind::VhostUser {
             socket: Some("/run/weft/vm1.sock".into()),
             mtu: 9000,
+            dispatch: None,
+            notify: None,
         },
         PortKind::VhostUser {
             socket: None,
             mtu: 1500,
+            dispatch: None,
+            notify: None,
         },
         PortKind::Vxlan {
             local: "10.0.0.1".into(),
@@ -200,7 +204,9 @@ fn new_port_kinds_take_their_defaults_and_snake_case_names() {
         kind,
         PortKind::VhostUser {
             socket: None,
-            mtu: 1500
+            mtu: 1500,
+            dispatch: None,
+            notify: None,
         }
     );
     let env = decode_request(

@@ -11,7 +11,9 @@ fn vhost_user_takes_the_default_socket_and_mtu_unless_given() {
             name: "vm1".into(),
             kind: PortKind::VhostUser {
                 socket: None,
-                mtu: 1500
+                mtu: 1500,
+                dispatch: None,
+                notify: None,
             },
             options: PortSettings::default(),
         }
@@ -34,7 +36,9 @@ fn vhost_user_takes_the_default_socket_and_mtu_unless_given() {
             name: "vm1".into(),
             kind: PortKind::VhostUser {
                 socket: Some("/run/weft/vm1.sock".into()),
-                mtu: 9000
+                mtu: 9000,
+                dispatch: None,
+                notify: None,
             },
             options: PortSettings {
                 vlan: VlanMode::Access { vlan: 10 },
@@ -121,4 +125,59 @@ fn vxlan_needs_its_local_endpoint_and_vni() {
         usage_error(&["port", "add", "b:p", "vhost-user", "--mtu", "big"]),
         ValueValidation
     );
+}
+
+#[test]
+fn vhost_user_takes_a_dispatch_mode_and_a_notification_policy() {
+    use weft_control::state::{VhostDispatch, VhostNotify};
+    let Request::PortAdd { kind, .. } = request(&[
+        "port",
+        "add",
+        "br0:vm1",
+        "vhost-user",
+        "--dispatch",
+        "adaptive",
+        "--notify",
+        "optimistic",
+    ]) else {
+        panic!("not a port_add")
+    };
+    let PortKind::VhostUser {
+        dispatch, notify, ..
+    } = kind
+    else {
+        panic!("not vhost-user")
+    };
+    assert_eq!(
+        dispatch,
+        Some(VhostDispatch::Adaptive {
+            low_pps: 1_000,
+            high_pps: 10_000,
+            window_us: 5_000
+        })
+    );
+    assert_eq!(notify, Some(VhostNotify::Optimistic));
+    let Request::PortAdd { kind, .. } = request(&[
+        "port",
+        "add",
+        "br0:vm1",
+        "vhost-user",
+        "--dispatch",
+        "switch-driven",
+        "--notify",
+        "coalesced:16,100",
+    ]) else {
+        panic!("not a port_add")
+    };
+    assert!(matches!(
+        kind,
+        PortKind::VhostUser {
+            dispatch: Some(VhostDispatch::SwitchDriven),
+            notify: Some(VhostNotify::Coalesced {
+                frames: 16,
+                max_delay_us: 100
+            }),
+            ..
+        }
+    ));
 }

@@ -118,6 +118,7 @@ fn port_show_lists_counters_and_drops_by_reason() {
         tx_packets: 5,
         tx_bytes: 500,
         drops: BTreeMap::from([("fdb_full".into(), 2), ("too_big".into(), 1)]),
+        device: BTreeMap::new(),
     };
     let text = human(
         &Request::SwitchList {},
@@ -225,6 +226,7 @@ fn stats_show_switch_ports_drops_and_workers() {
                     tx_packets: 0,
                     tx_bytes: 0,
                     drops: BTreeMap::from([("no_destination".into(), 4)]),
+                    device: BTreeMap::new(),
                 },
             }],
         }],

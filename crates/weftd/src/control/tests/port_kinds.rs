@@ -6,7 +6,12 @@ use std::os::unix::fs::FileTypeExt;
 use super::*;
 
 fn vhost(socket: Option<String>) -> PortKind {
-    PortKind::VhostUser { socket, mtu: 1500 }
+    PortKind::VhostUser {
+        socket,
+        mtu: 1500,
+        dispatch: None,
+        notify: None,
+    }
 }
 
 fn vxlan(local: &str, vni: u32, port: u16) -> PortKind {
@@ -129,6 +134,8 @@ fn vhost_user_sockets_that_cannot_be_bound_are_invalid() {
         PortKind::VhostUser {
             socket: None,
             mtu: 10,
+            dispatch: None,
+            notify: None,
         },
     )
     .unwrap_err();
