@@ -42,6 +42,11 @@ impl Dispatch {
         }
     }
 
+    /// The ring stopped: adaptive dispatch starts over, guest-driven with a new window.
+    pub(crate) fn restart(&mut self) {
+        *self = Dispatch::new(self.mode);
+    }
+
     /// Who drives the port now.
     pub(crate) fn driven(&self) -> Driven {
         self.driven

@@ -48,6 +48,9 @@ pub struct VhostPortRx {
     bounce: Bounce,
     lend: bool,
     dispatch: Dispatch,
+    /// The ring was being served at the last look (a switch-driven port whose ring is
+    /// stopped needs no polling).
+    ring_live: bool,
 }
 
 impl std::fmt::Debug for VhostPortRx {
@@ -76,6 +79,7 @@ impl VhostPortRx {
             bounce,
             lend,
             dispatch,
+            ring_live: false,
         }
     }
 
@@ -270,6 +274,10 @@ impl PortRx for VhostPortRx {
         dev.tx_vring().tick_locked(&mut st, now);
         if !st.serving() {
             self.mem = None;
+            // Nothing to poll until the frontend starts the ring again (which wakes the
+            // worker through the kick descriptor); adaptive dispatch starts over.
+            self.ring_live = false;
+            self.dispatch.restart();
             if st.fault.is_some() && st.kick.is_some() {
                 // A broken ring is not read again until restarted: stop watching its kicks,
                 // or a guest kicking it would keep waking the worker.
@@ -285,6 +293,7 @@ impl PortRx for VhostPortRx {
             (_, cur) => self.mem = cur.clone(),
         }
         self.epoch = st.epoch;
+        self.ring_live = true;
         let taken = self.take_chains(&mut st, batch);
         let Some(mem) = self.mem.clone() else {
             return;
@@ -384,7 +393,7 @@ impl PortRx for VhostPortRx {
     /// stays quiet) or while a notification toward the guest is held back (only a look at
     /// the port sends it).
     fn needs_polling(&self) -> bool {
-        self.dispatch.driven() == Driven::Switch
+        (self.ring_live && self.dispatch.driven() == Driven::Switch)
             || self.dev.rx_vring().notify_pending()
             || self.dev.tx_vring().notify_pending()
     }

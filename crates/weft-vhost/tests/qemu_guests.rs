@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use weft_runtime::{spawn_worker, WorkerConfig};
 use weft_switch::{PortOptions, SwitchConfig};
-use weft_vhost::{VhostPortConfig, VhostUserPort};
+use weft_vhost::{DispatchMode, NotifyPolicy, VhostPortConfig, VhostPortStats, VhostUserPort};
 
 const MODULES: [&str; 8] = [
     "virtio_ring",
@@ -274,17 +274,73 @@ fn wait_until<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<
     }
 }
 
+/// The guest pairs run one after the other: two at once would starve each other of the
+/// machine's two cores under TCG.
+static ONE_PAIR_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn two_linux_guests_ping_and_move_data_over_tcp_through_weft() {
+    let _serial = ONE_PAIR_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let config = VhostPortConfig::default();
+    run_two_guests("default", config, config);
+}
+
+#[test]
+fn guests_behind_optimistic_and_coalesced_ports_with_eager_adaptive_dispatch_lose_nothing() {
+    let _serial = ONE_PAIR_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    // Bounds low enough that the transfer crosses them (3 frames in 20 ms, even under TCG
+    // and with 64 KB TSO frames) and silence drops below.
+    let adaptive = DispatchMode::Adaptive {
+        low_pps: 10,
+        high_pps: 100,
+        window: Duration::from_millis(20),
+    };
+    let optimistic = VhostPortConfig {
+        dispatch: adaptive,
+        notify: NotifyPolicy::Optimistic,
+        ..VhostPortConfig::default()
+    };
+    let coalesced = VhostPortConfig {
+        dispatch: adaptive,
+        notify: NotifyPolicy::Coalesced {
+            frames: 32,
+            max_delay: Duration::from_micros(50),
+        },
+        ..VhostPortConfig::default()
+    };
+    let stats = run_two_guests("modes", optimistic, coalesced);
+    assert!(
+        stats.iter().any(|s| s.from_guest.dispatch_changes >= 1),
+        "the transfer took a port switch-driven: {stats:?}"
+    );
+    for s in &stats {
+        assert!(
+            s.to_guest.notifications > 0 && s.to_guest.batches() > 0,
+            "{s:?}"
+        );
+    }
+    assert!(
+        stats[1].to_guest.notifications_held > 0,
+        "the coalesced port held notifications back: {:?}",
+        stats[1]
+    );
+}
+
+/// Two guests behind ports set up as given: they ping, and move a 2 MB file each way over
+/// TCP; returns the ports' counters.
+fn run_two_guests(
+    tag: &str,
+    config1: VhostPortConfig,
+    config2: VhostPortConfig,
+) -> [VhostPortStats; 2] {
     let _ = tracing_subscriber::fmt().with_test_writer().try_init();
-    let dir = std::env::temp_dir().join(format!("weft-e2e-qemu-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("weft-e2e-qemu-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (kernel, version) = kernel();
     let initrd = initramfs(&dir, &version);
 
-    let config = VhostPortConfig::default();
-    let mut port1 = VhostUserPort::listen(dir.join("g1.sock"), config).unwrap();
-    let mut port2 = VhostUserPort::listen(dir.join("g2.sock"), config).unwrap();
+    let mut port1 = VhostUserPort::listen(dir.join("g1.sock"), config1).unwrap();
+    let mut port2 = VhostUserPort::listen(dir.join("g2.sock"), config2).unwrap();
     let (rx1, tx1) = port1.take_halves().unwrap();
     let (rx2, tx2) = port2.take_halves().unwrap();
     let worker = spawn_worker(WorkerConfig::default()).unwrap();
@@ -377,6 +433,8 @@ fn two_linux_guests_ping_and_move_data_over_tcp_through_weft() {
     eprintln!("{report}");
     drop((g1, g2));
     let _ = worker.shutdown();
+    let stats = [port1.stats(), port2.stats()];
     drop((port1, port2));
     let _ = std::fs::remove_dir_all(&dir);
+    stats
 }

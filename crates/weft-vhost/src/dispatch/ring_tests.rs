@@ -56,7 +56,6 @@ fn adaptive() -> DispatchMode {
 #[test]
 fn switch_driven_keeps_kicks_off_when_idle_and_asks_to_be_polled() {
     let (mut rig, mut rx) = rig(DispatchMode::SwitchDriven, false);
-    assert!(rx.needs_polling());
     send(&mut rig, 2);
     assert_eq!(receive(&mut rx), 2);
     assert_eq!(rig.txq.used_flags() & NO_NOTIFY, NO_NOTIFY);
@@ -69,6 +68,24 @@ fn switch_driven_keeps_kicks_off_when_idle_and_asks_to_be_polled() {
     rig.tx_kick.write(1).unwrap();
     assert_eq!(receive(&mut rx), 0);
     assert_eq!(rig.tx_kick.read().unwrap(), 1);
+}
+
+#[test]
+fn a_switch_driven_port_whose_ring_stopped_asks_for_no_polling() {
+    let (mut rig, mut rx) = rig(DispatchMode::SwitchDriven, false);
+    assert_eq!(receive(&mut rx), 0);
+    assert!(rx.needs_polling());
+    {
+        let vring = rig.dev.tx_vring();
+        vring.lock().stop(&vring.counters);
+    }
+    assert_eq!(receive(&mut rx), 0);
+    assert!(
+        !rx.needs_polling(),
+        "a disconnected guest must not keep a worker spinning"
+    );
+    send(&mut rig, 1);
+    assert_eq!(receive(&mut rx), 0, "stopped");
 }
 
 #[test]
