@@ -162,6 +162,50 @@ mod tests {
         assert_eq!(s.driven(), Driven::Switch);
     }
 
+    proptest::proptest! {
+        /// Whatever the polls, the mode changes only when a window closes with a rate
+        /// beyond the bound it crosses, and two changes are at least a window apart.
+        #[test]
+        fn adaptive_changes_only_on_a_window_beyond_its_bound(
+            polls in proptest::collection::vec((0u64..3_000, 0usize..64), 1..300),
+        ) {
+            let window = 5 * MS;
+            let mut d = adaptive();
+            let mut t = Instant::now();
+            let mut last_change: Option<Instant> = None;
+            let mut window_start: Option<Instant> = None;
+            let mut window_frames = 0u64;
+            for (gap_us, frames) in polls {
+                t += Duration::from_micros(gap_us);
+                let before = d.driven();
+                let start = *window_start.get_or_insert(t);
+                window_frames += frames as u64;
+                let (after, changed) = d.observe(t, frames);
+                proptest::prop_assert_eq!(changed, before != after);
+                let closed = t.duration_since(start) >= window;
+                if closed {
+                    let rate = per_second(window_frames, t.duration_since(start));
+                    match (before, after) {
+                        (Driven::Guest, Driven::Switch) => proptest::prop_assert!(rate > 10_000),
+                        (Driven::Switch, Driven::Guest) => proptest::prop_assert!(rate < 1_000),
+                        (Driven::Guest, Driven::Guest) => proptest::prop_assert!(rate <= 10_000),
+                        (Driven::Switch, Driven::Switch) => proptest::prop_assert!(rate >= 1_000),
+                    }
+                    window_start = Some(t);
+                    window_frames = 0;
+                } else {
+                    proptest::prop_assert!(!changed);
+                }
+                if changed {
+                    if let Some(prev) = last_change {
+                        proptest::prop_assert!(t.duration_since(prev) >= window);
+                    }
+                    last_change = Some(t);
+                }
+            }
+        }
+    }
+
     #[test]
     fn rates_are_per_second() {
         assert_eq!(per_second(10, MS), 10_000);

@@ -331,6 +331,82 @@ mod tests {
         assert!(!n.pending());
     }
 
+    /// One step of traffic: a burst (with or without an early ask the guest accepts) or a
+    /// look, after `gap_us` microseconds.
+    #[derive(Debug, Clone)]
+    enum Step {
+        Burst {
+            frames: u64,
+            bytes: u64,
+            evi_sent: bool,
+        },
+        Look,
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = (u64, Step)> {
+        use proptest::prelude::*;
+        (
+            0u64..200,
+            prop_oneof![
+                (0u64..64, 0u64..100_000, any::<bool>()).prop_map(|(frames, bytes, evi_sent)| {
+                    Step::Burst {
+                        frames,
+                        bytes,
+                        evi_sent,
+                    }
+                }),
+                Just(Step::Look),
+            ],
+        )
+    }
+
+    fn policy() -> impl proptest::strategy::Strategy<Value = NotifyPolicy> {
+        use proptest::prelude::*;
+        prop_oneof![
+            Just(NotifyPolicy::Immediate),
+            Just(NotifyPolicy::Optimistic),
+            (1u32..100, 1u64..500).prop_map(|(frames, us)| NotifyPolicy::Coalesced {
+                frames,
+                max_delay: Duration::from_micros(us),
+            }),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Whatever the traffic, once it stops the worker's looks send every held-back
+        /// notification within the policy's bound, and then nothing is pending.
+        #[test]
+        fn no_notification_stays_held_once_traffic_stops(
+            policy in policy(),
+            steps in proptest::collection::vec(step(), 0..60),
+        ) {
+            let mut n = Notifier::new(policy);
+            let mut t = Instant::now();
+            for (gap, s) in steps {
+                t += Duration::from_micros(gap);
+                match s {
+                    Step::Burst { frames, bytes, evi_sent } => {
+                        if n.early() && frames > 0 {
+                            n.early_done(t, evi_sent);
+                            apply(&mut n, |n| n.burst_done(t, frames - 1, bytes));
+                        } else {
+                            apply(&mut n, |n| n.burst_done(t, frames, bytes));
+                        }
+                    }
+                    Step::Look => {
+                        apply(&mut n, |n| n.tick(t));
+                    }
+                }
+            }
+            // Traffic stopped: looks every 10 µs for 1 ms.
+            for _ in 0..100 {
+                t += 10 * US;
+                apply(&mut n, |n| n.tick(t));
+            }
+            proptest::prop_assert!(!n.pending());
+        }
+    }
+
     #[test]
     fn density_bounds() {
         assert_eq!(density(0), Density::TooCold);
