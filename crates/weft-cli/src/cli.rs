@@ -326,6 +326,7 @@ pub enum PortKindCmd {
     #[command(after_help = "EXAMPLES:\n  weft port add br0:vm1 vhost-user\n  \
         weft port add br0:vm1 vhost-user --vhost-socket /run/weft/vm1.sock --mtu 9000\n  \
         weft port add br0:vm2 vhost-user --vhost-mode client --vhost-socket /run/qemu/vm2.sock\n\n\
+        weft port add br0:vm1 vhost-user --dispatch adaptive --notify optimistic\n\n\
         QEMU: -chardev socket,id=c0,path=SOCKET -netdev vhost-user,id=n0,chardev=c0 \
         -device virtio-net-pci,netdev=n0 (guest memory shared: memory-backend-memfd,share=on)\n\
         DPDK: --vdev=net_virtio_user0,path=SOCKET,server=0")]
@@ -342,6 +343,14 @@ pub enum PortKindCmd {
         /// MTU of the port.
         #[arg(long, value_name = "N", default_value_t = 1500)]
         mtu: u32,
+        /// Who drives the port: guest-driven, switch-driven, adaptive [the default: 1000 and
+        /// 10000 frames/s over 5000 µs] or adaptive:LOW_PPS,HIGH_PPS,WINDOW_US.
+        #[arg(long, value_name = "MODE")]
+        dispatch: Option<weft_control::state::VhostDispatch>,
+        /// When the guest is interrupted: immediate [the default], optimistic, coalesced
+        /// (32 frames or 50 µs) or coalesced:FRAMES,MAX_DELAY_US.
+        #[arg(long, value_name = "POLICY")]
+        notify: Option<weft_control::state::VhostNotify>,
         /// Switch-side options.
         #[command(flatten)]
         options: PortOptionArgs,

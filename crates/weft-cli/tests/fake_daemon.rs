@@ -343,6 +343,7 @@ fn growing_stats() -> impl Fn(&Request) -> Result<Response, ControlError> {
                             tx_packets: n,
                             tx_bytes: n * 100,
                             drops: BTreeMap::from([("no_destination".into(), n / 10)]),
+                            device: BTreeMap::new(),
                         },
                     }],
                 }],

@@ -144,6 +144,10 @@ pub struct PortCounters {
     pub tx_bytes: u64,
     /// Drops by reason (`reason` → count), zeros left out.
     pub drops: std::collections::BTreeMap<String, u64>,
+    /// What the port's device counts beside drops (a vhost-user port's kicks,
+    /// notifications and batch sizes per queue), zeros left out.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub device: std::collections::BTreeMap<String, u64>,
 }
 
 /// Counters of one switch.

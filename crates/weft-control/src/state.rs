@@ -6,6 +6,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::rule::RuleSpec;
 
+mod vhost;
+pub use vhost::{VhostDispatch, VhostModeError, VhostNotify, MAX_PERIOD_US};
+
 /// Everything weftd restores on start.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -152,6 +155,12 @@ pub enum PortKind {
         /// MTU of the port.
         #[serde(default = "default_mtu")]
         mtu: u32,
+        /// Dispatch mode; absent: adaptive.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dispatch: Option<VhostDispatch>,
+        /// Notification policy; absent: immediate.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        notify: Option<VhostNotify>,
     },
     /// A VXLAN tunnel endpoint (one VNI) over a UDP socket.
     Vxlan {

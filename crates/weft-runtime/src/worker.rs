@@ -273,6 +273,12 @@ impl Worker {
 
     /// Sleeps up to `d`, waking early when a port becomes readable or a job arrives.
     fn sleep(&mut self, d: Duration) {
+        if self.registry.iter().any(|s| s.needs_polling()) {
+            // A port whose readiness descriptor would not wake us (VNET/P's immediate
+            // yield: give the core away for a moment, then poll again).
+            std::thread::yield_now();
+            return;
+        }
         // epoll's timeout is in milliseconds: shorter naps are plain sleeps.
         if d < Duration::from_millis(1) {
             std::thread::sleep(d);

@@ -159,6 +159,14 @@ pub trait PortRx: Send {
     fn readiness_fd(&self) -> Option<std::os::fd::RawFd> {
         None
     }
+
+    /// True while the port must be polled even though its readiness descriptor is quiet
+    /// (a vhost-user port in switch-driven mode, whose guest does not kick, or one holding
+    /// back a notification only a later look sends): an idle worker then yields and polls
+    /// again instead of sleeping. Asked between passes, so it must be cheap.
+    fn needs_polling(&self) -> bool {
+        false
+    }
 }
 
 /// A frame to transmit: a rewritten head (the Ethernet addresses and the VLAN tags the

@@ -1,5 +1,7 @@
 //! How a vhost-user port is set up.
 
+use crate::modes::{DispatchMode, ModeError, NotifyPolicy};
+
 /// The largest virtqueue a split ring may have (virtio 1.x §2.7).
 pub const MAX_QUEUE_SIZE: u16 = 32_768;
 
@@ -30,6 +32,10 @@ pub struct VhostPortConfig {
     /// The most bytes the receive half keeps in its bounce buffer (frames that are scattered
     /// in guest memory, or all frames when lending is off). At least two maximal frames.
     pub bounce_limit: usize,
+    /// Who drives the receive half: the guest's kicks, the worker's polling, or adaptive.
+    pub dispatch: DispatchMode,
+    /// When the guest is interrupted after the port fills or completes its buffers.
+    pub notify: NotifyPolicy,
 }
 
 impl Default for VhostPortConfig {
@@ -42,6 +48,8 @@ impl Default for VhostPortConfig {
             event_idx: true,
             lend_guest_memory: true,
             bounce_limit: 16 << 20,
+            dispatch: DispatchMode::default(),
+            notify: NotifyPolicy::default(),
         }
     }
 }
@@ -55,6 +63,9 @@ pub enum ConfigError {
     /// The queue size limit is zero, not a power of two, or above 32768.
     #[error("maximum queue size {0} is not a power of two in 1..=32768")]
     BadQueueSize(u16),
+    /// A dispatch mode or notification policy that cannot work.
+    #[error(transparent)]
+    Mode(#[from] ModeError),
 }
 
 impl VhostPortConfig {
@@ -69,6 +80,8 @@ impl VhostPortConfig {
         {
             return Err(ConfigError::BadQueueSize(self.max_queue_size));
         }
+        self.dispatch.validate()?;
+        self.notify.validate()?;
         Ok(())
     }
 
@@ -101,6 +114,27 @@ mod tests {
             ..VhostPortConfig::default()
         };
         assert_eq!(c.validate(), Ok(()));
+    }
+
+    #[test]
+    fn bad_modes_are_refused() {
+        let c = VhostPortConfig {
+            dispatch: DispatchMode::Adaptive {
+                low_pps: 5,
+                high_pps: 5,
+                window: std::time::Duration::from_millis(5),
+            },
+            ..VhostPortConfig::default()
+        };
+        assert!(matches!(c.validate(), Err(ConfigError::Mode(_))));
+        let c = VhostPortConfig {
+            notify: NotifyPolicy::Coalesced {
+                frames: 0,
+                max_delay: std::time::Duration::from_micros(50),
+            },
+            ..VhostPortConfig::default()
+        };
+        assert!(matches!(c.validate(), Err(ConfigError::Mode(_))));
     }
 
     #[test]

@@ -164,6 +164,16 @@ impl FrameDrop {
     }
 }
 
+/// Buckets of the batch-size histogram: bucket `i` counts batches of `2^i..2^(i+1)`
+/// frames, the last one everything from 1024 up.
+pub const BATCH_BUCKETS: usize = 11;
+
+/// The histogram bucket of a batch of `frames` (at least 1) frames.
+pub fn batch_bucket(frames: u64) -> usize {
+    let log2 = usize::try_from(frames.max(1).ilog2()).unwrap_or(usize::MAX);
+    log2.min(BATCH_BUCKETS - 1)
+}
+
 /// Counters of one virtqueue.
 #[derive(Debug, Default)]
 pub(crate) struct QueueCounters {
@@ -174,6 +184,10 @@ pub(crate) struct QueueCounters {
     notifications: AtomicU64,
     notifications_suppressed: AtomicU64,
     kicks_drained: AtomicU64,
+    kicks: AtomicU64,
+    notifications_held: AtomicU64,
+    dispatch_changes: AtomicU64,
+    batch_sizes: [AtomicU64; BATCH_BUCKETS],
     no_buffers: AtomicU64,
     discarded_in_flight: AtomicU64,
     software_offloads: AtomicU64,
@@ -213,6 +227,25 @@ impl QueueCounters {
     pub(crate) fn kick_drained(&self) {
         bump(&self.kicks_drained, 1);
     }
+    pub(crate) fn kicks_received(&self, n: u64) {
+        if n > 0 {
+            bump(&self.kicks, n);
+        }
+    }
+    pub(crate) fn notification_held(&self) {
+        bump(&self.notifications_held, 1);
+    }
+    pub(crate) fn dispatch_changed(&self) {
+        bump(&self.dispatch_changes, 1);
+    }
+    /// A batch of `frames` frames (none: not a batch).
+    pub(crate) fn batch(&self, frames: u64) {
+        if frames > 0 {
+            if let Some(c) = self.batch_sizes.get(batch_bucket(frames)) {
+                bump(c, 1);
+            }
+        }
+    }
     pub(crate) fn no_buffers(&self) {
         bump(&self.no_buffers, 1);
     }
@@ -246,6 +279,10 @@ impl QueueCounters {
             notifications: load(&self.notifications),
             notifications_suppressed: load(&self.notifications_suppressed),
             kicks_drained: load(&self.kicks_drained),
+            kicks: load(&self.kicks),
+            notifications_held: load(&self.notifications_held),
+            dispatch_changes: load(&self.dispatch_changes),
+            batch_sizes: std::array::from_fn(|i| load(&self.batch_sizes[i])),
             no_buffers: load(&self.no_buffers),
             discarded_in_flight: load(&self.discarded_in_flight),
             software_offloads: load(&self.software_offloads),
@@ -270,8 +307,21 @@ pub struct QueueStats {
     pub notifications: u64,
     /// Notifications the guest's suppression (flags or `used_event`) made unnecessary.
     pub notifications_suppressed: u64,
+    /// Notifications the port's policy held back (coalesced, or an optimistic
+    /// end-of-coalescing judged too cold or too hot); a held one is sent later if the guest
+    /// still wants it.
+    pub notifications_held: u64,
     /// Times the kick counter was drained before re-enabling guest notifications.
     pub kicks_drained: u64,
+    /// Kicks received from the guest (transmit queue; counted when the port reads its kick
+    /// descriptor, so kicks since the last read are not in yet).
+    pub kicks: u64,
+    /// Times adaptive dispatch changed between guest-driven and switch-driven (transmit
+    /// queue).
+    pub dispatch_changes: u64,
+    /// Batches by size: bucket `i` counts batches of `2^i..2^(i+1)` frames (the last
+    /// everything larger); see [`batch_bucket`].
+    pub batch_sizes: [u64; BATCH_BUCKETS],
     /// Bursts cut short because the guest had no receive buffers.
     pub no_buffers: u64,
     /// Chains in flight when the frontend stopped the ring; the next start re-reads them.
@@ -301,6 +351,10 @@ impl QueueStats {
     /// Every fault.
     pub fn total_faults(&self) -> u64 {
         self.faults.iter().sum()
+    }
+    /// Batches counted in the histogram.
+    pub fn batches(&self) -> u64 {
+        self.batch_sizes.iter().sum()
     }
 }
 
@@ -365,6 +419,23 @@ mod tests {
             FrameDrop::counter_name(FrameDrop::BadHeader(VirtioNetHeaderError::RscInfo).index()),
             "header_rsc_info"
         );
+    }
+
+    #[test]
+    fn batch_sizes_fall_in_power_of_two_buckets() {
+        let buckets: Vec<usize> = [1u64, 2, 3, 4, 7, 8, 64, 1023, 1024, 5000]
+            .iter()
+            .map(|n| batch_bucket(*n))
+            .collect();
+        assert_eq!(buckets, vec![0, 1, 1, 2, 2, 3, 6, 9, 10, 10]);
+        let c = QueueCounters::default();
+        c.batch(0);
+        c.batch(1);
+        c.batch(33);
+        c.batch(40);
+        let s = c.snapshot();
+        assert_eq!(s.batches(), 3);
+        assert_eq!((s.batch_sizes[0], s.batch_sizes[5]), (1, 2));
     }
 
     #[test]

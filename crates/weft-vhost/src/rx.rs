@@ -1,13 +1,20 @@
 //! The port's receive half: frames the guest transmits (its transmit queue), lent to the
 //! switch for one batch and returned to the guest in `finish`.
 //!
-//! Guest kicks: while chains keep coming the guest is asked not to kick (the worker is
-//! polling anyway); on the first empty poll the kick counter is drained, kicks are
-//! re-enabled and the ring looked at once more, so that a worker going to sleep on the
-//! port's readiness descriptor is woken by the guest's next kick. Draining happens only on
-//! that busy-to-idle transition: one system call per burst, none per poll.
+//! Guest kicks follow the dispatch mode (`dispatch.rs`). Guest-driven: while chains keep
+//! coming the guest is asked not to kick (the worker is polling anyway); on the first empty
+//! poll the kick counter is drained, kicks are re-enabled and the ring looked at once more,
+//! so that a worker going to sleep on the port's readiness descriptor is woken by the
+//! guest's next kick. Draining happens only on that busy-to-idle transition: one system
+//! call per burst, none per poll. Switch-driven: kicks stay off even when idle and the port
+//! asks its worker to keep polling ([`PortRx::needs_polling`]); adaptive dispatch leaving
+//! switch-driven mode goes through the same drain, re-enable and look again.
+//!
+//! Each `receive` is also the worker's look at the port that sends notifications the
+//! policy held back (`notify.rs`), on both queues.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use virtio_queue::{Error as QueueError, QueueOwnedT, QueueT};
 use vm_memory::{GuestAddress, GuestMemoryMmap};
@@ -19,6 +26,7 @@ use crate::bounce::Bounce;
 use crate::chain::{read_tx_chain, ChainError, FrameLoc, TableRef};
 use crate::counters::{FrameDrop, QueueFault};
 use crate::device::DeviceShared;
+use crate::dispatch::{Dispatch, Driven};
 use crate::fds::drain;
 use crate::vring::{VringState, TX_QUEUE};
 
@@ -39,6 +47,10 @@ pub struct VhostPortRx {
     pending_epoch: u64,
     bounce: Bounce,
     lend: bool,
+    dispatch: Dispatch,
+    /// The ring was being served at the last look (a switch-driven port whose ring is
+    /// stopped needs no polling).
+    ring_live: bool,
 }
 
 impl std::fmt::Debug for VhostPortRx {
@@ -54,6 +66,8 @@ impl VhostPortRx {
     pub(crate) fn new(dev: Arc<DeviceShared>) -> Self {
         let lend = dev.config.lend_guest_memory;
         let bounce = Bounce::new(dev.config.effective_bounce_limit());
+        dev.tx_vring().set_notify_policy(dev.config.notify);
+        let dispatch = Dispatch::new(dev.config.dispatch);
         VhostPortRx {
             dev,
             mem: None,
@@ -64,6 +78,8 @@ impl VhostPortRx {
             pending_epoch: 0,
             bounce,
             lend,
+            dispatch,
+            ring_live: false,
         }
     }
 
@@ -82,7 +98,7 @@ impl VhostPortRx {
     }
 
     /// Returns finished chains to the used ring, if they belong to the ring as it is now.
-    fn complete_pending(&mut self, st: &mut VringState) {
+    fn complete_pending(&mut self, st: &mut VringState, now: Instant) {
         if self.pending.is_empty() {
             return;
         }
@@ -96,6 +112,7 @@ impl VhostPortRx {
             self.pending.clear();
             return;
         };
+        let vring = self.dev.tx_vring();
         let mut fault = None;
         let mut done: u16 = 0;
         for head in self.pending.drain(..) {
@@ -104,13 +121,23 @@ impl VhostPortRx {
                 break;
             }
             done = done.wrapping_add(1);
+            if done == 1 {
+                // Optimistic policy: the first completion is visible, ask early.
+                vring.first_visible(st, now);
+            }
         }
         self.pending.clear();
         st.in_flight = st.in_flight.saturating_sub(done);
         if let Some(f) = fault {
             st.fault(f, counters, "tx");
         }
-        st.notify_guest(counters);
+        let after_early = if st.notifier.early() {
+            done.saturating_sub(1)
+        } else {
+            done
+        };
+        // Completions carry no bytes: the density of transmit completions is theirs alone.
+        vring.burst_done(st, now, u64::from(after_early), 0);
     }
 
     /// Takes chains into the batch; returns how many chains were taken.
@@ -226,7 +253,7 @@ impl Drop for VhostPortRx {
         }
         let dev = Arc::clone(&self.dev);
         let mut st = dev.tx_vring().lock();
-        self.complete_pending(&mut st);
+        self.complete_pending(&mut st, Instant::now());
     }
 }
 
@@ -237,12 +264,20 @@ impl PortRx for VhostPortRx {
             self.finish();
         }
         let dev = Arc::clone(&self.dev);
+        let now = Instant::now();
+        // The worker's look at the port: notifications held back toward the guest.
+        dev.rx_vring().tick(now);
         let Some(mut st) = dev.tx_vring().try_lock() else {
             return;
         };
-        self.complete_pending(&mut st);
+        self.complete_pending(&mut st, now);
+        dev.tx_vring().tick_locked(&mut st, now);
         if !st.serving() {
             self.mem = None;
+            // Nothing to poll until the frontend starts the ring again (which wakes the
+            // worker through the kick descriptor); adaptive dispatch starts over.
+            self.ring_live = false;
+            self.dispatch.restart();
             if st.fault.is_some() && st.kick.is_some() {
                 // A broken ring is not read again until restarted: stop watching its kicks,
                 // or a guest kicking it would keep waking the worker.
@@ -258,22 +293,44 @@ impl PortRx for VhostPortRx {
             (_, cur) => self.mem = cur.clone(),
         }
         self.epoch = st.epoch;
+        self.ring_live = true;
         let taken = self.take_chains(&mut st, batch);
         let Some(mem) = self.mem.clone() else {
             return;
         };
-        if taken > 0 {
-            if st.guest_kicks != Some(false) {
-                // With EVENT_IDX this writes nothing: not moving avail_event is enough.
-                let _ = st.queue.disable_notification(&*mem);
-                st.guest_kicks = Some(false);
+        let (driven, changed) = self.dispatch.observe(now, taken);
+        if changed {
+            dev.tx_vring().counters.dispatch_changed();
+        }
+        if driven == Driven::Switch || taken > 0 {
+            // Switch-driven: never ask for kicks. Guest-driven: not while chains keep
+            // coming (the worker is here anyway).
+            let held_off = if driven == Driven::Switch {
+                // Rewritten at every batch that moved the ring (see `hold_off_kicks`).
+                (st.guest_kicks != Some(false) || taken > 0).then(|| st.hold_off_kicks(&mem))
+            } else {
+                // With EVENT_IDX this writes nothing: not moving avail_event is enough
+                // for the short while until the next empty poll.
+                (st.guest_kicks != Some(false))
+                    .then(|| st.queue.disable_notification(&*mem).map_err(|_| ()))
+            };
+            match held_off {
+                Some(Err(())) => {
+                    st.fault(QueueFault::RingInaccessible, &dev.tx_vring().counters, "tx");
+                }
+                Some(Ok(())) => st.guest_kicks = Some(false),
+                None => {}
             }
         } else if st.guest_kicks != Some(true) && st.serving() {
-            // Drain first, then re-enable and look again: a kick that arrives after the
-            // look is for buffers the next receive will see.
+            // Guest-driven and idle. Drain first, then re-enable and look again: a kick
+            // that arrives after the look is for buffers the next receive will see, and
+            // buffers that came before it are taken now rather than waiting for a kick
+            // the guest, seeing kicks off, never sent.
             if let Some(kick) = &st.kick {
-                if drain(kick) {
+                let kicks = kick.read().unwrap_or(0);
+                if kicks > 0 {
                     dev.tx_vring().counters.kick_drained();
+                    dev.tx_vring().counters.kicks_received(kicks);
                 }
             }
             match st.queue.enable_notification(&*mem) {
@@ -286,6 +343,7 @@ impl PortRx for VhostPortRx {
                 Err(_) => st.fault(QueueFault::RingInaccessible, &dev.tx_vring().counters, "tx"),
             }
         }
+        dev.tx_vring().counters.batch(batch.len() as u64);
     }
 
     fn frame(&self, handle: FrameHandle) -> &[u8] {
@@ -323,12 +381,21 @@ impl PortRx for VhostPortRx {
         let dev = Arc::clone(&self.dev);
         let locked = dev.tx_vring().try_lock();
         if let Some(mut st) = locked {
-            self.complete_pending(&mut st);
+            self.complete_pending(&mut st, Instant::now());
         }
     }
 
     fn readiness_fd(&self) -> Option<std::os::fd::RawFd> {
         Some(self.dev.readiness_fd())
+    }
+
+    /// True while switch-driven (the guest does not kick, so the readiness descriptor
+    /// stays quiet) or while a notification toward the guest is held back (only a look at
+    /// the port sends it).
+    fn needs_polling(&self) -> bool {
+        (self.ring_live && self.dispatch.driven() == Driven::Switch)
+            || self.dev.rx_vring().notify_pending()
+            || self.dev.tx_vring().notify_pending()
     }
 }
 

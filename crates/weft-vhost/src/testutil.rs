@@ -231,6 +231,25 @@ impl GuestRing {
         u16::from_le(self.mem.read_obj(at).unwrap())
     }
 
+    /// The driver's available index.
+    pub(crate) fn avail_idx(&self) -> u16 {
+        self.avail_idx
+    }
+
+    /// Whether a driver that moved its available index from `old` must kick, by the
+    /// device's suppression: `avail_event` with EVENT_IDX, the NO_NOTIFY flag otherwise
+    /// (as Linux's `virtqueue_kick_prepare`).
+    pub(crate) fn must_kick(&self, old: u16, event_idx: bool) -> bool {
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        let new = self.avail_idx;
+        if event_idx {
+            let event = self.avail_event();
+            new.wrapping_sub(event).wrapping_sub(1) < new.wrapping_sub(old)
+        } else {
+            self.used_flags() & 1 == 0
+        }
+    }
+
     /// The used ring's flags word (NO_NOTIFY).
     pub(crate) fn used_flags(&self) -> u16 {
         u16::from_le(self.mem.read_obj(self.used).unwrap())

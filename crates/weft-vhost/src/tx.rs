@@ -4,9 +4,11 @@
 //!
 //! Per frame: enough receive chains for header and frame (several with mergeable buffers,
 //! `num_buffers` set), the header written from the frame's offload state, the frame's head
-//! and body copied. The used ring is updated and the guest notified once per burst, unless
-//! its `used_event` (EVENT_IDX) or NO_INTERRUPT flag says it need not be. With no buffer left
-//! the burst stops: `transmit` returns what was accepted and never waits.
+//! and body copied. The used ring is updated once per burst (with the optimistic policy,
+//! once after the first frame and once at the end) and the guest notified as the port's
+//! notification policy says (`notify.rs`), never when its `used_event` (EVENT_IDX) or
+//! NO_INTERRUPT flag says it need not be. With no buffer left the burst stops: `transmit`
+//! returns what was accepted and never waits.
 //!
 //! A frame needing an offload the guest did not negotiate (a partial checksum, a TCP
 //! super-frame) has it done here in software — checksum completed, or segmented to the
@@ -15,6 +17,7 @@
 //! offloads than the switch last read.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use virtio_queue::{AvailIter, Error as QueueError, QueueOwnedT, QueueT};
 use vm_memory::{GuestAddress, GuestMemoryMmap};
@@ -26,6 +29,7 @@ use crate::config::MAX_FRAME_LEN;
 use crate::counters::{FrameDrop, QueueFault};
 use crate::device::DeviceShared;
 use crate::features::Features;
+use crate::vring::VringState;
 
 /// The transmit half of a vhost-user port (see the module documentation).
 pub struct VhostPortTx {
@@ -54,11 +58,13 @@ fn offload_for_guest(mut info: OffloadInfo, features: Features) -> OffloadInfo {
 impl VhostPortTx {
     pub(crate) fn new(dev: Arc<DeviceShared>) -> Self {
         let capacity = usize::from(dev.config.max_queue_size);
-        VhostPortTx {
+        let tx = VhostPortTx {
             dev,
             used: Vec::with_capacity(capacity),
             software: SoftwareOffload::default(),
-        }
+        };
+        tx.dev.rx_vring().set_notify_policy(tx.dev.config.notify);
+        tx
     }
 }
 
@@ -216,90 +222,151 @@ impl PortTx for VhostPortTx {
         let Some(mem) = st.mem.clone() else {
             return 0;
         };
+        let now = Instant::now();
+        let mut burst = Burst::default();
+        let mut next = 0;
+        if st.notifier.early() {
+            // Optimistic: the first frame goes in alone and is made visible at once, so the
+            // guest's handler can start while the rest is copied.
+            next = self.fill(&mut st, &mem, frames, Some(1), &mut burst);
+            if self.publish(&mut st, &mem, &mut burst) > 0 {
+                vring.first_visible(&mut st, now);
+            }
+        }
+        let (early_frames, early_bytes) = (burst.delivered, burst.bytes);
+        if let Some(rest) = frames.get(next..) {
+            if !rest.is_empty() && !burst.stopped() {
+                next += self.fill(&mut st, &mem, rest, None, &mut burst);
+                self.publish(&mut st, &mem, &mut burst);
+            }
+        }
+        vring.burst_done(
+            &mut st,
+            now,
+            burst.delivered - early_frames,
+            burst.bytes - early_bytes,
+        );
+        counters.add_frames(burst.delivered, burst.bytes);
+        counters.batch(burst.delivered);
+        counters.add_software_offloads(burst.software);
+        if burst.no_buffers {
+            counters.no_buffers();
+        }
+        if let Some(reason) = burst.last_drop {
+            st.log_drop(reason, vring.name);
+        }
+        if let Some(fault) = burst.fault {
+            st.fault(fault, counters, vring.name);
+        }
+        next
+    }
+}
+
+/// What one `transmit` call did so far.
+#[derive(Debug, Default)]
+struct Burst {
+    delivered: u64,
+    bytes: u64,
+    software: u64,
+    no_buffers: bool,
+    fault: Option<QueueFault>,
+    last_drop: Option<FrameDrop>,
+}
+
+impl Burst {
+    /// The burst cannot go on.
+    fn stopped(&self) -> bool {
+        self.no_buffers || self.fault.is_some()
+    }
+}
+
+impl VhostPortTx {
+    /// Writes frames into the guest's buffers (not yet in the used ring) until they are all
+    /// in, `until_delivered` are delivered, or the ring stops the burst; returns the frames
+    /// taken (delivered or dropped).
+    fn fill(
+        &mut self,
+        st: &mut VringState,
+        mem: &GuestMemoryMmap,
+        frames: &[TxFrame<'_>],
+        until_delivered: Option<u64>,
+        burst: &mut Burst,
+    ) -> usize {
+        let counters = &self.dev.rx_vring().counters;
         let features = st.features;
-        let max_frame_len = dev.caps().max_frame_len;
+        let max_frame_len = self.dev.caps().max_frame_len;
         let table = TableRef {
             desc_table: GuestAddress(st.queue.desc_table()),
             size: st.queue.size(),
         };
-        self.used.clear();
-        let mut accepted = 0;
-        let mut no_buffers = false;
-        let mut fault = None;
-        let mut last_drop = None;
-        let mut software = 0u64;
-        let (delivered, bytes) = match st.queue.iter(&*mem) {
+        let iter = match st.queue.iter(mem) {
+            Ok(iter) => iter,
             Err(e) => {
-                fault = Some(match e {
+                burst.fault = Some(match e {
                     QueueError::InvalidAvailRingIndex => QueueFault::AvailIndexOutOfRange,
                     _ => QueueFault::RingInaccessible,
                 });
-                (0, 0)
-            }
-            Ok(iter) => {
-                let mut w = RingWriter {
-                    iter,
-                    mem: &mem,
-                    table,
-                    features,
-                    used: &mut self.used,
-                    delivered: 0,
-                    bytes: 0,
-                };
-                for f in frames {
-                    let outcome = if f.len() < weft_packet::ethernet::HEADER_LEN {
-                        Put::Dropped(FrameDrop::FrameTooShort)
-                    } else if f.len() > MAX_FRAME_LEN {
-                        Put::Dropped(FrameDrop::FrameTooLong)
-                    } else if features.guest_may_receive(&f.offload) {
-                        w.put(f.head(), f.body, &f.offload)
-                    } else {
-                        software += 1;
-                        self.software.put(&mut w, f, max_frame_len)
-                    };
-                    match outcome {
-                        Put::Done => accepted += 1,
-                        Put::Dropped(reason) => {
-                            counters.dropped(reason);
-                            last_drop = Some(reason);
-                            accepted += 1;
-                        }
-                        Put::NoBuffers => {
-                            no_buffers = true;
-                            break;
-                        }
-                        Put::Fault(f) => {
-                            fault = Some(f);
-                            break;
-                        }
-                    }
-                }
-                (w.delivered, w.bytes)
+                return 0;
             }
         };
-        let mut added = false;
-        for (head, len) in self.used.drain(..) {
-            if st.queue.add_used(&*mem, head, len).is_err() {
-                fault.get_or_insert(QueueFault::RingInaccessible);
+        let mut w = RingWriter {
+            iter,
+            mem,
+            table,
+            features,
+            used: &mut self.used,
+            delivered: 0,
+            bytes: 0,
+        };
+        let mut taken = 0;
+        for f in frames {
+            if until_delivered.is_some_and(|n| w.delivered >= n) {
                 break;
             }
-            added = true;
+            let outcome = if f.len() < weft_packet::ethernet::HEADER_LEN {
+                Put::Dropped(FrameDrop::FrameTooShort)
+            } else if f.len() > MAX_FRAME_LEN {
+                Put::Dropped(FrameDrop::FrameTooLong)
+            } else if features.guest_may_receive(&f.offload) {
+                w.put(f.head(), f.body, &f.offload)
+            } else {
+                burst.software += 1;
+                self.software.put(&mut w, f, max_frame_len)
+            };
+            match outcome {
+                Put::Done => taken += 1,
+                Put::Dropped(reason) => {
+                    counters.dropped(reason);
+                    burst.last_drop = Some(reason);
+                    taken += 1;
+                }
+                Put::NoBuffers => {
+                    burst.no_buffers = true;
+                    break;
+                }
+                Put::Fault(f) => {
+                    burst.fault = Some(f);
+                    break;
+                }
+            }
         }
-        if added {
-            st.notify_guest(counters);
+        burst.delivered += w.delivered;
+        burst.bytes += w.bytes;
+        taken
+    }
+
+    /// Puts the chains filled so far in the used ring; returns how many.
+    fn publish(&mut self, st: &mut VringState, mem: &GuestMemoryMmap, burst: &mut Burst) -> usize {
+        let mut added = 0;
+        for (head, len) in self.used.drain(..) {
+            if st.queue.add_used(mem, head, len).is_err() {
+                burst.fault.get_or_insert(QueueFault::RingInaccessible);
+                break;
+            }
+            added += 1;
         }
-        counters.add_frames(delivered, bytes);
-        counters.add_software_offloads(software);
-        if no_buffers {
-            counters.no_buffers();
-        }
-        if let Some(reason) = last_drop {
-            st.log_drop(reason, vring.name);
-        }
-        if let Some(fault) = fault {
-            st.fault(fault, counters, vring.name);
-        }
-        accepted
+        self.used.clear();
+        added
     }
 }
 

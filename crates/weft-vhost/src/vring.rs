@@ -7,8 +7,9 @@
 //! a receive half holds no vring lock while the switch transmits, so no thread ever holds
 //! two vring locks.
 
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::time::Instant;
 
 use virtio_bindings::bindings::virtio_ring::VRING_AVAIL_F_NO_INTERRUPT;
 use virtio_queue::{Queue, QueueT};
@@ -17,6 +18,8 @@ use vmm_sys_util::eventfd::EventFd;
 
 use crate::counters::{FrameDrop, LogLimiter, QueueCounters, QueueFault};
 use crate::features::Features;
+use crate::modes::NotifyPolicy;
+use crate::notify::{Decision, Notifier};
 
 /// Queue index of the guest's receive queue (the device writes it: the port's transmit
 /// half).
@@ -74,6 +77,8 @@ pub(crate) struct VringState {
     /// Whether the guest is currently asked to kick (transmit queue only); `None` until
     /// the data path first writes it after a start.
     pub(crate) guest_kicks: Option<bool>,
+    /// When to interrupt the guest (the port's notification policy).
+    pub(crate) notifier: Notifier,
     log: LogLimiter,
 }
 
@@ -91,6 +96,7 @@ impl VringState {
             call: None,
             features: Features::default(),
             guest_kicks: None,
+            notifier: Notifier::new(NotifyPolicy::Immediate),
             log: LogLimiter::new(),
         })
     }
@@ -132,6 +138,8 @@ impl VringState {
         self.in_flight = 0;
         self.features = features;
         self.guest_kicks = None;
+        // A new ring starts with nothing held back.
+        self.notifier.asked();
         Ok(())
     }
 
@@ -173,11 +181,28 @@ impl VringState {
         }
     }
 
+    /// Asks the guest not to kick while the worker polls (switch-driven): the used ring's
+    /// NO_NOTIFY flag, or with EVENT_IDX `avail_event` set just behind the next index to
+    /// take — an index the guest has already passed, so it does not kick again until it
+    /// wraps all the way round, which rewriting at every batch prevents.
+    pub(crate) fn hold_off_kicks(&mut self, mem: &GuestMemoryMmap) -> Result<(), ()> {
+        if !self.queue.event_idx_enabled() {
+            return self.queue.disable_notification(mem).map_err(|_| ());
+        }
+        let offset = 4 + 8 * u64::from(self.queue.size());
+        let at = self.queue.used_ring().checked_add(offset).ok_or(())?;
+        let behind = self.queue.next_avail().wrapping_sub(1);
+        mem.store(behind.to_le(), GuestAddress(at), Ordering::Relaxed)
+            .map_err(|_| ())
+    }
+
     /// After chains were added to the used ring: notifies the guest unless it asked not to
-    /// be (`used_event` with EVENT_IDX, the NO_INTERRUPT flag otherwise).
-    pub(crate) fn notify_guest(&mut self, counters: &QueueCounters) {
+    /// be (`used_event` with EVENT_IDX over every entry added since the last ask, the
+    /// NO_INTERRUPT flag otherwise). True when the guest was interrupted.
+    pub(crate) fn notify_guest(&mut self, counters: &QueueCounters) -> bool {
+        self.notifier.asked();
         let Some(mem) = self.mem.as_deref() else {
-            return;
+            return false;
         };
         let needed = if self.queue.event_idx_enabled() {
             self.queue.needs_notification(mem).unwrap_or(true)
@@ -198,6 +223,18 @@ impl VringState {
             }
         }
         counters.notified(needed);
+        needed
+    }
+
+    /// Does what the notification policy decided.
+    fn apply(&mut self, decision: Decision, counters: &QueueCounters) {
+        match decision {
+            Decision::Ask => {
+                self.notify_guest(counters);
+            }
+            Decision::Hold => counters.notification_held(),
+            Decision::Nothing => {}
+        }
     }
 }
 
@@ -206,6 +243,9 @@ pub(crate) struct Vring {
     state: Mutex<VringState>,
     pub(crate) counters: QueueCounters,
     pub(crate) name: &'static str,
+    /// Mirrors `notifier.pending()`, so that checking for held-back notifications takes no
+    /// lock.
+    notify_pending: AtomicBool,
 }
 
 impl Vring {
@@ -214,7 +254,65 @@ impl Vring {
             state: Mutex::new(VringState::new(max_size)?),
             counters: QueueCounters::default(),
             name,
+            notify_pending: AtomicBool::new(false),
         })
+    }
+
+    /// Puts the port's notification policy in force (each half sets the queue it fills).
+    pub(crate) fn set_notify_policy(&self, policy: NotifyPolicy) {
+        self.lock().notifier = Notifier::new(policy);
+    }
+
+    /// The first frames of a burst are in the used ring: the early ask of the optimistic
+    /// policy (nothing for the others).
+    pub(crate) fn first_visible(&self, st: &mut VringState, now: Instant) {
+        if st.notifier.early() {
+            let sent = st.notify_guest(&self.counters);
+            st.notifier.early_done(now, sent);
+            self.sync_pending(st);
+        }
+    }
+
+    /// A burst added `frames` frames (`bytes` bytes) to the used ring after any early ask.
+    pub(crate) fn burst_done(&self, st: &mut VringState, now: Instant, frames: u64, bytes: u64) {
+        let decision = st.notifier.burst_done(now, frames, bytes);
+        st.apply(decision, &self.counters);
+        self.sync_pending(st);
+    }
+
+    /// The worker's look between bursts, with the ring locked: sends what the policy held
+    /// back once its time has come.
+    pub(crate) fn tick_locked(&self, st: &mut VringState, now: Instant) {
+        if !self.notify_pending() {
+            return;
+        }
+        if !st.serving() {
+            // Nothing to tell a stopped ring; its next start begins afresh.
+            st.notifier.asked();
+        } else {
+            let decision = st.notifier.tick(now);
+            st.apply(decision, &self.counters);
+        }
+        self.sync_pending(st);
+    }
+
+    /// As [`Vring::tick_locked`], taking the lock if it is free (the next look retries).
+    pub(crate) fn tick(&self, now: Instant) {
+        if self.notify_pending() {
+            if let Some(mut st) = self.try_lock() {
+                self.tick_locked(&mut st, now);
+            }
+        }
+    }
+
+    /// True while a notification is held back: the worker must keep looking at the port.
+    pub(crate) fn notify_pending(&self) -> bool {
+        self.notify_pending.load(Ordering::Relaxed)
+    }
+
+    fn sync_pending(&self, st: &VringState) {
+        self.notify_pending
+            .store(st.notifier.pending(), Ordering::Relaxed);
     }
 
     /// The data path's access: `None` while the control thread holds the state.

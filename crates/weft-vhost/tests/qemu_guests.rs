@@ -18,7 +18,9 @@ use std::time::Duration;
 use weft_runtime::{spawn_worker, WorkerConfig};
 use weft_switch::{PortOptions, SwitchConfig};
 use weft_testlab::qemu::{initramfs, kernel, wait_until, Guest, SocketSide};
-use weft_vhost::{VhostMode, VhostPortConfig, VhostUserPort};
+use weft_vhost::{
+    DispatchMode, NotifyPolicy, VhostMode, VhostPortConfig, VhostPortStats, VhostUserPort,
+};
 
 /// After the common prelude: guest 1 serves 2 MB and fetches guest 2's copy back; guest 2
 /// pings guest 1, fetches the file and serves it.
@@ -49,19 +51,74 @@ fi
 sleep 100000
 "#;
 
+/// Two guest pairs at once would share two cores with each other: one pair at a time.
+static ONE_PAIR_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn two_linux_guests_ping_and_move_data_over_tcp_through_weft() {
-    guests_move_data_through_weft(VhostMode::Server);
+    let _serial = ONE_PAIR_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let config = VhostPortConfig::default();
+    run_two_guests("server", VhostMode::Server, config, config);
 }
 
 #[test]
 fn two_linux_guests_move_data_through_weft_connecting_to_qemu_as_a_client() {
-    guests_move_data_through_weft(VhostMode::Client);
+    let _serial = ONE_PAIR_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let config = VhostPortConfig::default();
+    run_two_guests("client", VhostMode::Client, config, config);
 }
 
-fn guests_move_data_through_weft(mode: VhostMode) {
+#[test]
+fn guests_behind_optimistic_and_coalesced_ports_with_eager_adaptive_dispatch_lose_nothing() {
+    let _serial = ONE_PAIR_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    // Bounds low enough that the transfer crosses them (3 frames in 20 ms, even under TCG
+    // and with 64 KB TSO frames) and silence drops below.
+    let adaptive = DispatchMode::Adaptive {
+        low_pps: 10,
+        high_pps: 100,
+        window: Duration::from_millis(20),
+    };
+    let optimistic = VhostPortConfig {
+        dispatch: adaptive,
+        notify: NotifyPolicy::Optimistic,
+        ..VhostPortConfig::default()
+    };
+    let coalesced = VhostPortConfig {
+        dispatch: adaptive,
+        notify: NotifyPolicy::Coalesced {
+            frames: 32,
+            max_delay: Duration::from_micros(50),
+        },
+        ..VhostPortConfig::default()
+    };
+    let stats = run_two_guests("modes", VhostMode::Server, optimistic, coalesced);
+    assert!(
+        stats.iter().any(|s| s.from_guest.dispatch_changes >= 1),
+        "the transfer took a port switch-driven: {stats:?}"
+    );
+    for s in &stats {
+        assert!(
+            s.to_guest.notifications > 0 && s.to_guest.batches() > 0,
+            "{s:?}"
+        );
+    }
+    assert!(
+        stats[1].to_guest.notifications_held > 0,
+        "the coalesced port held notifications back: {:?}",
+        stats[1]
+    );
+}
+
+/// Two guests behind ports set up as given (weft listening or connecting): they ping, and
+/// move a 2 MB file each way over TCP; returns the ports' counters.
+fn run_two_guests(
+    tag: &str,
+    mode: VhostMode,
+    config1: VhostPortConfig,
+    config2: VhostPortConfig,
+) -> [VhostPortStats; 2] {
     let _ = tracing_subscriber::fmt().with_test_writer().try_init();
-    let dir = std::env::temp_dir().join(format!("weft-e2e-qemu-{}-{mode:?}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("weft-e2e-qemu-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (kernel, version) = kernel();
     let initrd = initramfs(&dir, &version, WORKLOAD);
@@ -70,10 +127,9 @@ fn guests_move_data_through_weft(mode: VhostMode) {
         VhostMode::Client => SocketSide::QemuListens,
     };
 
-    let config = VhostPortConfig::default();
     let (sock1, sock2) = (dir.join("g1.sock"), dir.join("g2.sock"));
-    let mut port1 = VhostUserPort::open(&sock1, mode, config).unwrap();
-    let mut port2 = VhostUserPort::open(&sock2, mode, config).unwrap();
+    let mut port1 = VhostUserPort::open(&sock1, mode, config1).unwrap();
+    let mut port2 = VhostUserPort::open(&sock2, mode, config2).unwrap();
     let (rx1, tx1) = port1.take_halves().unwrap();
     let (rx2, tx2) = port2.take_halves().unwrap();
     let worker = spawn_worker(WorkerConfig::default()).unwrap();
@@ -166,6 +222,8 @@ fn guests_move_data_through_weft(mode: VhostMode) {
     eprintln!("{report}");
     drop((g1, g2));
     let _ = worker.shutdown();
+    let stats = [port1.stats(), port2.stats()];
     drop((port1, port2));
     let _ = std::fs::remove_dir_all(&dir);
+    stats
 }

@@ -11,7 +11,7 @@
 
 mod counters;
 
-pub use counters::{device_drops, live_offloads};
+pub use counters::{device_counters, device_drops, live_offloads};
 
 use std::any::Any;
 use std::net::{IpAddr, SocketAddr};
@@ -205,11 +205,19 @@ pub fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Device,
                 keep: None,
             })
         }
-        PortKind::VhostUser { socket, mode, mtu } => {
+        PortKind::VhostUser {
+            socket,
+            mode,
+            mtu,
+            dispatch,
+            notify,
+        } => {
             check(ctx, port, kind)?;
             let path = vhost_socket_path(ctx, port, socket.as_deref());
             let config = VhostPortConfig {
                 mtu: usize::try_from(*mtu).map_err(|_| "the MTU is out of range")?,
+                dispatch: dispatch.map(vhost_dispatch).unwrap_or_default(),
+                notify: notify.map(vhost_notify).unwrap_or_default(),
                 ..VhostPortConfig::default()
             };
             // In client mode the frontend owns the socket: weft connects (retrying until it is
@@ -302,6 +310,40 @@ impl PortTx for FailedPort {
 
     fn transmit(&mut self, _frames: &[TxFrame<'_>]) -> usize {
         0
+    }
+}
+
+/// The port's dispatch mode from its state.
+fn vhost_dispatch(d: weft_control::state::VhostDispatch) -> weft_vhost::DispatchMode {
+    use weft_control::state::VhostDispatch as D;
+    match d {
+        D::GuestDriven => weft_vhost::DispatchMode::GuestDriven,
+        D::SwitchDriven => weft_vhost::DispatchMode::SwitchDriven,
+        D::Adaptive {
+            low_pps,
+            high_pps,
+            window_us,
+        } => weft_vhost::DispatchMode::Adaptive {
+            low_pps,
+            high_pps,
+            window: std::time::Duration::from_micros(window_us),
+        },
+    }
+}
+
+/// The port's notification policy from its state.
+fn vhost_notify(n: weft_control::state::VhostNotify) -> weft_vhost::NotifyPolicy {
+    use weft_control::state::VhostNotify as N;
+    match n {
+        N::Immediate => weft_vhost::NotifyPolicy::Immediate,
+        N::Optimistic => weft_vhost::NotifyPolicy::Optimistic,
+        N::Coalesced {
+            frames,
+            max_delay_us,
+        } => weft_vhost::NotifyPolicy::Coalesced {
+            frames,
+            max_delay: std::time::Duration::from_micros(max_delay_us),
+        },
     }
 }
 

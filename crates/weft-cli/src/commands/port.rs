@@ -36,6 +36,8 @@ pub fn port_add_request(target: &PortRef, kind: &PortKindCmd) -> Request {
             vhost_socket,
             vhost_mode,
             mtu,
+            dispatch,
+            notify,
             options,
         } => (
             PortKind::VhostUser {
@@ -45,6 +47,8 @@ pub fn port_add_request(target: &PortRef, kind: &PortKindCmd) -> Request {
                     VhostModeArg::Client => VhostMode::Client,
                 },
                 mtu: *mtu,
+                dispatch: *dispatch,
+                notify: *notify,
             },
             options,
         ),

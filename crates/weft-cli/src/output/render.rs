@@ -186,12 +186,20 @@ fn kind_detail(port: &PortInfo) -> String {
             s
         }
         PortKind::AfPacket { ifname } => format!("af-packet, ifname {ifname}"),
-        PortKind::VhostUser { socket, mode, mtu } => format!(
-            "vhost-user, {} mode, socket {}, mtu {mtu}",
+        PortKind::VhostUser {
+            socket,
+            mode,
+            mtu,
+            dispatch,
+            notify,
+        } => format!(
+            "vhost-user, {} mode, socket {}, mtu {mtu}, dispatch {}, notify {}",
             mode.name(),
             socket
                 .as_deref()
-                .unwrap_or("(default, in the runtime directory)")
+                .unwrap_or("(default, in the runtime directory)"),
+            dispatch.map_or_else(|| "adaptive (default)".to_string(), |d| d.to_string()),
+            notify.map_or_else(|| "immediate (default)".to_string(), |n| n.to_string())
         ),
         PortKind::Vxlan {
             local,
@@ -258,6 +266,13 @@ fn port_detail(port: &PortInfo, c: &PortCounters) -> String {
     ]);
     out.push_str(&t.render_indented("  "));
     out.push_str(&drops_block(&c.drops));
+    if !c.device.is_empty() {
+        let mut t = Table::bare(&[Align::Left, Align::Right]);
+        for (name, n) in &c.device {
+            t.row([name.clone(), n.to_string()]);
+        }
+        out.push_str(&format!("device\n{}", t.render_indented("  ")));
+    }
     out
 }
 

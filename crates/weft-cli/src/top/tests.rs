@@ -23,6 +23,7 @@ fn switch(name: &str, ports: &[(&str, u64, u64, u64)]) -> SwitchStats {
                     tx_packets: pkts / 2,
                     tx_bytes: bytes / 2,
                     drops: BTreeMap::from([("a".into(), drops), ("b".into(), drops)]),
+                    device: BTreeMap::new(),
                 },
             })
             .collect(),

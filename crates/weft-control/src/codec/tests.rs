@@ -165,16 +165,22 @@ fn vhost_user_and_vxlan_port_kinds_round_trip() {
             socket: Some("/run/weft/vm1.sock".into()),
             mode: VhostMode::Server,
             mtu: 9000,
+            dispatch: None,
+            notify: None,
         },
         PortKind::VhostUser {
             socket: None,
             mode: VhostMode::Server,
             mtu: 1500,
+            dispatch: None,
+            notify: None,
         },
         PortKind::VhostUser {
             socket: Some("/run/qemu/vm2.sock".into()),
             mode: VhostMode::Client,
             mtu: 1500,
+            dispatch: None,
+            notify: None,
         },
         PortKind::Vxlan {
             local: "10.0.0.1".into(),
@@ -210,7 +216,9 @@ fn new_port_kinds_take_their_defaults_and_snake_case_names() {
         PortKind::VhostUser {
             socket: None,
             mode: VhostMode::Server,
-            mtu: 1500
+            mtu: 1500,
+            dispatch: None,
+            notify: None,
         }
     );
     assert_eq!(
@@ -218,7 +226,9 @@ fn new_port_kinds_take_their_defaults_and_snake_case_names() {
         PortKind::VhostUser {
             socket: Some("/q.sock".into()),
             mode: VhostMode::Client,
-            mtu: 1500
+            mtu: 1500,
+            dispatch: None,
+            notify: None,
         }
     );
     assert_eq!(

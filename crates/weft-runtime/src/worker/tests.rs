@@ -128,3 +128,77 @@ fn a_stopped_worker_answers_stopped_not_a_hang() {
     assert_eq!(r, Err(WorkerGone::Stopped));
     assert_eq!(w.exec(|_, _| 1), Err(WorkerGone::Stopped));
 }
+
+/// A port that has no readiness descriptor to wake a sleeping worker, and says (or not)
+/// that it must be polled.
+struct PolledPort {
+    inner: weft_switch::memory_port::MemoryRx,
+    needs_polling: bool,
+}
+
+impl weft_switch::PortRx for PolledPort {
+    fn receive(&mut self, batch: &mut weft_switch::RxBatch) {
+        self.inner.receive(batch);
+    }
+    fn frame(&self, handle: weft_switch::FrameHandle) -> &[u8] {
+        self.inner.frame(handle)
+    }
+    fn finish(&mut self) {
+        self.inner.finish();
+    }
+    fn needs_polling(&self) -> bool {
+        self.needs_polling
+    }
+}
+
+/// How long a frame injected into an idle worker's port takes to come out, with the port
+/// asking to be polled or not, while the worker's idle sleeps are a second long.
+fn idle_latency(needs_polling: bool) -> Duration {
+    let w = spawn_worker(WorkerConfig {
+        idle: IdleStrategy::Sleep(Duration::from_secs(1)),
+        ..WorkerConfig::default()
+    })
+    .unwrap();
+    let (rx0, tx0, h0) = memory_port(PortCaps::plain(1500), 64);
+    let (rx1, tx1, h1) = memory_port(PortCaps::plain(1500), 64);
+    w.exec(move |reg, _| {
+        reg.create("br0", SwitchConfig::default()).unwrap();
+        let rx0 = PolledPort {
+            inner: rx0,
+            needs_polling,
+        };
+        reg.add_port(
+            "br0:a",
+            Some(Box::new(rx0)),
+            Box::new(tx0),
+            PortOptions::default(),
+        )
+        .unwrap();
+        reg.add_port(
+            "br0:b",
+            Some(Box::new(rx1)),
+            Box::new(tx1),
+            PortOptions::default(),
+        )
+        .unwrap();
+    })
+    .unwrap();
+    // Let the worker go idle (and, without the hint, into its long sleep).
+    std::thread::sleep(Duration::from_millis(50));
+    let start = Instant::now();
+    assert!(h0.inject(&frame(MacAddr::BROADCAST, MacAddr([2, 0, 0, 0, 0, 1]))));
+    assert!(wait_for(|| !h1.take_sent().is_empty()));
+    start.elapsed()
+}
+
+#[test]
+fn a_port_that_needs_polling_keeps_an_idle_worker_from_sleeping_on_it() {
+    assert!(
+        idle_latency(true) < Duration::from_millis(300),
+        "polled, not slept on"
+    );
+    assert!(
+        idle_latency(false) >= Duration::from_millis(300),
+        "without the hint the worker sleeps through"
+    );
+}

@@ -424,6 +424,12 @@ impl Switch {
         must_poll
     }
 
+    /// True when a receive half asks to be polled rather than slept on (see
+    /// [`PortRx::needs_polling`]).
+    pub fn needs_polling(&self) -> bool {
+        self.rx.iter().flatten().any(|rx| rx.needs_polling())
+    }
+
     /// A number that changes whenever ports are added, removed or reconfigured.
     pub fn port_generation(&self) -> u64 {
         self.port_generation

@@ -30,7 +30,16 @@ fn counters_info(c: &PortCounters, rt: &PortRt) -> PortCountersInfo {
         .as_ref()
         .map(devices::device_drops)
         .unwrap_or_default();
-    snapshot_info(&c.snapshot(), device.as_ref(), &extra)
+    let mut info = snapshot_info(&c.snapshot(), device.as_ref(), &extra);
+    info.device = rt
+        .keep
+        .as_ref()
+        .map(devices::device_counters)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    info
 }
 
 /// The name a drop counted by the device (not the switch) is shown under.
@@ -62,6 +71,7 @@ pub(super) fn snapshot_info(
             .chain(device_drops.filter(|(_, n)| *n > 0))
             .chain(extra.iter().filter(|(_, n)| *n > 0).cloned())
             .collect(),
+        device: std::collections::BTreeMap::new(),
     }
 }
 

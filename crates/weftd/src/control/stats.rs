@@ -50,6 +50,8 @@ pub struct PortSnapshot {
     pub device: Option<PortStatsSnapshot>,
     /// Drops a vhost-user or VXLAN device counted itself (`port_<reason>`, every reason).
     pub device_drops: Vec<(String, u64)>,
+    /// Other counters of the device (a vhost-user port's notifications, kicks, batches).
+    pub device_counters: Vec<(String, u64)>,
 }
 
 /// One worker's counters.
@@ -119,6 +121,11 @@ impl Controller {
                             .keep
                             .as_ref()
                             .map(crate::devices::device_drops)
+                            .unwrap_or_default(),
+                        device_counters: prt
+                            .keep
+                            .as_ref()
+                            .map(crate::devices::device_counters)
                             .unwrap_or_default(),
                     })
                 })

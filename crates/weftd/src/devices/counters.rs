@@ -5,7 +5,7 @@
 use std::sync::Mutex;
 
 use weft_overlay::DecapDrop;
-use weft_vhost::{FrameDrop, QueueFault, VhostUserPort};
+use weft_vhost::{FrameDrop, QueueFault, QueueStats, VhostUserPort, BATCH_BUCKETS};
 
 use super::Keepalive;
 
@@ -57,6 +57,39 @@ pub fn device_drops(keep: &Keepalive) -> Vec<(String, u64)> {
         return out;
     }
     Vec::new()
+}
+
+/// What a vhost-user device counts beside drops, per queue (`vhost_<queue>_<counter>`,
+/// batch sizes as `vhost_<queue>_batches_<lowest size>`), zeros included; empty for other
+/// devices.
+pub fn device_counters(keep: &Keepalive) -> Vec<(String, u64)> {
+    let Some(port) = keep.downcast_ref::<Mutex<VhostUserPort>>() else {
+        return Vec::new();
+    };
+    let Ok(port) = port.lock() else {
+        return Vec::new();
+    };
+    let s = port.stats();
+    let mut out = Vec::new();
+    for (queue, q) in [("to_guest", &s.to_guest), ("from_guest", &s.from_guest)] {
+        queue_counters(queue, q, &mut out);
+    }
+    out
+}
+
+fn queue_counters(queue: &str, q: &QueueStats, out: &mut Vec<(String, u64)>) {
+    for (name, n) in [
+        ("notifications", q.notifications),
+        ("notifications_suppressed", q.notifications_suppressed),
+        ("notifications_held", q.notifications_held),
+        ("kicks", q.kicks),
+        ("dispatch_changes", q.dispatch_changes),
+    ] {
+        out.push((format!("vhost_{queue}_{name}"), n));
+    }
+    for (i, n) in q.batch_sizes.iter().enumerate().take(BATCH_BUCKETS) {
+        out.push((format!("vhost_{queue}_batches_{}", 1u64 << i), *n));
+    }
 }
 
 /// A vhost-user port's offloads as negotiated now, then its state (`connected` or

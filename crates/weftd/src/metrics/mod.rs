@@ -140,6 +140,24 @@ pub fn encode(snap: &Snapshot, daemon: DaemonGauges) -> String {
     }
     let mut f = Family::new(
         &mut out,
+        "weft_port_device_events_total",
+        "counter",
+        "What a port's device counted beside drops: a vhost-user port's kicks, \
+         notifications (sent, suppressed by the guest, held by policy), dispatch mode \
+         changes and batches by size, per queue.",
+    );
+    for s in &snap.switches {
+        for p in &s.ports {
+            for (counter, n) in &p.device_counters {
+                f.sample(
+                    &[("switch", &s.name), ("port", &p.name), ("counter", counter)],
+                    *n,
+                );
+            }
+        }
+    }
+    let mut f = Family::new(
+        &mut out,
         "weft_port_up",
         "gauge",
         "1 when the port's device works, 0 when it could not be created.",

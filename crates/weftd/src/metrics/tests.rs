@@ -24,6 +24,7 @@ fn snapshot() -> Snapshot {
                     ..weft_tap::PortStatsSnapshot::default()
                 }),
                 device_drops: vec![("port_vxlan_unknown_vni".into(), 2)],
+                device_counters: vec![("vhost_to_guest_notifications".into(), 9)],
             }],
         }],
         workers: vec![WorkerSnapshot {
@@ -121,6 +122,10 @@ fn the_exposition_is_valid_text_format_with_escaped_labels() {
     assert!(
         text.contains("reason=\"port_vxlan_unknown_vni\"} 2\n"),
         "vhost-user and VXLAN drops share the family too"
+    );
+    assert!(
+        text.contains("counter=\"vhost_to_guest_notifications\"} 9\n"),
+        "a vhost-user port's notification counters are exported"
     );
     assert!(
         text.contains("reason=\"malformed\"} 0\n"),

@@ -94,7 +94,21 @@ pub fn port_kind(port_name: &str, kind: &PortKind) -> Result<(), ControlError> {
             mtu_in_range(*mtu)
         }
         PortKind::AfPacket { ifname: name } => ifname(name),
-        PortKind::VhostUser { socket, mtu, .. } => {
+        PortKind::VhostUser {
+            socket,
+            mtu,
+            dispatch,
+            notify,
+            ..
+        } => {
+            if let Some(d) = dispatch {
+                d.validate()
+                    .map_err(|e| ControlError::invalid(e.to_string()))?;
+            }
+            if let Some(n) = notify {
+                n.validate()
+                    .map_err(|e| ControlError::invalid(e.to_string()))?;
+            }
             if let Some(path) = socket {
                 if path.is_empty() || path.contains('\0') || path.len() > 107 {
                     return Err(ControlError::invalid(format!(

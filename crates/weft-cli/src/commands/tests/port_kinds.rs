@@ -15,7 +15,9 @@ fn vhost_user_takes_the_default_socket_and_mtu_unless_given() {
             kind: PortKind::VhostUser {
                 socket: None,
                 mode: VhostMode::Server,
-                mtu: 1500
+                mtu: 1500,
+                dispatch: None,
+                notify: None,
             },
             options: PortSettings::default(),
         }
@@ -39,7 +41,9 @@ fn vhost_user_takes_the_default_socket_and_mtu_unless_given() {
             kind: PortKind::VhostUser {
                 socket: Some("/run/weft/vm1.sock".into()),
                 mode: VhostMode::Server,
-                mtu: 9000
+                mtu: 9000,
+                dispatch: None,
+                notify: None,
             },
             options: PortSettings {
                 vlan: VlanMode::Access { vlan: 10 },
@@ -68,7 +72,9 @@ fn vhost_user_client_mode_is_asked_for_with_vhost_mode() {
             kind: PortKind::VhostUser {
                 socket: Some("/run/qemu/vm2.sock".into()),
                 mode: VhostMode::Client,
-                mtu: 1500
+                mtu: 1500,
+                dispatch: None,
+                notify: None,
             },
             options: PortSettings::default(),
         }
@@ -159,4 +165,59 @@ fn vxlan_needs_its_local_endpoint_and_vni() {
         usage_error(&["port", "add", "b:p", "vhost-user", "--mtu", "big"]),
         ValueValidation
     );
+}
+
+#[test]
+fn vhost_user_takes_a_dispatch_mode_and_a_notification_policy() {
+    use weft_control::state::{VhostDispatch, VhostNotify};
+    let Request::PortAdd { kind, .. } = request(&[
+        "port",
+        "add",
+        "br0:vm1",
+        "vhost-user",
+        "--dispatch",
+        "adaptive",
+        "--notify",
+        "optimistic",
+    ]) else {
+        panic!("not a port_add")
+    };
+    let PortKind::VhostUser {
+        dispatch, notify, ..
+    } = kind
+    else {
+        panic!("not vhost-user")
+    };
+    assert_eq!(
+        dispatch,
+        Some(VhostDispatch::Adaptive {
+            low_pps: 1_000,
+            high_pps: 10_000,
+            window_us: 5_000
+        })
+    );
+    assert_eq!(notify, Some(VhostNotify::Optimistic));
+    let Request::PortAdd { kind, .. } = request(&[
+        "port",
+        "add",
+        "br0:vm1",
+        "vhost-user",
+        "--dispatch",
+        "switch-driven",
+        "--notify",
+        "coalesced:16,100",
+    ]) else {
+        panic!("not a port_add")
+    };
+    assert!(matches!(
+        kind,
+        PortKind::VhostUser {
+            dispatch: Some(VhostDispatch::SwitchDriven),
+            notify: Some(VhostNotify::Coalesced {
+                frames: 16,
+                max_delay_us: 100
+            }),
+            ..
+        }
+    ));
 }

@@ -111,6 +111,33 @@ fn ports_show_kind_state_ifname_and_vlan_mode() {
 }
 
 #[test]
+fn port_show_lists_a_vhost_ports_device_counters_after_its_drops() {
+    let counters = PortCounters {
+        device: BTreeMap::from([
+            ("vhost_to_guest_notifications".into(), 7),
+            ("vhost_from_guest_kicks".into(), 3),
+        ]),
+        ..PortCounters::default()
+    };
+    let text = human(
+        &Request::SwitchList {},
+        &Response::Port {
+            port: tap_port(),
+            counters,
+        },
+    );
+    assert!(
+        text.ends_with(
+            "drops: none\n\
+             device\n\
+             \x20 vhost_from_guest_kicks        3\n\
+             \x20 vhost_to_guest_notifications  7\n"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
 fn port_show_lists_counters_and_drops_by_reason() {
     let counters = PortCounters {
         rx_packets: 10,
@@ -118,6 +145,7 @@ fn port_show_lists_counters_and_drops_by_reason() {
         tx_packets: 5,
         tx_bytes: 500,
         drops: BTreeMap::from([("fdb_full".into(), 2), ("too_big".into(), 1)]),
+        device: BTreeMap::new(),
     };
     let text = human(
         &Request::SwitchList {},
@@ -225,6 +253,7 @@ fn stats_show_switch_ports_drops_and_workers() {
                     tx_packets: 0,
                     tx_bytes: 0,
                     drops: BTreeMap::from([("no_destination".into(), 4)]),
+                    device: BTreeMap::new(),
                 },
             }],
         }],

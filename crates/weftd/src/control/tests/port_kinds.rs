@@ -11,6 +11,8 @@ fn vhost(socket: Option<String>) -> PortKind {
         socket,
         mode: VhostMode::Server,
         mtu: 1500,
+        dispatch: None,
+        notify: None,
     }
 }
 
@@ -80,6 +82,8 @@ fn a_client_mode_vhost_user_port_waits_for_the_frontends_socket_and_never_remove
         socket: Some(path.to_string_lossy().into_owned()),
         mode: VhostMode::Client,
         mtu: 1500,
+        dispatch: None,
+        notify: None,
     };
     // No frontend yet: the port is created all the same, disconnected, creating nothing.
     add(&mut f, "vm1", kind.clone()).unwrap();
@@ -170,6 +174,8 @@ fn vhost_user_sockets_that_cannot_be_bound_are_invalid() {
             socket: None,
             mode: VhostMode::Server,
             mtu: 10,
+            dispatch: None,
+            notify: None,
         },
     )
     .unwrap_err();
@@ -264,4 +270,75 @@ fn config_apply_refuses_two_vhost_user_ports_on_one_socket() {
     assert_eq!(e.kind, ErrorKind::Invalid, "{}", e.message);
     assert!(e.message.contains("br0:vm2"), "{}", e.message);
     assert!(f.saved().switches[0].ports.is_empty());
+}
+
+#[test]
+fn a_vhost_user_port_keeps_its_dispatch_mode_and_notification_policy() {
+    use weft_control::state::{VhostDispatch, VhostNotify};
+    let mut f = fixture(vec![switch("br0", &[])]);
+    std::fs::create_dir(f.dir.path().join("vhost")).unwrap();
+    let kind = PortKind::VhostUser {
+        socket: None,
+        mode: VhostMode::Server,
+        mtu: 1500,
+        dispatch: Some(VhostDispatch::SwitchDriven),
+        notify: Some(VhostNotify::Coalesced {
+            frames: 16,
+            max_delay_us: 100,
+        }),
+    };
+    add(&mut f, "vm1", kind.clone()).unwrap();
+    let Response::Ports { ports } = f.ok(Request::PortList { switch: None }) else {
+        panic!("not a port list")
+    };
+    assert_eq!(ports[0].kind, kind);
+    // Settings built around the parser's checks are still refused.
+    let bad = PortKind::VhostUser {
+        socket: None,
+        mode: VhostMode::Server,
+        mtu: 1500,
+        dispatch: Some(VhostDispatch::Adaptive {
+            low_pps: 10,
+            high_pps: 10,
+            window_us: 5_000,
+        }),
+        notify: None,
+    };
+    let e = add(&mut f, "vm2", bad).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Invalid);
+    assert!(e.message.contains("LOW_PPS < HIGH_PPS"), "{}", e.message);
+    let bad = PortKind::VhostUser {
+        socket: None,
+        mode: VhostMode::Server,
+        mtu: 1500,
+        dispatch: None,
+        notify: Some(VhostNotify::Coalesced {
+            frames: 0,
+            max_delay_us: 100,
+        }),
+    };
+    let e = add(&mut f, "vm2", bad).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Invalid, "{}", e.message);
+}
+
+#[test]
+fn old_state_without_dispatch_or_notify_still_loads() {
+    let kind: PortKind =
+        serde_json::from_str(r#"{"type":"vhost_user","socket":"/run/weft/vm1.sock","mtu":9000}"#)
+            .unwrap();
+    assert_eq!(
+        kind,
+        PortKind::VhostUser {
+            socket: Some("/run/weft/vm1.sock".into()),
+            mode: VhostMode::Server,
+            mtu: 9000,
+            dispatch: None,
+            notify: None,
+        }
+    );
+    let json = serde_json::to_string(&kind).unwrap();
+    assert!(
+        !json.contains("dispatch") && !json.contains("notify"),
+        "{json}"
+    );
 }

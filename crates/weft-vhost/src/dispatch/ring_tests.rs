@@ -1,0 +1,267 @@
+//! Dispatch modes against a mock driver: the flags the guest sees, the polling hint, and no
+//! lost wake-up across mode changes.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use weft_switch::{PortRx, RxBatch};
+
+use crate::config::VhostPortConfig;
+use crate::modes::DispatchMode;
+use crate::rx::VhostPortRx;
+use crate::testutil::{all_features, ether_frame, Rig};
+
+const HDR0: [u8; 12] = [0; 12];
+const NO_NOTIFY: u16 = 1;
+
+fn rig(dispatch: DispatchMode, event_idx: bool) -> (Rig, VhostPortRx) {
+    let config = VhostPortConfig {
+        dispatch,
+        event_idx,
+        ..VhostPortConfig::default()
+    };
+    let (rig, rx, _tx) = Rig::new(config, all_features(&config), 256);
+    (rig, rx)
+}
+
+fn receive(rx: &mut VhostPortRx) -> usize {
+    let mut batch = RxBatch::new(64);
+    rx.receive(&mut batch);
+    let n = batch.len();
+    rx.finish();
+    n
+}
+
+fn send(rig: &mut Rig, n: usize) {
+    for i in 0..n {
+        rig.txq.send(
+            &HDR0,
+            &ether_frame(1, 2, 60, u8::try_from(i % 200).unwrap()),
+            &[],
+        );
+    }
+}
+
+/// Bounds the tests can cross whatever the machine's speed: polling as fast as it can,
+/// the rate is far above 20 000 frames/s; a frame or none per window is far below 2 000.
+fn adaptive() -> DispatchMode {
+    DispatchMode::Adaptive {
+        low_pps: 2_000,
+        high_pps: 20_000,
+        window: Duration::from_millis(2),
+    }
+}
+
+#[test]
+fn switch_driven_keeps_kicks_off_when_idle_and_asks_to_be_polled() {
+    let (mut rig, mut rx) = rig(DispatchMode::SwitchDriven, false);
+    send(&mut rig, 2);
+    assert_eq!(receive(&mut rx), 2);
+    assert_eq!(rig.txq.used_flags() & NO_NOTIFY, NO_NOTIFY);
+    for _ in 0..3 {
+        assert_eq!(receive(&mut rx), 0);
+    }
+    assert_eq!(rig.txq.used_flags() & NO_NOTIFY, NO_NOTIFY, "still off");
+    assert!(rx.needs_polling());
+    // A guest that kicks anyway is not read: no system call while polling.
+    rig.tx_kick.write(1).unwrap();
+    assert_eq!(receive(&mut rx), 0);
+    assert_eq!(rig.tx_kick.read().unwrap(), 1);
+}
+
+#[test]
+fn a_switch_driven_port_whose_ring_stopped_asks_for_no_polling() {
+    let (mut rig, mut rx) = rig(DispatchMode::SwitchDriven, false);
+    assert_eq!(receive(&mut rx), 0);
+    assert!(rx.needs_polling());
+    {
+        let vring = rig.dev.tx_vring();
+        vring.lock().stop(&vring.counters);
+    }
+    assert_eq!(receive(&mut rx), 0);
+    assert!(
+        !rx.needs_polling(),
+        "a disconnected guest must not keep a worker spinning"
+    );
+    send(&mut rig, 1);
+    assert_eq!(receive(&mut rx), 0, "stopped");
+}
+
+#[test]
+fn guest_driven_turns_kicks_back_on_when_idle_and_lets_the_worker_sleep() {
+    let (mut rig, mut rx) = rig(DispatchMode::GuestDriven, false);
+    assert!(!rx.needs_polling());
+    send(&mut rig, 2);
+    assert_eq!(receive(&mut rx), 2);
+    assert_eq!(
+        rig.txq.used_flags() & NO_NOTIFY,
+        NO_NOTIFY,
+        "off while busy"
+    );
+    assert_eq!(receive(&mut rx), 0);
+    assert_eq!(rig.txq.used_flags() & NO_NOTIFY, 0);
+    assert!(!rx.needs_polling());
+}
+
+#[test]
+fn switch_driven_with_event_idx_keeps_avail_event_behind_the_guest() {
+    let (mut rig, mut rx) = rig(DispatchMode::SwitchDriven, true);
+    send(&mut rig, 3);
+    assert_eq!(receive(&mut rx), 3);
+    assert_eq!(rig.txq.avail_event(), 2);
+    let old = rig.txq.avail_idx();
+    send(&mut rig, 1);
+    assert!(!rig.txq.must_kick(old, true), "the guest does not kick");
+    assert_eq!(receive(&mut rx), 1);
+    assert_eq!(rig.txq.avail_event(), 3, "moved along with the ring");
+}
+
+#[test]
+fn adaptive_goes_switch_driven_above_the_upper_bound_and_back_below_the_lower() {
+    let (mut rig, mut rx) = rig(adaptive(), false);
+    assert!(!rx.needs_polling(), "starts guest-driven");
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(5) {
+        send(&mut rig, 4);
+        assert_eq!(receive(&mut rx), 4);
+    }
+    assert!(rx.needs_polling(), "switch-driven after a busy window");
+    assert_eq!(rig.stats_from_guest().dispatch_changes, 1);
+    // Idle polls keep kicks off while switch-driven.
+    assert_eq!(receive(&mut rx), 0);
+    assert_eq!(rig.txq.used_flags() & NO_NOTIFY, NO_NOTIFY);
+    // A frame queued without a kick (kicks are off) is found by polling.
+    let old = rig.txq.avail_idx();
+    send(&mut rig, 1);
+    assert!(!rig.txq.must_kick(old, false));
+    assert_eq!(receive(&mut rx), 1);
+    // Traffic stops: the window still open holds the busy tail; the next one is silent
+    // and the port goes guest-driven, kicks on again.
+    for _ in 0..2 {
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(receive(&mut rx), 0);
+    }
+    assert!(!rx.needs_polling());
+    assert_eq!(rig.stats_from_guest().dispatch_changes, 2);
+    assert_eq!(rig.txq.used_flags() & NO_NOTIFY, 0);
+    let old = rig.txq.avail_idx();
+    send(&mut rig, 1);
+    assert!(rig.txq.must_kick(old, false), "the guest kicks again");
+}
+
+#[test]
+fn kicks_read_from_the_descriptor_are_counted() {
+    let (mut rig, mut rx) = rig(DispatchMode::GuestDriven, false);
+    send(&mut rig, 1);
+    rig.tx_kick.write(3).unwrap();
+    assert_eq!(receive(&mut rx), 1);
+    assert_eq!(receive(&mut rx), 0);
+    let s = rig.stats_from_guest();
+    assert_eq!((s.kicks, s.kicks_drained), (3, 1));
+}
+
+#[test]
+fn receive_batches_are_counted_by_size() {
+    let (mut rig, mut rx) = rig(DispatchMode::GuestDriven, false);
+    send(&mut rig, 1);
+    assert_eq!(receive(&mut rx), 1);
+    send(&mut rig, 5);
+    assert_eq!(receive(&mut rx), 5);
+    assert_eq!(receive(&mut rx), 0);
+    let s = rig.stats_from_guest();
+    assert_eq!(s.batches(), 2);
+    assert_eq!((s.batch_sizes[0], s.batch_sizes[2]), (1, 1));
+}
+
+/// Waits for `fd` to become readable, up to `timeout`; true when it did.
+fn wait_readable(fd: std::os::fd::RawFd, timeout: Duration) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = i32::try_from(timeout.as_millis()).unwrap();
+    // SAFETY: one valid pollfd for the duration of the call.
+    unsafe { libc::poll(&mut p, 1, ms) == 1 }
+}
+
+/// A guest thread sends bursts separated by short and long pauses, kicking only when the
+/// device's flags or `avail_event` say so; the worker sleeps on the readiness descriptor
+/// whenever the port does not ask to be polled. A lost wake-up would leave the worker
+/// asleep with frames in the ring: the test fails if any sleep outlasts a second.
+fn no_lost_wake_up(event_idx: bool) {
+    let (rig, mut rx) = rig(adaptive(), event_idx);
+    let Rig {
+        dev,
+        mut txq,
+        tx_kick,
+        ..
+    } = rig;
+    const ROUNDS: usize = 40;
+    const BURST: usize = 48;
+    let done = Arc::new(AtomicBool::new(false));
+    let guest_done = Arc::clone(&done);
+    let guest = std::thread::spawn(move || {
+        let (mut sent, mut completed, mut kicks) = (0usize, 0usize, 0usize);
+        for round in 0..ROUNDS {
+            for i in 0..BURST {
+                while sent - completed >= 200 {
+                    completed += txq.take_used().len();
+                    std::thread::yield_now();
+                }
+                let old = txq.avail_idx();
+                txq.send(&HDR0, &ether_frame(1, 2, 60, u8::try_from(i).unwrap()), &[]);
+                sent += 1;
+                if txq.must_kick(old, event_idx) {
+                    tx_kick.write(1).unwrap();
+                    kicks += 1;
+                }
+            }
+            let pause = if round % 3 == 2 { 4_000 } else { 20 };
+            std::thread::sleep(Duration::from_micros(pause));
+            completed += txq.take_used().len();
+        }
+        guest_done.store(true, Ordering::Release);
+        kicks
+    });
+    let total = ROUNDS * BURST;
+    let mut received = 0;
+    let mut sleeps = 0;
+    let fd = rx.readiness_fd().unwrap();
+    while received < total {
+        let n = receive(&mut rx);
+        received += n;
+        if n == 0 && !rx.needs_polling() && received < total {
+            sleeps += 1;
+            assert!(
+                wait_readable(fd, Duration::from_secs(1)),
+                "worker asleep with {} of {total} frames received: a lost wake-up",
+                received
+            );
+        }
+    }
+    let kicks = guest.join().unwrap();
+    assert!(done.load(Ordering::Acquire));
+    assert_eq!(received, total);
+    assert!(sleeps > 0, "the worker slept during pauses");
+    assert!(
+        kicks > 0 && kicks < total,
+        "kicks were suppressed while busy"
+    );
+    let changes = dev.tx_vring().counters.snapshot().dispatch_changes;
+    assert!(
+        changes >= 2,
+        "went switch-driven and back ({changes} changes)"
+    );
+}
+
+#[test]
+fn no_lost_wake_up_across_mode_changes_with_flags() {
+    no_lost_wake_up(false);
+}
+
+#[test]
+fn no_lost_wake_up_across_mode_changes_with_event_idx() {
+    no_lost_wake_up(true);
+}
