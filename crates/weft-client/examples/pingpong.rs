@@ -79,8 +79,9 @@ fn ping(client: &mut WeftClient, mode: WaitMode, n: usize, first_seq: u64) -> Ve
     rtts
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+/// The `per_mille`-th value of `sorted` (nearest rank).
+fn percentile(sorted: &[f64], per_mille: usize) -> f64 {
+    let i = (sorted.len().saturating_sub(1) * per_mille).div_ceil(1000);
     sorted[i.min(sorted.len() - 1)]
 }
 
@@ -129,8 +130,8 @@ fn main() {
             seq += n as u64;
             eprintln!(
                 "round {round} {name:20} median {:7.1} µs  p99 {:7.1} µs",
-                percentile(&rtts, 0.5),
-                percentile(&rtts, 0.99)
+                percentile(&rtts, 500),
+                percentile(&rtts, 990)
             );
             results[m].extend(rtts);
             a.send_batch(&[TxFrame::plain(&frame(0xa, 0xb, u64::MAX))])
@@ -144,8 +145,8 @@ fn main() {
         r.sort_by(f64::total_cmp);
         println!(
             "{name:20} (worker {idle:?}): median {:7.1} µs  p99 {:7.1} µs",
-            percentile(r, 0.5),
-            percentile(r, 0.99)
+            percentile(r, 500),
+            percentile(r, 990)
         );
     }
 }

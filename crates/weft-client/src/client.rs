@@ -27,7 +27,9 @@ const PAGE: u64 = 4096;
 /// How a blocking call waits for the backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WaitMode {
-    /// Poll the ring without sleeping (lowest latency, a core busy while waiting).
+    /// Poll the ring without sleeping (lowest latency, a core busy while waiting). Between
+    /// polls the thread yields (`sched_yield`), so that threads sharing its core — the
+    /// other end of a ping-pong, the switch on a small machine — still run.
     BusyPoll,
     /// Sleep on the backend's call eventfd at once (no CPU while idle, a wake-up per wait).
     Block,
@@ -58,6 +60,15 @@ impl std::fmt::Debug for WeftClient {
             .field("config", &self.config)
             .field("memory_len", &self.mem.len())
             .finish_non_exhaustive()
+    }
+}
+
+/// Between two polls: yield when busy-polling, else a CPU spin hint.
+fn pause(mode: WaitMode) {
+    if mode == WaitMode::BusyPoll {
+        std::thread::yield_now();
+    } else {
+        std::hint::spin_loop();
     }
 }
 
@@ -212,7 +223,7 @@ impl WeftClient {
                 // A wake-up may be stale (a call for buffers already reclaimed): look again.
                 self.tx.wait_space(&self.mem, deadline - now)?;
             } else {
-                std::hint::spin_loop();
+                pause(mode);
             }
         }
     }
@@ -251,7 +262,7 @@ impl WeftClient {
             if now >= spin_until {
                 self.rx.wait(&self.mem, deadline - now)?;
             } else {
-                std::hint::spin_loop();
+                pause(mode);
             }
         }
     }

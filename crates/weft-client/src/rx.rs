@@ -195,18 +195,19 @@ impl RxQueue {
         while out.frames.len() < max && pending > 0 {
             // How many buffers the next frame spans, from its header, before taking any.
             let peeked = self.ring.peek_used(mem)?;
-            let mut header = [0u8; HEADER_LEN];
-            if let Some(first) = peeked {
-                if usize::try_from(first.len).is_ok_and(|l| l >= HEADER_LEN)
+            // Only from a buffer we hold, with a plausible length; a bad id or length is
+            // counted when taken below, as a one-buffer frame.
+            let readable = peeked.filter(|first| {
+                usize::try_from(first.len).is_ok_and(|l| l >= HEADER_LEN)
                     && first.len <= self.buffer_len
-                {
-                    mem.read(&mut header, self.buffer(first.id))?;
-                }
+            });
+            let mut header = [0u8; HEADER_LEN];
+            if let Some(first) = readable {
+                mem.read(&mut header, self.buffer(first.id))?;
             }
             let header = VirtioNetHeader::new_unchecked(header);
-            let buffers = match (peeked, self.negotiated.mergeable_rx()) {
+            let buffers = match (readable, self.negotiated.mergeable_rx()) {
                 (Some(_), true) => header.num_buffers().unwrap_or(0),
-                // A bad id is counted when taken below, as a one-buffer frame.
                 _ => 1,
             };
             if buffers == 0 || buffers > self.ring.layout.size {
@@ -305,3 +306,6 @@ impl RxQueue {
         self.ready(mem)
     }
 }
+
+#[cfg(test)]
+mod tests;
