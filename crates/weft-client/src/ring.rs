@@ -268,11 +268,25 @@ impl DriverRing {
         mem: &SharedMemory,
         enable: bool,
     ) -> Result<(), crate::ClientError> {
+        self.arm(mem, enable.then_some(1))
+    }
+
+    /// Asks for a call once `after` more elements are used (with `EVENT_IDX`; without it,
+    /// on the next one), or for no calls (`None`). Waiting for several at once means fewer
+    /// wake-ups while the backend drains a full ring (Linux's `enable_cb_delayed`).
+    pub(crate) fn arm(
+        &mut self,
+        mem: &SharedMemory,
+        after: Option<u16>,
+    ) -> Result<(), crate::ClientError> {
+        let enable = after.is_some();
         if self.event_idx {
-            let event = if enable {
-                self.last_used
-            } else {
-                self.last_used.wrapping_sub(1)
+            let event = match after {
+                Some(n) => self
+                    .last_used
+                    .wrapping_add(n.clamp(1, self.layout.size))
+                    .wrapping_sub(1),
+                None => self.last_used.wrapping_sub(1),
             };
             mem.store_u16(self.layout.used_event(), event, Ordering::Relaxed)?;
         } else {
