@@ -220,7 +220,8 @@ impl RxQueue {
             }
             if buffers > pending {
                 // The backend has not published the frame's last buffers yet (weft's
-                // backend publishes the used index per buffer): take it next time.
+                // backend publishes the used index per buffer): take it next time. A
+                // backend that never publishes them stalls this ring only — its choice.
                 break;
             }
             pending -= buffers;

@@ -169,15 +169,25 @@ fn arming_for_n_elements_puts_used_event_n_minus_one_ahead_and_disarming_behind(
     let (mem, mut r) = ring(16, true);
     r.last_used = u16::MAX - 2;
     r.arm(&mem, Some(8)).unwrap();
-    let event = mem.load_u16(r.layout.used_event(), Ordering::Relaxed).unwrap();
+    let event = mem
+        .load_u16(r.layout.used_event(), Ordering::Relaxed)
+        .unwrap();
     assert_eq!(event, (u16::MAX - 2).wrapping_add(7));
     // The backend calls when its used index moves past the event: after the 8th element.
     assert!(!need_event(event, r.last_used.wrapping_add(7), r.last_used));
     assert!(need_event(event, r.last_used.wrapping_add(8), r.last_used));
     r.arm(&mem, Some(1000)).unwrap();
-    let event = mem.load_u16(r.layout.used_event(), Ordering::Relaxed).unwrap();
+    let event = mem
+        .load_u16(r.layout.used_event(), Ordering::Relaxed)
+        .unwrap();
     assert_eq!(event, r.last_used.wrapping_add(15), "at most a ring ahead");
     r.arm(&mem, None).unwrap();
-    let event = mem.load_u16(r.layout.used_event(), Ordering::Relaxed).unwrap();
-    assert!(!need_event(event, r.last_used.wrapping_add(16), r.last_used));
+    let event = mem
+        .load_u16(r.layout.used_event(), Ordering::Relaxed)
+        .unwrap();
+    assert!(!need_event(
+        event,
+        r.last_used.wrapping_add(16),
+        r.last_used
+    ));
 }
