@@ -357,14 +357,12 @@ impl VhostPortTx {
 
     /// Puts the chains filled so far in the used ring; returns how many.
     fn publish(&mut self, st: &mut VringState, mem: &GuestMemoryMmap, burst: &mut Burst) -> usize {
-        let mut added = 0;
-        for (head, len) in self.used.drain(..) {
-            if st.queue.add_used(mem, head, len).is_err() {
+        let added = st
+            .publish_used(mem, self.used.iter().copied())
+            .unwrap_or_else(|written| {
                 burst.fault.get_or_insert(QueueFault::RingInaccessible);
-                break;
-            }
-            added += 1;
-        }
+                written
+            });
         self.used.clear();
         added
     }

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use virtio_bindings::bindings::virtio_ring::VRING_AVAIL_F_NO_INTERRUPT;
 use virtio_queue::{Queue, QueueT};
-use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
+use vm_memory::{Address, Bytes, GuestAddress, GuestMemoryMmap};
 use vmm_sys_util::eventfd::EventFd;
 
 use crate::counters::{FrameDrop, LogLimiter, QueueCounters, QueueFault};
@@ -79,6 +79,9 @@ pub(crate) struct VringState {
     pub(crate) guest_kicks: Option<bool>,
     /// When to interrupt the guest (the port's notification policy).
     pub(crate) notifier: Notifier,
+    /// The used index when the guest was last asked about a notification: with EVENT_IDX
+    /// the next ask checks `used_event` against every entry added since.
+    used_at_last_ask: u16,
     log: LogLimiter,
 }
 
@@ -97,6 +100,7 @@ impl VringState {
             features: Features::default(),
             guest_kicks: None,
             notifier: Notifier::new(NotifyPolicy::Immediate),
+            used_at_last_ask: 0,
             log: LogLimiter::new(),
         })
     }
@@ -126,6 +130,7 @@ impl VringState {
         q.set_event_idx(features.event_idx());
         q.set_next_avail(layout.base);
         q.set_next_used(layout.base);
+        self.used_at_last_ask = layout.base;
         q.set_ready(true);
         if !q.is_valid(&*mem) {
             return Err(RingError::OutsideMemory);
@@ -160,7 +165,54 @@ impl VringState {
         self.mem = None;
         self.queue.set_next_avail(base);
         self.queue.set_next_used(base);
+        self.used_at_last_ask = base;
         base
+    }
+
+    /// Puts `entries` (head, bytes written) in the used ring, then makes them all visible
+    /// with one store of the used index. A guest must never see a mergeable frame's head
+    /// before its other buffers: Linux drops such a frame ("N buffers out of M missing").
+    /// Returns how many were published; an entry naming no descriptor, or a ring outside
+    /// memory, ends the run there (the caller faults the queue).
+    pub(crate) fn publish_used(
+        &mut self,
+        mem: &GuestMemoryMmap,
+        entries: impl IntoIterator<Item = (u16, u32)>,
+    ) -> Result<usize, usize> {
+        let size = self.queue.size();
+        let used = GuestAddress(self.queue.used_ring());
+        let mut next = self.queue.next_used();
+        let mut written = 0usize;
+        let mut failed = false;
+        for (head, len) in entries {
+            let slot = 4 + 8 * u64::from(next % size.max(1));
+            let ok = head < size
+                && used.checked_add(slot).is_some_and(|at| {
+                    mem.write_obj(u32::from(head).to_le(), at).is_ok()
+                        && mem.write_obj(len.to_le(), GuestAddress(at.0 + 4)).is_ok()
+                });
+            if !ok {
+                failed = true;
+                break;
+            }
+            next = next.wrapping_add(1);
+            written += 1;
+        }
+        if written > 0 {
+            // The elements before the index (Release), as add_used orders them.
+            let stored = used
+                .checked_add(2)
+                .is_some_and(|at| mem.store(next.to_le(), at, Ordering::Release).is_ok());
+            if !stored {
+                return Err(0);
+            }
+            self.queue.set_next_used(next);
+        }
+        if failed {
+            Err(written)
+        } else {
+            Ok(written)
+        }
     }
 
     /// Marks the ring broken: counted, logged (rate-limited), not served until restarted.
@@ -205,7 +257,20 @@ impl VringState {
             return false;
         };
         let needed = if self.queue.event_idx_enabled() {
-            self.queue.needs_notification(mem).unwrap_or(true)
+            // Order the used index store before reading used_event; then notify when
+            // used_event lies among the entries added since the last ask (Linux's
+            // vring_need_event).
+            fence(Ordering::SeqCst);
+            let next = self.queue.next_used();
+            let old = std::mem::replace(&mut self.used_at_last_ask, next);
+            let at = 4 + 2 * u64::from(self.queue.size());
+            GuestAddress(self.queue.avail_ring())
+                .checked_add(at)
+                .and_then(|at| mem.load::<u16>(at, Ordering::Relaxed).ok())
+                .map(u16::from_le)
+                .is_none_or(|event| {
+                    next.wrapping_sub(event).wrapping_sub(1) < next.wrapping_sub(old)
+                })
         } else {
             // Order the used index store before reading the guest's flags (as
             // needs_notification does).

@@ -3,9 +3,13 @@ use crate::config::VhostPortConfig;
 use crate::counters::FrameDrop;
 use crate::features::Features;
 use crate::testutil::{all_features, ether_frame, Rig};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use virtio_bindings::bindings::virtio_config::VIRTIO_F_VERSION_1;
 use virtio_bindings::bindings::virtio_net::{VIRTIO_NET_F_GUEST_CSUM, VIRTIO_NET_F_GUEST_TSO4};
 use virtio_bindings::bindings::virtio_ring::VIRTIO_RING_F_EVENT_IDX;
+use virtio_queue::desc::split::Descriptor;
+use vm_memory::{Address, Bytes, GuestMemoryMmap};
 use weft_packet::virtio_net::{flags, gso_type};
 use weft_packet::GsoKind;
 
@@ -364,4 +368,65 @@ fn a_stopped_or_disabled_ring_takes_nothing() {
     let vring = rig.dev.rx_vring();
     vring.lock().stop(&vring.counters);
     assert_eq!(tx.transmit(&[whole(&f)]), 0);
+}
+
+#[test]
+fn a_guest_polling_the_used_ring_never_sees_a_mergeable_frame_before_all_its_buffers() {
+    let (mut rig, mut tx) = rig();
+    let (mem, size, desc, used) = (
+        rig.rxq.mem.clone(),
+        rig.rxq.size,
+        rig.rxq.desc,
+        rig.rxq.used,
+    );
+    let used_idx = move |mem: &GuestMemoryMmap| {
+        u16::from_le(
+            mem.load::<u16>(used.unchecked_add(2), Ordering::Acquire)
+                .unwrap(),
+        )
+    };
+    let f = ether_frame(2, 1, 2500, 4);
+    // Small buffers: each frame spans 40 of them, so a port publishing buffer by buffer
+    // shows a frame's head long before its last buffer.
+    for round in 0..100 {
+        rig.rxq.post_rx(200, 64);
+        let done = Arc::new(AtomicBool::new(false));
+        let (stop, mem) = (done.clone(), mem.clone());
+        let mut seen = used_idx(&mem);
+        // The guest side: whenever the used index moves, every frame it covers must be
+        // whole (the head's num_buffers entries all below the index).
+        let guest = std::thread::spawn(move || {
+            let mut frames = 0u32;
+            loop {
+                let finished = stop.load(Ordering::Acquire);
+                let idx = used_idx(&mem);
+                while seen != idx {
+                    let slot = used.unchecked_add(4 + 8 * u64::from(seen % size));
+                    let id: u32 = u32::from_le(mem.read_obj(slot).unwrap());
+                    let d: Descriptor = mem
+                        .read_obj(desc.unchecked_add(u64::from(id) * 16))
+                        .unwrap();
+                    let mut header = [0u8; 12];
+                    mem.read_slice(&mut header, d.addr()).unwrap();
+                    let buffers = header_of(&header).num_buffers().unwrap();
+                    assert!(
+                        idx.wrapping_sub(seen) >= buffers,
+                        "round {round} frame {frames}: {buffers} buffers, {} visible",
+                        idx.wrapping_sub(seen)
+                    );
+                    seen = seen.wrapping_add(buffers);
+                    frames += 1;
+                }
+                if finished {
+                    return frames;
+                }
+            }
+        });
+        for _ in 0..5 {
+            assert_eq!(tx.transmit(&[whole(&f)]), 1);
+        }
+        done.store(true, Ordering::Release);
+        assert_eq!(guest.join().unwrap(), 5);
+        rig.rxq.take_used();
+    }
 }
