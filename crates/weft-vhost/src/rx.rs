@@ -321,11 +321,12 @@ impl PortRx for VhostPortRx {
                 Some(Ok(())) => st.guest_kicks = Some(false),
                 None => {}
             }
-        } else if st.guest_kicks != Some(true) && st.serving() {
-            // Guest-driven and idle. Drain first, then re-enable and look again: a kick
-            // that arrives after the look is for buffers the next receive will see, and
-            // buffers that came before it are taken now rather than waiting for a kick
-            // the guest, seeing kicks off, never sent.
+        } else if st.serving() {
+            // Guest-driven and idle. Drain first — also when kicks are on already: a kick
+            // for chains an earlier look took would keep an idle worker's epoll awake —
+            // then (re-)arm and look again: a kick that arrives after the look is for
+            // chains the next receive will see, and chains that came before it are taken
+            // now rather than waiting for a kick the guest, seeing kicks off, never sent.
             if let Some(kick) = &st.kick {
                 let kicks = kick.read().unwrap_or(0);
                 if kicks > 0 {
@@ -333,14 +334,20 @@ impl PortRx for VhostPortRx {
                     dev.tx_vring().counters.kicks_received(kicks);
                 }
             }
-            match st.queue.enable_notification(&*mem) {
-                Ok(more) => {
-                    st.guest_kicks = Some(true);
-                    if more {
+            if st.guest_kicks != Some(true) {
+                match st.queue.enable_notification(&*mem) {
+                    Ok(true) => {
+                        // With EVENT_IDX the guest kicks when it passes the index just
+                        // armed; taking chains beyond it would leave the guest past it
+                        // for good. Arm again at the next empty look.
                         self.take_chains(&mut st, batch);
+                        st.guest_kicks = Some(false);
+                    }
+                    Ok(false) => st.guest_kicks = Some(true),
+                    Err(_) => {
+                        st.fault(QueueFault::RingInaccessible, &dev.tx_vring().counters, "tx");
                     }
                 }
-                Err(_) => st.fault(QueueFault::RingInaccessible, &dev.tx_vring().counters, "tx"),
             }
         }
         dev.tx_vring().counters.batch(batch.len() as u64);
