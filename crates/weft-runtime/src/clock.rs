@@ -15,8 +15,15 @@ pub fn clock_base() -> (Instant, SystemTime) {
 
 /// The data-path clock now.
 pub fn now() -> Timestamp {
+    at(Instant::now())
+}
+
+/// The data-path clock at `instant` (a worker reads the clock once per pass and derives
+/// both its timing and the switch's timestamp from that one reading).
+pub(crate) fn at(instant: Instant) -> Timestamp {
     let (base, _) = clock_base();
-    Timestamp(u64::try_from(base.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    let since = instant.saturating_duration_since(base);
+    Timestamp(u64::try_from(since.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// A data-path timestamp as nanoseconds since the Unix epoch.
@@ -37,6 +44,8 @@ mod tests {
         let a = now();
         let b = now();
         assert!(b >= a);
+        let later = Instant::now() + std::time::Duration::from_secs(1);
+        assert!(at(later).0 >= b.0 + 1_000_000_000);
         let wall = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap()
