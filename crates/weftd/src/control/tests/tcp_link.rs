@@ -1,0 +1,92 @@
+//! TCP link ports through the control plane: a listening and a connecting port find each
+//! other and say so in `port show`; bad settings are refused as `invalid`, naming the field.
+
+use super::*;
+
+fn tcp_link(listen: Option<&str>, connect: Option<&str>) -> PortKind {
+    PortKind::TcpLink {
+        listen: listen.map(String::from),
+        connect: connect.map(String::from),
+        netns: None,
+        link_id: 9,
+        mtu: 1500,
+        offloads: true,
+    }
+}
+
+fn add(f: &mut Fixture, name: &str, kind: PortKind) -> Result<Response, ControlError> {
+    f.req(Request::PortAdd {
+        switch: "br0".into(),
+        name: name.into(),
+        kind,
+        options: PortSettings::default(),
+    })
+}
+
+fn show(f: &mut Fixture, name: &str) -> weft_control::response::PortInfo {
+    let Response::Port { port, .. } = f.ok(Request::PortShow {
+        switch: "br0".into(),
+        name: name.into(),
+    }) else {
+        panic!("not a port")
+    };
+    port
+}
+
+#[test]
+fn a_listening_and_a_connecting_tcp_link_connect_and_show_it() {
+    let mut f = fixture(vec![switch("br0", &[])]);
+    // A free port on loopback, released just before the link binds it.
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    add(&mut f, "l", tcp_link(Some(&addr), None)).unwrap();
+    add(&mut f, "c", tcp_link(None, Some(&addr))).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    for name in ["l", "c"] {
+        loop {
+            let port = show(&mut f, name);
+            assert!(port.failed.is_none(), "{:?}", port.failed);
+            assert!(matches!(port.kind, PortKind::TcpLink { link_id: 9, .. }));
+            assert!(
+                port.offloads.iter().any(|o| o == "tso4"),
+                "{:?}",
+                port.offloads
+            );
+            if port.offloads.iter().any(|o| o == "connected") {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{name}: {:?}",
+                port.offloads
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    for name in ["c", "l"] {
+        f.ok(Request::PortDel {
+            switch: "br0".into(),
+            name: name.into(),
+        });
+    }
+}
+
+#[test]
+fn bad_tcp_link_settings_are_invalid_and_name_the_field() {
+    let mut f = fixture(vec![switch("br0", &[])]);
+    for (kind, field) in [
+        (tcp_link(None, None), "listen"),
+        (tcp_link(Some("127.0.0.1:1"), Some("127.0.0.1:2")), "listen"),
+        (tcp_link(Some("127.0.0.1"), None), "listen"),
+        (tcp_link(None, Some("nowhere:80")), "connect"),
+        (tcp_link(None, Some("127.0.0.1:0")), "connect"),
+    ] {
+        let e = add(&mut f, "t", kind).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Invalid, "{}", e.message);
+        assert!(e.message.contains(field), "{}", e.message);
+    }
+    assert!(f.saved().switches[0].ports.is_empty());
+}
