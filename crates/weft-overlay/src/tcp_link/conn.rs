@@ -133,16 +133,14 @@ pub(crate) fn run(shared: &Shared, dial: &Dial, config: &TcpLinkConfig) {
         backoff = FIRST_BACKOFF;
         let mut stream = Arc::new(stream);
         shared.publish(Some(Arc::clone(&stream)));
-        loop {
-            match watch(shared, &stream, dial) {
-                Watch::Replace(newer) => match tune(&newer, config) {
-                    Ok(()) => {
-                        stream = Arc::new(newer);
-                        shared.publish(Some(Arc::clone(&stream)));
-                    }
-                    Err(_) => shared.stats.io_error(),
-                },
-                Watch::Lost | Watch::Stop => break,
+        // Until the connection is lost or the port stops.
+        while let Watch::Replace(newer) = watch(shared, &stream, dial) {
+            match tune(&newer, config) {
+                Ok(()) => {
+                    stream = Arc::new(newer);
+                    shared.publish(Some(Arc::clone(&stream)));
+                }
+                Err(_) => shared.stats.io_error(),
             }
         }
         shared.publish(None);

@@ -24,16 +24,15 @@ fn encode(out: &mut Vec<u8>, link_id: u32, frame: &[u8], offload: &OffloadInfo) 
     out.extend_from_slice(frame);
 }
 
-/// Feeds `stream` in chunks ending at `cuts`, decoding as a port would; gives the frames
-/// and drops, or the reason the stream was cut.
-fn feed(
-    stream: &[u8],
-    cuts: &[usize],
-) -> (
+/// Frames decoded (with their offload state), frames dropped, and why the stream was cut.
+type Fed = (
     Vec<(Vec<u8>, OffloadInfo)>,
     Vec<TcpLinkDrop>,
     Option<TcpLinkDrop>,
-) {
+);
+
+/// Feeds `stream` in chunks ending at `cuts`, decoding as a port would.
+fn feed(stream: &[u8], cuts: &[usize]) -> Fed {
     let mut reasm = Reassembler::new(0);
     let (mut frames, mut drops) = (Vec::new(), Vec::new());
     let mut at = 0;
