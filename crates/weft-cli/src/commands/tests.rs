@@ -705,3 +705,4 @@ proptest::proptest! {
 }
 
 mod port_kinds;
+mod tcp_link;
