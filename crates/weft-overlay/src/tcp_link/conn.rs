@@ -172,7 +172,9 @@ fn accept(shared: &Shared, listener: &TcpListener) -> Option<TcpStream> {
         Ok((s, _)) => Some(s),
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
         Err(_) => {
+            // Out of descriptors, say: wait a little rather than spin on a readable listener.
             shared.stats.connect_failed();
+            pause(shared, FIRST_BACKOFF);
             None
         }
     }

@@ -173,12 +173,12 @@ impl Reassembler {
 
     /// Decodes the next frame. `Err`: the stream is broken (cut the connection).
     pub fn next_frame(&mut self, rules: &DecodeRules) -> Result<Decoded, TcpLinkDrop> {
-        let Some(h) = self.buf.get(self.start..self.start + HEADER_LEN) else {
-            return Ok(Decoded::NeedMore);
-        };
         if self.pending() < HEADER_LEN {
             return Ok(Decoded::NeedMore);
         }
+        let Some(h) = self.buf.get(self.start..self.start + HEADER_LEN) else {
+            return Ok(Decoded::NeedMore);
+        };
         let mut header = [0u8; HEADER_LEN];
         header.copy_from_slice(h);
         let len = parse_header(&header, rules)?;
