@@ -1,6 +1,7 @@
 //! TCP link ports through the control plane: a listening and a connecting port find each
 //! other and say so in `port show`; bad settings are refused as `invalid`, naming the field.
 
+use super::port_kinds::add;
 use super::*;
 
 fn tcp_link(listen: Option<&str>, connect: Option<&str>) -> PortKind {
@@ -12,15 +13,6 @@ fn tcp_link(listen: Option<&str>, connect: Option<&str>) -> PortKind {
         mtu: 1500,
         offloads: true,
     }
-}
-
-fn add(f: &mut Fixture, name: &str, kind: PortKind) -> Result<Response, ControlError> {
-    f.req(Request::PortAdd {
-        switch: "br0".into(),
-        name: name.into(),
-        kind,
-        options: PortSettings::default(),
-    })
 }
 
 fn show(f: &mut Fixture, name: &str) -> weft_control::response::PortInfo {
