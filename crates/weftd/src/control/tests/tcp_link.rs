@@ -82,3 +82,17 @@ fn bad_tcp_link_settings_are_invalid_and_name_the_field() {
     }
     assert!(f.saved().switches[0].ports.is_empty());
 }
+
+#[test]
+fn a_tcp_link_in_a_state_file_takes_defaults_for_what_it_leaves_out() {
+    let kind: PortKind =
+        serde_json::from_str(r#"{"type":"tcp_link","connect":"192.0.2.1:7000"}"#).unwrap();
+    let mut expected = tcp_link(None, Some("192.0.2.1:7000"));
+    if let PortKind::TcpLink { link_id, .. } = &mut expected {
+        *link_id = 0;
+    }
+    assert_eq!(kind, expected);
+    let text = serde_json::to_string(&kind).unwrap();
+    assert!(!text.contains("listen") && !text.contains("netns"), "{text}");
+    assert_eq!(serde_json::from_str::<PortKind>(&text).unwrap(), kind);
+}
