@@ -24,7 +24,7 @@ fn decap_drop_name(reason: DecapDrop) -> &'static str {
     }
 }
 
-/// Drops a vhost-user or VXLAN device counted itself, every reason (zeros included), as
+/// Drops a vhost-user, VXLAN or TCP link device counted itself, every reason (zeros included), as
 /// (`port_<reason>`, count). Empty for other devices.
 pub fn device_drops(keep: &Keepalive) -> Vec<(String, u64)> {
     if let Some(stats) = keep.downcast_ref::<OverlayStats>() {
@@ -44,9 +44,9 @@ pub fn device_drops(keep: &Keepalive) -> Vec<(String, u64)> {
             .into_iter()
             .map(|r| (format!("port_tcp_{}", r.name()), s.drops(r)))
             .collect();
+        // Lost connections lose what was in flight: listed beside the drops. (Connections
+        // made are not losses; the port's state shows whether one is up.)
         out.push(("port_tcp_io_errors".into(), s.io_errors));
-        out.push(("port_tcp_connects".into(), s.connects));
-        out.push(("port_tcp_connect_failures".into(), s.connect_failures));
         out.push(("port_tcp_disconnects".into(), s.disconnects));
         return out;
     }

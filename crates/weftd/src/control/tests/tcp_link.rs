@@ -26,7 +26,7 @@ fn show(f: &mut Fixture, name: &str) -> weft_control::response::PortInfo {
 }
 
 #[test]
-fn a_listening_and_a_connecting_tcp_link_connect_and_show_it() {
+fn tcp_links_connect_and_port_show_counts_a_peer_wired_to_another_link() {
     let mut f = fixture(vec![switch("br0", &[])]);
     // A free port on loopback, released just before the link binds it.
     let addr = std::net::TcpListener::bind("127.0.0.1:0")
@@ -58,12 +58,35 @@ fn a_listening_and_a_connecting_tcp_link_connect_and_show_it() {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
-    for name in ["c", "l"] {
-        f.ok(Request::PortDel {
+    // A peer wired to another link (once the right one is gone, so that it does not
+    // reconnect first): the newest connection, then cut off and counted.
+    f.ok(Request::PortDel {
+        switch: "br0".into(),
+        name: "c".into(),
+    });
+    let mut header = [0u8; weft_overlay::tcp_link::framing::HEADER_LEN];
+    weft_overlay::tcp_link::framing::write_header(&mut header, 8, 60, &Default::default());
+    let mut rogue = std::net::TcpStream::connect(&addr).unwrap();
+    std::io::Write::write_all(&mut rogue, &header).unwrap();
+    std::io::Write::write_all(&mut rogue, &[0u8; 60]).unwrap();
+    loop {
+        let Response::Port { counters, .. } = f.ok(Request::PortShow {
             switch: "br0".into(),
-            name: name.into(),
-        });
+            name: "l".into(),
+        }) else {
+            panic!("not a port")
+        };
+        let wrong = counters.drops.get("port_tcp_wrong_link_id").copied();
+        if wrong == Some(1) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{:?}", counters.drops);
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    f.ok(Request::PortDel {
+        switch: "br0".into(),
+        name: "l".into(),
+    });
 }
 
 #[test]
@@ -93,6 +116,9 @@ fn a_tcp_link_in_a_state_file_takes_defaults_for_what_it_leaves_out() {
     }
     assert_eq!(kind, expected);
     let text = serde_json::to_string(&kind).unwrap();
-    assert!(!text.contains("listen") && !text.contains("netns"), "{text}");
+    assert!(
+        !text.contains("listen") && !text.contains("netns"),
+        "{text}"
+    );
     assert_eq!(serde_json::from_str::<PortKind>(&text).unwrap(), kind);
 }
