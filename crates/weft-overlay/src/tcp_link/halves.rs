@@ -88,7 +88,8 @@ impl PortRx for TcpLinkRx {
         self.follow_connection();
         let mut reads = 0;
         let mut accepted = 0;
-        while batch.room() > 0 && self.stream.is_some() {
+        // Frames already buffered are delivered even after the peer closed its side.
+        while batch.room() > 0 {
             match self.reasm.next_frame(&self.rules) {
                 Ok(Decoded::Frame(range, offload)) => {
                     let handle = FrameHandle(u32::try_from(self.lent.len()).unwrap_or(u32::MAX));
