@@ -388,6 +388,40 @@ pub enum PortKindCmd {
         #[command(flatten)]
         options: PortOptionArgs,
     },
+    /// A TCP link to another weftd: Ethernet frames in one TCP connection; one end listens,
+    /// the other connects (and connects again whenever the connection is lost).
+    #[command(after_help = "EXAMPLES:\n  \
+        weft port add br0:t1 tcp-link --listen 192.0.2.1:7000\n  \
+        weft port add br0:t1 tcp-link --connect 192.0.2.1:7000 --link-id 3 --netns under")]
+    TcpLink {
+        /// Accept the peer's connections on IP:PORT.
+        #[arg(
+            long,
+            value_name = "IP:PORT",
+            required_unless_present = "connect",
+            conflicts_with = "connect"
+        )]
+        listen: Option<String>,
+        /// Connect to the peer at IP:PORT.
+        #[arg(long, value_name = "IP:PORT")]
+        connect: Option<String>,
+        /// Network namespace (a name under /run/netns) to open the sockets in.
+        #[arg(long, value_name = "NS")]
+        netns: Option<String>,
+        /// The link id both ends agree on (a peer with another one is cut off).
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        link_id: u32,
+        /// MTU of the port.
+        #[arg(long, value_name = "N", default_value_t = 1500)]
+        mtu: u32,
+        /// Segment super-frames and complete checksums before sending, instead of carrying
+        /// them across.
+        #[arg(long)]
+        no_offloads: bool,
+        /// Switch-side options.
+        #[command(flatten)]
+        options: PortOptionArgs,
+    },
 }
 
 /// Switch-side port options.

@@ -184,6 +184,28 @@ pub enum PortKind {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         remote_macs: Vec<RemoteMac>,
     },
+    /// A TCP link to another weftd: Ethernet frames in one TCP connection. Exactly one of
+    /// `listen` and `connect`.
+    TcpLink {
+        /// Accept the peer's connections on this address (`IP:PORT`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        listen: Option<String>,
+        /// Connect to the peer at this address (`IP:PORT`), again and again when lost.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        connect: Option<String>,
+        /// Network namespace (a name under /run/netns) to open the sockets in.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        netns: Option<String>,
+        /// The link id both ends must be configured with (a peer with another is cut off).
+        #[serde(default)]
+        link_id: u32,
+        /// MTU of the port.
+        #[serde(default = "default_mtu")]
+        mtu: u32,
+        /// Carry super-frames and pending checksums across unsegmented.
+        #[serde(default = "yes")]
+        offloads: bool,
+    },
 }
 
 /// A static remote FDB entry of a VXLAN port.

@@ -25,6 +25,7 @@ mod port;
 pub mod remote_fdb;
 pub mod stats;
 mod sys;
+pub mod tcp_link;
 mod tx;
 
 #[cfg(test)]

@@ -3,7 +3,8 @@
 //! weftd creates ports of the kinds the protocol names: `tap` (a TAP device, created in the
 //! port's network namespace, gone when the port is removed or weftd exits) and `af_packet`
 //! (a packet socket on an existing interface), both from weft-tap; `vhost_user` (a socket a VM
-//! or DPDK application connects to, weft-vhost) and `vxlan` (a tunnel endpoint, weft-overlay).
+//! or DPDK application connects to, weft-vhost), `vxlan` (a tunnel endpoint, weft-overlay) and
+//! `tcp_link` (frames in a TCP connection to another weftd, weft-overlay).
 //! A port restored from the
 //! state file whose device cannot be opened is kept, marked failed, behind a [`FailedPort`]:
 //! it keeps its place (its id, the rules and static FDB entries that name it) and drops what
@@ -11,7 +12,7 @@
 
 mod counters;
 
-pub use counters::{device_counters, device_drops, live_offloads};
+pub use counters::{device_counters, device_drops, live_offloads, TcpLinkDevice};
 
 use std::any::Any;
 use std::net::{IpAddr, SocketAddr};
@@ -19,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use weft_control::state::{PortKind, VhostMode};
+use weft_overlay::tcp_link::{TcpLinkConfig, TcpLinkMode, TcpLinkPort};
 use weft_overlay::{VxlanConfig, VxlanPort};
 use weft_switch::{PortCaps, PortRx, PortTx, TxFrame};
 use weft_tap::{AfPacket, AfPacketOptions, Offloads, PortStats, Tap, TapOptions};
@@ -147,6 +149,38 @@ fn vxlan_config(kind: &PortKind) -> Result<Option<VxlanConfig>, String> {
     Ok(Some(config))
 }
 
+/// The TCP link configuration a `tcp_link` port kind describes.
+fn tcp_link_config(kind: &PortKind) -> Result<Option<TcpLinkConfig>, String> {
+    let PortKind::TcpLink {
+        listen,
+        connect,
+        netns,
+        link_id,
+        mtu,
+        offloads,
+    } = kind
+    else {
+        return Ok(None);
+    };
+    let parse = |field: &str, a: &str| {
+        a.parse::<SocketAddr>()
+            .map_err(|_| format!("{field} {a:?} is not an IP:PORT address"))
+    };
+    let mode = match (listen, connect) {
+        (Some(a), None) => TcpLinkMode::Listen(parse("listen", a)?),
+        (None, Some(a)) => TcpLinkMode::Connect(parse("connect", a)?),
+        _ => return Err("give exactly one of listen and connect".into()),
+    };
+    let mut config = TcpLinkConfig::new(mode);
+    config.link_id = *link_id;
+    config.mtu = usize::try_from(*mtu).map_err(|_| "the MTU is out of range")?;
+    config.offloads = *offloads;
+    if let Some(ns) = netns {
+        config = config.netns(weft_tap::netns::named(ns));
+    }
+    Ok(Some(config))
+}
+
 /// Opens the device of port `port` (whose name a TAP takes when it names no device).
 pub fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Device, String> {
     match kind {
@@ -252,6 +286,25 @@ pub fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Device,
                 keep: Some(Arc::new(VxlanDevice { stats, fdb })),
             })
         }
+        PortKind::TcpLink { .. } => {
+            let config = tcp_link_config(kind)?.ok_or("not a TCP link")?;
+            let mtu = u32::try_from(config.mtu).map_err(|_| "the MTU is out of range")?;
+            let offloads = if config.offloads {
+                ["csum", "tso4", "tso6", "uso"].map(String::from).to_vec()
+            } else {
+                Vec::new()
+            };
+            let link = TcpLinkPort::open(&config).map_err(|e| e.to_string())?;
+            let (rx, tx, stats) = link.split();
+            Ok(Device {
+                rx: Some(Box::new(rx)),
+                tx: Box::new(tx),
+                mtu,
+                offloads: offloads.clone(),
+                stats: None,
+                keep: Some(Arc::new(TcpLinkDevice { stats, offloads })),
+            })
+        }
     }
 }
 
@@ -276,7 +329,7 @@ pub fn configured_mtu(kind: &PortKind) -> u32 {
     match kind {
         PortKind::Tap { mtu, .. } => *mtu,
         PortKind::AfPacket { .. } | PortKind::Vxlan { .. } => 1500,
-        PortKind::VhostUser { mtu, .. } => *mtu,
+        PortKind::VhostUser { mtu, .. } | PortKind::TcpLink { mtu, .. } => *mtu,
     }
 }
 

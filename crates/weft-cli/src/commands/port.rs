@@ -73,6 +73,25 @@ pub fn port_add_request(target: &PortRef, kind: &PortKindCmd) -> Request {
             },
             options,
         ),
+        PortKindCmd::TcpLink {
+            listen,
+            connect,
+            netns,
+            link_id,
+            mtu,
+            no_offloads,
+            options,
+        } => (
+            PortKind::TcpLink {
+                listen: listen.clone(),
+                connect: connect.clone(),
+                netns: netns.clone(),
+                link_id: *link_id,
+                mtu: *mtu,
+                offloads: !no_offloads,
+            },
+            options,
+        ),
     };
     let changes = PortChanges::from_args(options).unwrap_or_default();
     Request::PortAdd {

@@ -706,3 +706,4 @@ proptest::proptest! {
 
 mod port_kinds;
 mod routes;
+mod tcp_link;

@@ -89,6 +89,7 @@ pub(crate) fn kind_label(kind: &PortKind) -> &'static str {
         PortKind::AfPacket { .. } => "af-packet",
         PortKind::VhostUser { .. } => "vhost-user",
         PortKind::Vxlan { .. } => "vxlan",
+        PortKind::TcpLink { .. } => "tcp-link",
     }
 }
 
@@ -96,7 +97,7 @@ fn ifname(port: &PortInfo) -> &str {
     match &port.kind {
         PortKind::Tap { ifname, .. } => ifname.as_deref().unwrap_or(&port.name),
         PortKind::AfPacket { ifname } => ifname,
-        PortKind::VhostUser { .. } | PortKind::Vxlan { .. } => "-",
+        PortKind::VhostUser { .. } | PortKind::Vxlan { .. } | PortKind::TcpLink { .. } => "-",
     }
 }
 
@@ -224,6 +225,28 @@ fn kind_detail(port: &PortInfo) -> String {
             if !remote_macs.is_empty() {
                 s.push_str(&format!(", {} static remote MACs", remote_macs.len()));
             }
+            s
+        }
+        PortKind::TcpLink {
+            listen,
+            connect,
+            netns,
+            link_id,
+            mtu,
+            offloads,
+        } => {
+            let mut s = String::from("tcp-link");
+            if let Some(a) = listen {
+                s.push_str(&format!(", listen {a}"));
+            }
+            if let Some(a) = connect {
+                s.push_str(&format!(", connect {a}"));
+            }
+            s.push_str(&format!(", link id {link_id}, mtu {mtu}"));
+            if let Some(ns) = netns {
+                s.push_str(&format!(", netns {ns}"));
+            }
+            s.push_str(if *offloads { "" } else { ", no offloads" });
             s
         }
     }

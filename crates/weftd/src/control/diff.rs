@@ -129,6 +129,7 @@ fn kind_name(p: &PortState) -> &'static str {
         weft_control::state::PortKind::AfPacket { .. } => "af_packet",
         weft_control::state::PortKind::VhostUser { .. } => "vhost_user",
         weft_control::state::PortKind::Vxlan { .. } => "vxlan",
+        weft_control::state::PortKind::TcpLink { .. } => "tcp_link",
     }
 }
 

@@ -804,3 +804,4 @@ fn captures_end_with_their_port_and_their_session_and_are_bounded() {
 
 mod port_kinds;
 mod remote_macs;
+mod tcp_link;

@@ -1,9 +1,10 @@
-//! What vhost-user and VXLAN devices count and report themselves, read through the
+//! What vhost-user, VXLAN and TCP link devices count and report themselves, read through the
 //! [`Keepalive`] a port holds: drops (shown as `port_<reason>` beside weft-tap's) and a
 //! vhost-user port's connection state and negotiated offloads.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
+use weft_overlay::tcp_link::{TcpLinkDrop, TcpLinkStats};
 use weft_overlay::DecapDrop;
 use weft_vhost::{FrameDrop, QueueFault, QueueStats, VhostUserPort, BATCH_BUCKETS};
 
@@ -23,7 +24,7 @@ fn decap_drop_name(reason: DecapDrop) -> &'static str {
     }
 }
 
-/// Drops a vhost-user or VXLAN device counted itself, every reason (zeros included), as
+/// Drops a vhost-user, VXLAN or TCP link device counted itself, every reason (zeros included), as
 /// (`port_<reason>`, count). Empty for other devices.
 pub fn device_drops(keep: &Keepalive) -> Vec<(String, u64)> {
     if let Some(vxlan) = keep.downcast_ref::<super::VxlanDevice>() {
@@ -35,6 +36,18 @@ pub fn device_drops(keep: &Keepalive) -> Vec<(String, u64)> {
         out.push(("port_vxlan_rx_errors".into(), s.rx_errors));
         out.push(("port_vxlan_tx_errors".into(), s.tx_errors));
         out.push(("port_vxlan_no_remote".into(), s.tx_no_remote));
+        return out;
+    }
+    if let Some(link) = keep.downcast_ref::<TcpLinkDevice>() {
+        let s = link.stats.snapshot();
+        let mut out: Vec<(String, u64)> = TcpLinkDrop::ALL
+            .into_iter()
+            .map(|r| (format!("port_tcp_{}", r.name()), s.drops(r)))
+            .collect();
+        // Lost connections lose what was in flight: listed beside the drops. (Connections
+        // made are not losses; the port's state shows whether one is up.)
+        out.push(("port_tcp_io_errors".into(), s.io_errors));
+        out.push(("port_tcp_disconnects".into(), s.disconnects));
         return out;
     }
     if let Some(port) = keep.downcast_ref::<Mutex<VhostUserPort>>() {
@@ -96,6 +109,11 @@ fn queue_counters(queue: &str, q: &QueueStats, out: &mut Vec<(String, u64)>) {
 /// `disconnected`, and `running` once the frontend started its rings); `None` for other
 /// devices.
 pub fn live_offloads(keep: &Keepalive) -> Option<Vec<String>> {
+    if let Some(link) = keep.downcast_ref::<TcpLinkDevice>() {
+        let mut names = link.offloads.clone();
+        names.push(tcp_link_state(&link.stats).into());
+        return Some(names);
+    }
     let port = keep.downcast_ref::<Mutex<VhostUserPort>>()?;
     let port = port.lock().ok()?;
     let caps = port.caps();
@@ -121,4 +139,21 @@ pub fn live_offloads(keep: &Keepalive) -> Option<Vec<String>> {
         names.push("running");
     }
     Some(names.into_iter().map(String::from).collect())
+}
+
+/// What a TCP link port keeps alive and reports: its counters and configured offloads.
+pub struct TcpLinkDevice {
+    /// The link's counters (and whether it is connected).
+    pub stats: Arc<TcpLinkStats>,
+    /// The offloads it carries across.
+    pub offloads: Vec<String>,
+}
+
+/// A TCP link's state as `weft port show` lists it beside the offloads.
+fn tcp_link_state(stats: &TcpLinkStats) -> &'static str {
+    if stats.snapshot().connected {
+        "connected"
+    } else {
+        "disconnected"
+    }
 }

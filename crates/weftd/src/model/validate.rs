@@ -160,7 +160,47 @@ pub fn port_kind(port_name: &str, kind: &PortKind) -> Result<(), ControlError> {
             }
             super::remote_macs::check(remote_macs, local_ip, remotes, *learning)
         }
+        PortKind::TcpLink {
+            listen,
+            connect,
+            netns,
+            link_id: _,
+            mtu,
+            offloads: _,
+        } => {
+            match (listen, connect) {
+                (Some(a), None) => socket_address("listen", a, true)?,
+                (None, Some(a)) => socket_address("connect", a, false)?,
+                _ => {
+                    return Err(ControlError::invalid(
+                        "a TCP link either listens or connects: give exactly one of listen \
+                         and connect",
+                    )
+                    .with_hint("one end: --listen IP:PORT, the other: --connect IP:PORT"))
+                }
+            }
+            if let Some(ns) = netns {
+                netns_name(ns)?;
+            }
+            mtu_in_range(*mtu)
+        }
     }
+}
+
+/// An `IP:PORT` address in field `field` (port 0 only where any free port will do).
+fn socket_address(field: &str, text: &str, any_port: bool) -> Result<(), ControlError> {
+    let addr: std::net::SocketAddr = text.parse().map_err(|_| {
+        ControlError::invalid(format!(
+            "{field} {text:?} is not an IP:PORT address: give one such as 192.0.2.1:7000 or \
+             [fd00::1]:7000"
+        ))
+    })?;
+    if addr.port() == 0 && !any_port {
+        return Err(ControlError::invalid(format!(
+            "{field} {text}: port 0 is out of range: use 1 to 65535"
+        )));
+    }
+    Ok(())
 }
 
 /// An MTU in range.

@@ -28,7 +28,7 @@ fn vxlan(local: &str, vni: u32, port: u16) -> PortKind {
     }
 }
 
-fn add(f: &mut Fixture, name: &str, kind: PortKind) -> Result<Response, ControlError> {
+pub(super) fn add(f: &mut Fixture, name: &str, kind: PortKind) -> Result<Response, ControlError> {
     f.req(Request::PortAdd {
         switch: "br0".into(),
         name: name.into(),

@@ -1,0 +1,263 @@
+//! The link thread: makes the connection (listening or connecting), tunes its socket, hands
+//! it to the halves, watches it and makes the next one when it dies — forever, connecting
+//! again after exponentially growing pauses.
+//!
+//! Thread ownership: the halves and the link thread share [`Shared`]. The current connection
+//! is published behind a mutex plus a generation number the receive half checks once per
+//! batch; the transmit half's output buffer sits behind its own mutex, taken once per burst by
+//! the transmit half and, when bytes wait for room in the socket, by the link thread that
+//! flushes them on `POLLOUT`. A half that finds the stream broken shuts the socket down; the
+//! link thread sees the hang-up and replaces the connection. Lock order: `current` before
+//! `out`, and only the link thread takes both.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::epoll::{Epoll, EpollEvent, EpollFlags};
+use nix::sys::eventfd::EventFd;
+use nix::sys::socket::{setsockopt, sockopt};
+
+use super::outbuf::OutBuf;
+use super::stats::TcpLinkStats;
+use super::TcpLinkConfig;
+
+/// What the halves and the link thread share.
+pub(crate) struct Shared {
+    pub(crate) stats: Arc<TcpLinkStats>,
+    /// Moves whenever the connection changes (made, lost, replaced).
+    pub(crate) generation: AtomicU64,
+    /// The connection the receive half reads.
+    pub(crate) current: Mutex<Option<Arc<TcpStream>>>,
+    /// The transmit side's buffer and the connection it writes to.
+    pub(crate) out: Mutex<OutBuf>,
+    /// Written by the transmit half when bytes wait for room in the socket, and on stop.
+    pub(crate) kick: EventFd,
+    /// The receive half's readiness descriptor: holds the current connection's socket.
+    pub(crate) readiness: Epoll,
+    pub(crate) stop: AtomicBool,
+}
+
+/// Takes a mutex whether or not a panicking thread poisoned it: the guarded values keep
+/// their invariants between calls.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Shared {
+    /// Makes `stream` the connection (or none), for both halves.
+    fn publish(&self, stream: Option<Arc<TcpStream>>) {
+        let mut current = lock(&self.current);
+        if let Some(old) = current.take() {
+            let _ = self.readiness.delete(old.as_fd());
+            let _ = old.shutdown(std::net::Shutdown::Both);
+            self.stats.disconnected();
+        }
+        if let Some(new) = &stream {
+            let added = self
+                .readiness
+                .add(new.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, 0));
+            if added.is_err() {
+                self.stats.io_error();
+            }
+            self.stats.connected();
+        }
+        lock(&self.out).attach(stream.clone());
+        *current = stream;
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// Wakes the link thread (to flush, or to stop).
+    pub(crate) fn wake(&self) {
+        let _ = self.kick.write(1);
+    }
+
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+}
+
+/// How the link thread gets its connections.
+pub(crate) enum Dial {
+    /// Accepts them (the newest replaces the current one: the peer noticed a dead link first).
+    Listen(TcpListener),
+    /// Makes them, inside a network namespace when given.
+    Connect(SocketAddr, Option<PathBuf>),
+}
+
+/// The peer shut its side down (`poll`'s `POLLRDHUP`, which nix does not name).
+const RDHUP: PollFlags = PollFlags::from_bits_retain(libc::POLLRDHUP);
+
+/// Connection attempts time out after this long.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// The first pause after a failed attempt; it doubles up to the configured maximum.
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+/// How long the link thread sleeps at most without an event (it then checks for stop).
+const TICK: Duration = Duration::from_millis(500);
+
+/// The link thread's body: runs until [`Shared::stop`].
+pub(crate) fn run(shared: &Shared, dial: &Dial, config: &TcpLinkConfig) {
+    let mut backoff = FIRST_BACKOFF;
+    while !shared.stopping() {
+        let stream = match dial {
+            Dial::Listen(listener) => accept(shared, listener),
+            Dial::Connect(addr, netns) => {
+                let made = crate::netns::run_in(netns.as_deref(), || {
+                    TcpStream::connect_timeout(addr, CONNECT_TIMEOUT).map_err(|source| {
+                        crate::OverlayError::Socket {
+                            call: "connect",
+                            source,
+                        }
+                    })
+                });
+                match made {
+                    Ok(s) => Some(s),
+                    Err(_) => {
+                        shared.stats.connect_failed();
+                        pause(shared, backoff);
+                        backoff = (backoff * 2).min(config.max_backoff);
+                        None
+                    }
+                }
+            }
+        };
+        let Some(stream) = stream else { continue };
+        if tune(&stream, config).is_err() {
+            shared.stats.io_error();
+            continue;
+        }
+        backoff = FIRST_BACKOFF;
+        let mut stream = Arc::new(stream);
+        shared.publish(Some(Arc::clone(&stream)));
+        // Until the connection is lost or the port stops.
+        while let Watch::Replace(newer) = watch(shared, &stream, dial) {
+            match tune(&newer, config) {
+                Ok(()) => {
+                    stream = Arc::new(newer);
+                    shared.publish(Some(Arc::clone(&stream)));
+                }
+                Err(_) => shared.stats.io_error(),
+            }
+        }
+        shared.publish(None);
+    }
+}
+
+/// Sleeps `d`, or until woken.
+fn pause(shared: &Shared, d: Duration) {
+    let mut fds = [PollFd::new(shared.kick.as_fd(), PollFlags::POLLIN)];
+    let _ = poll(&mut fds, timeout(d));
+    let _ = shared.kick.read();
+}
+
+fn timeout(d: Duration) -> PollTimeout {
+    PollTimeout::try_from(d).unwrap_or(PollTimeout::MAX)
+}
+
+/// Waits for a connection on the listener (or a stop).
+fn accept(shared: &Shared, listener: &TcpListener) -> Option<TcpStream> {
+    let mut fds = [
+        PollFd::new(listener.as_fd(), PollFlags::POLLIN),
+        PollFd::new(shared.kick.as_fd(), PollFlags::POLLIN),
+    ];
+    let _ = poll(&mut fds, timeout(TICK));
+    if fds[1].any().unwrap_or(false) {
+        let _ = shared.kick.read();
+    }
+    match listener.accept() {
+        Ok((s, _)) => Some(s),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
+        Err(_) => {
+            // Out of descriptors, say: wait a little rather than spin on a readable listener.
+            shared.stats.connect_failed();
+            pause(shared, FIRST_BACKOFF);
+            None
+        }
+    }
+}
+
+enum Watch {
+    /// A newer connection arrived on the listener.
+    Replace(TcpStream),
+    /// The connection hung up, failed, or a half cut it.
+    Lost,
+    /// The port is going away.
+    Stop,
+}
+
+/// Watches the live connection: hang-ups, errors, room to flush buffered output, newer
+/// connections.
+fn watch(shared: &Shared, stream: &TcpStream, dial: &Dial) -> Watch {
+    loop {
+        if shared.stopping() {
+            return Watch::Stop;
+        }
+        let flush = lock(&shared.out).has_pending();
+        let mut events = RDHUP;
+        if flush {
+            events |= PollFlags::POLLOUT;
+        }
+        let mut fds = vec![
+            PollFd::new(stream.as_fd(), events),
+            PollFd::new(shared.kick.as_fd(), PollFlags::POLLIN),
+        ];
+        if let Dial::Listen(l) = dial {
+            fds.push(PollFd::new(l.as_fd(), PollFlags::POLLIN));
+        }
+        if poll(&mut fds, timeout(TICK)).is_err() {
+            continue;
+        }
+        let ready = |i: usize| {
+            fds.get(i)
+                .and_then(PollFd::revents)
+                .unwrap_or(PollFlags::empty())
+        };
+        if ready(1).contains(PollFlags::POLLIN) {
+            let _ = shared.kick.read();
+        }
+        // nix reports revents holding a bit it does not name as `None`: that is POLLRDHUP,
+        // the only such bit asked for.
+        let Some(s) = fds.first().and_then(PollFd::revents) else {
+            return Watch::Lost;
+        };
+        if s.intersects(PollFlags::POLLHUP | PollFlags::POLLERR) {
+            return Watch::Lost;
+        }
+        if s.contains(PollFlags::POLLOUT) && lock(&shared.out).flush(&shared.stats).is_err() {
+            return Watch::Lost;
+        }
+        if ready(2).contains(PollFlags::POLLIN) {
+            if let Dial::Listen(l) = dial {
+                if let Ok((newer, _)) = l.accept() {
+                    return Watch::Replace(newer);
+                }
+            }
+        }
+    }
+}
+
+/// Socket options of a link connection: non-blocking; no Nagle delay (frames are already
+/// batched); keepalive probes and a user timeout so that a cut underlay is noticed within
+/// `dead_after` whether the link is idle or has data in flight; socket buffers as configured
+/// (the kernel's autotuning, which follows the bandwidth-delay product, when not).
+fn tune(stream: &TcpStream, config: &TcpLinkConfig) -> std::io::Result<()> {
+    stream.set_nonblocking(true)?;
+    stream.set_nodelay(true)?;
+    let dead = config.dead_after.max(Duration::from_secs(2));
+    let probe_every = u32::try_from((dead.as_secs() / 3).max(1)).unwrap_or(u32::MAX);
+    let user_timeout = u32::try_from(dead.as_millis()).unwrap_or(u32::MAX);
+    setsockopt(stream, sockopt::KeepAlive, &true)?;
+    setsockopt(stream, sockopt::TcpKeepIdle, &probe_every)?;
+    setsockopt(stream, sockopt::TcpKeepInterval, &probe_every)?;
+    setsockopt(stream, sockopt::TcpKeepCount, &2)?;
+    setsockopt(stream, sockopt::TcpUserTimeout, &user_timeout)?;
+    if let Some(size) = config.socket_buffer {
+        setsockopt(stream, sockopt::SndBuf, &size)?;
+        setsockopt(stream, sockopt::RcvBuf, &size)?;
+    }
+    Ok(())
+}

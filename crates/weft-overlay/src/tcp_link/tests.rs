@@ -1,0 +1,4 @@
+//! Tests of the TCP link: the framing codec (properties), and (on loopback) two ports.
+
+mod codec;
+mod sockets;
