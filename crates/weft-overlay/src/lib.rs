@@ -18,12 +18,16 @@ pub mod encap;
 pub mod error;
 #[doc(hidden)]
 pub mod fuzz_entry;
+pub mod gro;
 pub mod netns;
 mod port;
 pub mod remote_fdb;
+mod rx;
 pub mod stats;
 mod sys;
 mod tx;
+pub mod tx_super;
+mod udp_offload;
 
 #[cfg(test)]
 mod tests;
@@ -31,8 +35,9 @@ mod tests;
 pub use config::VxlanConfig;
 pub use decap::{decapsulate, DecapRules};
 pub use error::OverlayError;
-pub use port::{VxlanPort, VxlanRx};
+pub use port::{VxlanPort, MAX_SUPER_FRAME};
 pub use remote_fdb::{RemoteEntry, RemoteFdb};
+pub use rx::VxlanRx;
 pub use stats::{DecapDrop, OverlayStats, OverlayStatsSnapshot};
 pub use tx::VxlanTx;
 

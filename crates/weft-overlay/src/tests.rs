@@ -2,4 +2,5 @@
 //! remote FDB's bounds; and (as root) two ports talking over loopback.
 
 mod codec;
+mod offload;
 mod sockets;

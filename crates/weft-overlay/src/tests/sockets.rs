@@ -70,7 +70,9 @@ fn a_frame_crosses_between_two_ports_and_the_source_port_is_the_flow_hash() {
         return;
     }
     let (pa, pb) = (port(0), port(1));
-    let a = VxlanPort::open(&config(lo(1), pa, pb).remote(lo(2))).unwrap();
+    let mut without_offload = config(lo(1), pa, pb).remote(lo(2));
+    without_offload.offload = false;
+    let a = VxlanPort::open(&without_offload).unwrap();
     let b = VxlanPort::open(&config(lo(2), pb, pa).remote(lo(1))).unwrap();
     let (_arx, mut atx, astats) = a.split();
     let (mut brx, _btx, bstats) = b.split();
@@ -247,14 +249,58 @@ fn frames_with_nowhere_to_go_or_no_header_are_consumed_and_counted() {
 }
 
 #[test]
-fn caps_ask_the_core_to_finish_checksums_and_segment() {
-    if !can_run("caps_ask_the_core_to_finish_checksums_and_segment") {
+fn caps_offer_tso_only_with_offloads_and_never_partial_checksums() {
+    if !can_run("caps_offer_tso_only_with_offloads_and_never_partial_checksums") {
         return;
     }
     let mut c = config(lo(1), port(8), port(8));
     c.mtu = 1450;
+    c.offload = false;
     let (_rx, tx, _) = VxlanPort::open(&c).unwrap().split();
     let caps = tx.caps();
     assert_eq!((caps.mtu, caps.max_frame_len), (1450, 1472));
     assert!(!caps.partial_csum && !caps.tso4 && !caps.tso6 && !caps.uso);
+    c.offload = true;
+    c.local.set_port(port(11));
+    let (_rx, tx, _) = VxlanPort::open(&c).unwrap().split();
+    let caps = tx.caps();
+    assert_eq!((caps.mtu, caps.max_frame_len), (1450, 1472));
+    assert!(caps.tso4 && caps.tso6 && !caps.partial_csum && !caps.uso);
+    assert_eq!(caps.max_gso_frame_len, crate::MAX_SUPER_FRAME);
+}
+
+#[test]
+fn a_tcp_super_frame_crosses_in_one_segmented_send_and_is_received_coalesced() {
+    if !can_run("a_tcp_super_frame_crosses_in_one_segmented_send_and_is_received_coalesced") {
+        return;
+    }
+    let (pa, pb) = (port(9), port(10));
+    let mut ca = config(lo(1), pa, pb).remote(lo(2));
+    ca.mtu = 1450;
+    let mut cb = config(lo(2), pb, pa).remote(lo(1));
+    cb.mtu = 1450;
+    let (_arx, mut atx, astats) = VxlanPort::open(&ca).unwrap().split();
+    let (mut brx, _btx, bstats) = VxlanPort::open(&cb).unwrap().split();
+    let data: Vec<u8> = (0..40_000)
+        .map(|i| u8::try_from(i % 199).unwrap())
+        .collect();
+    let (frame, info) = super::offload::tcp_super_frame(false, &data);
+    assert_eq!(atx.transmit(&[TxFrame::whole(&frame, info)]), 1);
+    let want = data.len().div_ceil(1398);
+    let got = receive_all(&mut brx, want);
+    assert_eq!(got.len(), want, "every segment arrives");
+    let mut joined = Vec::new();
+    for f in &got {
+        let h = etherparse::PacketHeaders::from_ethernet_slice(f).unwrap();
+        joined.extend_from_slice(h.payload.slice());
+    }
+    assert_eq!(joined, data);
+    let (a, b) = (astats.snapshot(), bstats.snapshot());
+    assert_eq!((a.tx_super_frames, a.tx_gso_sends), (1, 1), "{a:?}");
+    assert_eq!(a.tx_datagrams, u64::try_from(want).unwrap());
+    assert!(
+        b.rx_coalesced >= 1,
+        "loopback keeps the GSO buffer whole: {b:?}"
+    );
+    assert_eq!(b.total_drops(), 0);
 }

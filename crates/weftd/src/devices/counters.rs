@@ -20,6 +20,7 @@ fn decap_drop_name(reason: DecapDrop) -> &'static str {
         DecapDrop::InnerTooShort => "vxlan_inner_too_short",
         DecapDrop::InnerTooBig => "vxlan_inner_too_big",
         DecapDrop::InnerBadSource => "vxlan_inner_bad_source",
+        DecapDrop::BadGro => "vxlan_bad_gro",
     }
 }
 
