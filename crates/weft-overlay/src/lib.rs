@@ -23,6 +23,7 @@ pub mod netns;
 mod port;
 pub mod remote_fdb;
 mod rx;
+pub mod rx_coalesce;
 pub mod stats;
 mod sys;
 mod tx;

@@ -9,12 +9,14 @@ use std::net::IpAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Arc, Mutex};
 
+use weft_packet::MacAddr;
 use weft_switch::{FrameHandle, PortRx, RxBatch, RxDesc};
 
 use crate::decap::{decapsulate, remote_allowed, DecapRules};
 use crate::gro::{gro_segment_size, GroError};
 use crate::port::lock;
-use crate::remote_fdb::{LearnOutcome, RemoteFdb};
+use crate::remote_fdb::RemoteFdb;
+use crate::rx_coalesce::coalesce;
 use crate::stats::{DecapDrop, OverlayStats};
 use crate::sys::{self, RawAddr};
 use crate::udp_offload::CMSG_INT_WORDS;
@@ -204,6 +206,40 @@ impl VxlanRx {
             let Some(r) = self.received.get(index).copied() else {
                 break;
             };
+            if offset == 0 && r.segment < r.len && !r.truncated {
+                if let Some(m) = self
+                    .buffers
+                    .get_mut(r.start..r.start + r.len)
+                    .and_then(|buf| coalesce(buf, r.segment, &self.rules))
+                {
+                    self.next = (index + 1, 0);
+                    let src = self
+                        .buffers
+                        .get(r.start + m.start + 6..r.start + m.start + 12);
+                    if let (Some(fdb), Some(mac)) =
+                        (fdb.as_mut(), src.and_then(MacAddr::from_bytes))
+                    {
+                        self.stats.learn(fdb.learn(mac, r.source));
+                    }
+                    let handle = FrameHandle(u32::try_from(self.lent.len()).unwrap_or(u32::MAX));
+                    if batch
+                        .push(RxDesc {
+                            handle,
+                            offload: m.offload,
+                        })
+                        .is_err()
+                    {
+                        break; // Cannot happen: the loop runs while there is room.
+                    }
+                    self.lent.push(Lent {
+                        start: r.start + m.start,
+                        len: m.len,
+                    });
+                    self.stats.rx_merged();
+                    accepted += 1;
+                    continue;
+                }
+            }
             let end = offset.saturating_add(r.segment).min(r.len);
             self.next = if end >= r.len {
                 (index + 1, 0)
@@ -221,11 +257,7 @@ impl VxlanRx {
                 }
             };
             if let Some(fdb) = fdb.as_mut() {
-                match fdb.learn(d.inner_src, r.source) {
-                    LearnOutcome::Learned => self.stats.learned(),
-                    LearnOutcome::Full => self.stats.learn_refused(),
-                    LearnOutcome::Unchanged => {}
-                }
+                self.stats.learn(fdb.learn(d.inner_src, r.source));
             }
             let handle = FrameHandle(u32::try_from(self.lent.len()).unwrap_or(u32::MAX));
             if batch

@@ -61,6 +61,7 @@ pub struct OverlayStats {
     learned: AtomicU64,
     learn_refused: AtomicU64,
     rx_coalesced: AtomicU64,
+    rx_merged: AtomicU64,
     tx_super_frames: AtomicU64,
     tx_gso_sends: AtomicU64,
     too_big: AtomicU64,
@@ -89,6 +90,8 @@ pub struct OverlayStatsSnapshot {
     pub learn_refused: u64,
     /// Received buffers that held several datagrams (UDP GRO).
     pub rx_coalesced: u64,
+    /// Coalesced buffers merged back into one TCP super-frame for the switch (inner GRO).
+    pub rx_merged: u64,
     /// TCP super-frames (TSO) the port segmented and sent itself.
     pub tx_super_frames: u64,
     /// `sendmsg` calls with UDP segmentation offload (one per ≤ 64 datagrams).
@@ -134,6 +137,16 @@ impl OverlayStats {
     pub(crate) fn tx_no_remote(&self) {
         bump(&self.tx_no_remote, 1);
     }
+    pub(crate) fn learn(&self, outcome: crate::remote_fdb::LearnOutcome) {
+        match outcome {
+            crate::remote_fdb::LearnOutcome::Learned => self.learned(),
+            crate::remote_fdb::LearnOutcome::Full => self.learn_refused(),
+            crate::remote_fdb::LearnOutcome::Unchanged => {}
+        }
+    }
+    pub(crate) fn rx_merged(&self) {
+        bump(&self.rx_merged, 1);
+    }
     pub(crate) fn learned(&self) {
         bump(&self.learned, 1);
     }
@@ -165,6 +178,7 @@ impl OverlayStats {
             learned: r(&self.learned),
             learn_refused: r(&self.learn_refused),
             rx_coalesced: r(&self.rx_coalesced),
+            rx_merged: r(&self.rx_merged),
             tx_super_frames: r(&self.tx_super_frames),
             tx_gso_sends: r(&self.tx_gso_sends),
             too_big: r(&self.too_big),

@@ -198,3 +198,93 @@ proptest! {
         prop_assert_eq!(at, len);
     }
 }
+
+fn rules() -> crate::decap::DecapRules {
+    crate::decap::DecapRules {
+        vni: Vni::new(42).unwrap(),
+        strict_reserved: false,
+        max_frame_len: 1472,
+    }
+}
+
+/// What a GRO socket receives from a peer's `UDP_SEGMENT` send of this super-frame.
+fn gro_buffer(v6: bool, len: usize) -> (Vec<u8>, usize, Vec<u8>) {
+    let (frame, info) = tcp_super_frame(v6, &payload(len));
+    let mut out = vec![0u8; 256 << 10];
+    let plan =
+        encapsulate_super_frame(&frame, &info, 1450, Vni::new(42).unwrap(), &mut out).unwrap();
+    out.truncate(plan.len);
+    (out, plan.segment, frame)
+}
+
+#[test]
+fn consecutive_segments_merge_back_into_the_super_frame_with_a_partial_checksum() {
+    for v6 in [false, true] {
+        let (mut buf, segment, original) = gro_buffer(v6, 50_000);
+        let m = crate::rx_coalesce::coalesce(&mut buf, segment, &rules()).unwrap();
+        let merged = &buf[m.start..m.start + m.len];
+        assert_eq!(merged.len(), original.len());
+        let h = PacketHeaders::from_ethernet_slice(merged).unwrap();
+        assert_eq!(h.payload.slice(), &original[original.len() - 50_000..]);
+        let Some(TransportHeader::Tcp(tcp)) = &h.transport else {
+            panic!("not TCP")
+        };
+        assert!(tcp.psh && tcp.ack && tcp.sequence_number == 1_000_000);
+        let o = m.offload;
+        let mss = if v6 { 1390 } else { MSS };
+        assert!(o.needs_csum && o.gso_size == mss && usize::from(o.csum_offset) == 16);
+        assert_eq!(o.gso, if v6 { GsoKind::TcpV6 } else { GsoKind::TcpV4 });
+        // Completing the partial checksum gives the right one.
+        let mut done = merged.to_vec();
+        weft_packet::gso::complete_checksum(&mut done, &o).unwrap();
+        let h = PacketHeaders::from_ethernet_slice(&done).unwrap();
+        let Some(TransportHeader::Tcp(tcp)) = &h.transport else {
+            panic!("not TCP")
+        };
+        let want = match &h.net {
+            Some(NetHeaders::Ipv4(ip, _)) => {
+                assert_eq!(ip.header_checksum, ip.calc_header_checksum());
+                tcp.calc_checksum_ipv4(ip, h.payload.slice()).unwrap()
+            }
+            Some(NetHeaders::Ipv6(ip, _)) => tcp.calc_checksum_ipv6(ip, h.payload.slice()).unwrap(),
+            _ => panic!("not IP"),
+        };
+        assert_eq!(tcp.checksum, want);
+    }
+}
+
+#[test]
+fn segments_that_do_not_belong_together_are_left_alone() {
+    let (buf, segment, _) = gro_buffer(false, 20_000);
+    let tcp_at = 8 + 14 + 20;
+    let corruptions: [(usize, u8); 4] = [
+        (segment + tcp_at + 30, 0x55), // a payload byte: the checksum fails
+        (segment + tcp_at + 7, 0x01),  // a sequence number
+        (segment + tcp_at + 13, 0x01), // FIN on a middle segment
+        (segment + 8 + 14 + 16, 0x01), // another destination address
+    ];
+    for (at, bits) in corruptions {
+        let mut bad = buf.clone();
+        bad[at] ^= bits;
+        let copy = bad.clone();
+        assert_eq!(
+            crate::rx_coalesce::coalesce(&mut bad, segment, &rules()),
+            None,
+            "byte {at}"
+        );
+        assert_eq!(bad, copy, "untouched when not merged");
+    }
+    // One datagram alone is not merged.
+    let mut one = buf[..segment].to_vec();
+    assert_eq!(
+        crate::rx_coalesce::coalesce(&mut one, segment, &rules()),
+        None
+    );
+}
+
+proptest! {
+    #[test]
+    fn coalescing_any_bytes_never_panics(mut bytes in proptest::collection::vec(any::<u8>(), 0..4000), seg in 1usize..2000) {
+        let _ = crate::rx_coalesce::coalesce(&mut bytes, seg, &rules());
+    }
+}
