@@ -43,8 +43,14 @@ pub struct VxlanConfig {
     pub ttl: Option<u8>,
     /// Outer DSCP (0..=63).
     pub dscp: u8,
-    /// Inner MTU (largest L3 packet in a frame). Defaults to 1500 minus the overlay's cost.
+    /// Inner MTU (largest L3 packet in a frame). Defaults to 1500 minus the overlay's cost;
+    /// with `mtu_from_underlay`, used only when no route to a remote is known.
     pub mtu: usize,
+    /// Derive the inner MTU from the underlay when the port opens: the smallest MTU of the
+    /// routes to the remotes minus the overlay's cost (50 bytes over IPv4, 70 over IPv6),
+    /// so that no encapsulated frame needs fragmenting. [`crate::VxlanPort::mtu`] tells the
+    /// result (weftd advertises it to the port's peers).
+    pub mtu_from_underlay: bool,
     /// Datagrams per `recvmmsg`.
     pub batch: usize,
     /// Network namespace to open the sockets in (`/run/netns/NAME`), if not this one.
@@ -86,11 +92,21 @@ impl VxlanConfig {
             ttl: None,
             dscp: 0,
             mtu: 1500 - overhead,
+            mtu_from_underlay: true,
             batch: weft_switch::port::DEFAULT_BATCH,
             netns: None,
             socket_buffer: DEFAULT_SOCKET_BUFFER,
             offload: true,
             gso_sockets: DEFAULT_GSO_SOCKETS,
+        }
+    }
+
+    /// The overlay's cost per frame: outer IP, UDP, VXLAN and inner Ethernet headers.
+    pub fn overhead(&self) -> usize {
+        if self.local.is_ipv4() {
+            OVERHEAD_IPV4
+        } else {
+            OVERHEAD_IPV6
         }
     }
 

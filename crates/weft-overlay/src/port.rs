@@ -23,6 +23,10 @@ use crate::{netns, sys, udp_offload, MAX_REMOTES};
 
 /// Largest TCP super-frame the port takes (a 64 KB IP packet, Ethernet header and two tags).
 pub const MAX_SUPER_FRAME: usize = 65_535 + 22;
+/// Smallest inner MTU (IPv4's minimum).
+const MIN_MTU: usize = 68;
+/// Largest inner MTU: a 64 KB outer IPv6 packet's room.
+const MAX_INNER_MTU: usize = 65_535 - 22 - 16 - 40;
 /// A receive slot with GRO on: the largest UDP payload.
 const GRO_SLOT_LEN: usize = 65_536;
 
@@ -31,6 +35,18 @@ pub struct VxlanPort {
     rx: VxlanRx,
     tx: VxlanTx,
     stats: Arc<OverlayStats>,
+    mtu: usize,
+}
+
+/// The inner MTU: the underlay route's MTU minus the overlay's cost when known and asked
+/// for, else the configured one; kept in the range the configuration accepts.
+fn inner_mtu(config: &VxlanConfig, underlay: Option<usize>) -> usize {
+    match underlay {
+        Some(route) if config.mtu_from_underlay => route
+            .saturating_sub(config.overhead())
+            .clamp(MIN_MTU, MAX_INNER_MTU),
+        _ => config.mtu,
+    }
 }
 
 impl VxlanPort {
@@ -48,7 +64,7 @@ impl VxlanPort {
         for (mac, ip) in &config.static_fdb {
             fdb.insert_static(*mac, *ip)?;
         }
-        let (udp, raw, gso) = netns::run_in(config.netns.as_deref(), || {
+        let (udp, raw, gso, underlay) = netns::run_in(config.netns.as_deref(), || {
             let udp = sys::udp_socket(config.local)?;
             let raw = sys::raw_udp_socket(config.local.ip(), config.ttl, config.dscp)?;
             let mut gso = Vec::new();
@@ -65,8 +81,21 @@ impl VxlanPort {
                     )?);
                 }
             }
-            Ok((udp, raw, gso))
+            let underlay = config
+                .mtu_from_underlay
+                .then(|| {
+                    let routes = config
+                        .remotes
+                        .iter()
+                        .chain(config.static_fdb.iter().map(|e| &e.1));
+                    routes
+                        .filter_map(|r| udp_offload::route_mtu(config.local.ip(), *r))
+                        .min()
+                })
+                .flatten();
+            Ok((udp, raw, gso, underlay))
         })?;
+        let mtu = inner_mtu(config, underlay);
         if config.socket_buffer > 0 {
             udp_offload::size_buffer(udp.as_raw_fd(), true, config.socket_buffer);
             udp_offload::size_buffer(raw.as_raw_fd(), false, config.socket_buffer);
@@ -77,7 +106,7 @@ impl VxlanPort {
         let gro = config.offload && udp_offload::enable_gro(udp.as_raw_fd());
         let fdb = Arc::new(Mutex::new(fdb));
         let stats = Arc::new(OverlayStats::default());
-        let mut caps = PortCaps::plain(config.mtu);
+        let mut caps = PortCaps::plain(mtu);
         if !gso.is_empty() {
             caps.tso4 = true;
             caps.tso6 = true;
@@ -113,7 +142,13 @@ impl VxlanPort {
             batch,
         };
         let tx = VxlanTx::new(raw, gso, config, caps, fdb, Arc::clone(&stats));
-        Ok(VxlanPort { rx, tx, stats })
+        Ok(VxlanPort { rx, tx, stats, mtu })
+    }
+
+    /// The inner MTU the port takes (largest L3 packet): what the switch's other ports should
+    /// advertise to their peers so that nothing is dropped as too big.
+    pub fn mtu(&self) -> usize {
+        self.mtu
     }
 
     /// The halves and the counters.

@@ -64,7 +64,6 @@ pub struct OverlayStats {
     rx_merged: AtomicU64,
     tx_super_frames: AtomicU64,
     tx_gso_sends: AtomicU64,
-    too_big: AtomicU64,
 }
 
 /// A copy of the counters.
@@ -96,9 +95,6 @@ pub struct OverlayStatsSnapshot {
     pub tx_super_frames: u64,
     /// `sendmsg` calls with UDP segmentation offload (one per ≤ 64 datagrams).
     pub tx_gso_sends: u64,
-    /// Frames too big for the overlay, answered with ICMP "fragmentation needed" / "packet
-    /// too big" toward their sender (or dropped when no answer is due).
-    pub too_big: u64,
 }
 
 impl OverlayStatsSnapshot {
@@ -160,9 +156,6 @@ impl OverlayStats {
         bump(&self.tx_super_frames, 1);
         bump(&self.tx_gso_sends, gso_sends);
     }
-    pub(crate) fn too_big(&self) {
-        bump(&self.too_big, 1);
-    }
 
     /// Reads every counter.
     pub fn snapshot(&self) -> OverlayStatsSnapshot {
@@ -181,7 +174,6 @@ impl OverlayStats {
             rx_merged: r(&self.rx_merged),
             tx_super_frames: r(&self.tx_super_frames),
             tx_gso_sends: r(&self.tx_gso_sends),
-            too_big: r(&self.too_big),
         }
     }
 }

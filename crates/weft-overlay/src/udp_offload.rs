@@ -188,3 +188,18 @@ pub(crate) fn send_segmented(
     let ret = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT) };
     usize::try_from(ret).map_err(|_| io::Error::last_os_error())
 }
+
+/// The MTU of the route from `local` to `remote` (the outgoing device's, or the route's
+/// own `mtu`), read with `IP_MTU` / `IPV6_MTU` from a UDP socket connected there (nothing is
+/// sent). `None` when there is no route.
+pub(crate) fn route_mtu(local: IpAddr, remote: IpAddr) -> Option<usize> {
+    let sock = std::net::UdpSocket::bind(SocketAddr::new(local, 0)).ok()?;
+    sock.connect(SocketAddr::new(remote, crate::encap::SOURCE_PORT_MIN))
+        .ok()?;
+    let (level, name) = if remote.is_ipv4() {
+        (libc::IPPROTO_IP, libc::IP_MTU)
+    } else {
+        (libc::IPPROTO_IPV6, libc::IPV6_MTU)
+    };
+    get_int(sock.as_raw_fd(), level, name).and_then(|v| usize::try_from(v).ok())
+}

@@ -205,8 +205,9 @@ pub fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Device,
         }
         PortKind::Vxlan { .. } => {
             let config = vxlan_config(kind)?.ok_or("not a VXLAN port")?;
-            let mtu = u32::try_from(config.mtu).map_err(|_| "the MTU is out of range")?;
             let vxlan = VxlanPort::open(&config).map_err(|e| e.to_string())?;
+            // The inner MTU the underlay allows (route MTU minus the overlay's cost).
+            let mtu = u32::try_from(vxlan.mtu()).map_err(|_| "the MTU is out of range")?;
             let (rx, tx, stats) = vxlan.split();
             Ok(Device {
                 rx: Some(Box::new(rx)),

@@ -155,6 +155,7 @@ fn hostile_datagrams_are_counted_by_reason_and_good_ones_pass() {
     }
     let p = port(4);
     let mut c = config(lo(2), p, p).remote(lo(1));
+    c.mtu_from_underlay = false;
     c.strict_reserved = true;
     let (mut rx, _tx, stats) = VxlanPort::open(&c).unwrap().split();
     let peer = UdpSocket::bind(SocketAddr::new(lo(1), 0)).unwrap();
@@ -255,6 +256,7 @@ fn caps_offer_tso_only_with_offloads_and_never_partial_checksums() {
     }
     let mut c = config(lo(1), port(8), port(8));
     c.mtu = 1450;
+    c.mtu_from_underlay = false;
     c.offload = false;
     let (_rx, tx, _) = VxlanPort::open(&c).unwrap().split();
     let caps = tx.caps();
@@ -316,4 +318,20 @@ fn a_tcp_super_frame_crosses_in_one_segmented_send_and_is_received_coalesced() {
         .iter()
         .any(|o| o.gso == weft_packet::GsoKind::TcpV4 && o.gso_size == 1398));
     assert_eq!(b.total_drops(), 0);
+}
+
+#[test]
+fn the_inner_mtu_is_the_route_mtu_minus_the_overlay_cost() {
+    if !can_run("the_inner_mtu_is_the_route_mtu_minus_the_overlay_cost") {
+        return;
+    }
+    // Loopback's MTU is 65536: the inner MTU is capped where a 64 KB datagram ends.
+    let c = config(lo(1), port(12), port(12)).remote(lo(2));
+    let opened = VxlanPort::open(&c).unwrap();
+    assert_eq!(opened.mtu(), 65_535 - 22 - 16 - 40);
+    let (_rx, tx, _) = opened.split();
+    assert_eq!(tx.caps().mtu, 65_535 - 22 - 16 - 40);
+    // Without a remote there is no route to ask: the configured MTU stays.
+    let lonely = VxlanPort::open(&config(lo(1), port(13), port(13))).unwrap();
+    assert_eq!(lonely.mtu(), 1450);
 }
