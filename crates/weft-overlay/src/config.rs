@@ -51,6 +51,11 @@ pub struct VxlanConfig {
     /// so that no encapsulated frame needs fragmenting. [`crate::VxlanPort::mtu`] tells the
     /// result (weftd advertises it to the port's peers).
     pub mtu_from_underlay: bool,
+    /// Answer frames too big for the overlay with ICMP "fragmentation needed" (IPv4 with
+    /// DF) / ICMPv6 "packet too big" toward their sender (see [`crate::too_big`]). The port
+    /// then takes frames of any size from the switch (its caps' MTU is the largest), so that
+    /// it sees the oversize ones; [`crate::VxlanPort::mtu`] stays the real inner MTU.
+    pub answer_too_big: bool,
     /// Datagrams per `recvmmsg`.
     pub batch: usize,
     /// Network namespace to open the sockets in (`/run/netns/NAME`), if not this one.
@@ -93,6 +98,7 @@ impl VxlanConfig {
             dscp: 0,
             mtu: 1500 - overhead,
             mtu_from_underlay: true,
+            answer_too_big: true,
             batch: weft_switch::port::DEFAULT_BATCH,
             netns: None,
             socket_buffer: DEFAULT_SOCKET_BUFFER,

@@ -26,6 +26,7 @@ mod rx;
 pub mod rx_coalesce;
 pub mod stats;
 mod sys;
+pub mod too_big;
 mod tx;
 pub mod tx_super;
 mod udp_offload;

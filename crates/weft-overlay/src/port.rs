@@ -18,7 +18,8 @@ use crate::error::OverlayError;
 use crate::remote_fdb::RemoteFdb;
 use crate::rx::{RxScratch, VxlanRx};
 use crate::stats::OverlayStats;
-use crate::tx::VxlanTx;
+use crate::too_big::{TooBigQueue, TooBigShared};
+use crate::tx::{TxSetup, VxlanTx};
 use crate::{netns, sys, udp_offload, MAX_REMOTES};
 
 /// Largest TCP super-frame the port takes (a 64 KB IP packet, Ethernet header and two tags).
@@ -106,7 +107,11 @@ impl VxlanPort {
         let gro = config.offload && udp_offload::enable_gro(udp.as_raw_fd());
         let fdb = Arc::new(Mutex::new(fdb));
         let stats = Arc::new(OverlayStats::default());
-        let mut caps = PortCaps::plain(mtu);
+        let mut caps = PortCaps::plain(if config.answer_too_big {
+            MAX_INNER_MTU
+        } else {
+            mtu
+        });
         if !gso.is_empty() {
             caps.tso4 = true;
             caps.tso6 = true;
@@ -115,15 +120,18 @@ impl VxlanPort {
         let rules = DecapRules {
             vni: config.vni,
             strict_reserved: config.strict_reserved,
-            max_frame_len: caps.max_frame_len,
+            max_frame_len: mtu + 22,
         };
         let batch = config.batch.clamp(1, weft_switch::port::MAX_BATCH);
         // With GRO a slot takes a whole coalesced buffer (at most one UDP payload).
         let slot_len = if gro {
             GRO_SLOT_LEN
         } else {
-            weft_packet::vxlan::HEADER_LEN + caps.max_frame_len
+            weft_packet::vxlan::HEADER_LEN + mtu + 22
         };
+        let too_big = config
+            .answer_too_big
+            .then(|| Arc::new(TooBigShared::default()));
         let rx = VxlanRx {
             socket: udp,
             rules,
@@ -140,8 +148,17 @@ impl VxlanPort {
             next: (0, 0),
             scratch: RxScratch::new(batch),
             batch,
+            too_big: too_big.clone(),
+            answers: TooBigQueue::default(),
         };
-        let tx = VxlanTx::new(raw, gso, config, caps, fdb, Arc::clone(&stats));
+        let setup = TxSetup {
+            socket: raw,
+            gso,
+            caps,
+            inner_mtu: mtu,
+            too_big,
+        };
+        let tx = VxlanTx::new(setup, config, fdb, Arc::clone(&stats));
         Ok(VxlanPort { rx, tx, stats, mtu })
     }
 

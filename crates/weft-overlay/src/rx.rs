@@ -7,6 +7,7 @@
 
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use weft_packet::MacAddr;
@@ -19,6 +20,7 @@ use crate::remote_fdb::RemoteFdb;
 use crate::rx_coalesce::coalesce;
 use crate::stats::{DecapDrop, OverlayStats};
 use crate::sys::{self, RawAddr};
+use crate::too_big::{TooBigQueue, TooBigShared};
 use crate::udp_offload::CMSG_INT_WORDS;
 
 /// Where a received frame lies in `buffers`.
@@ -26,6 +28,8 @@ use crate::udp_offload::CMSG_INT_WORDS;
 pub(crate) struct Lent {
     start: usize,
     len: usize,
+    /// In `answers` (an ICMP answer to an oversize frame), not in `buffers`.
+    answer: bool,
 }
 
 /// A received buffer (one datagram, or several coalesced by GRO) not yet fully drained.
@@ -84,6 +88,9 @@ pub struct VxlanRx {
     pub(crate) next: (usize, usize),
     pub(crate) scratch: RxScratch,
     pub(crate) batch: usize,
+    /// ICMP answers the transmit half queued, and those taken from it until `finish`.
+    pub(crate) too_big: Option<Arc<TooBigShared>>,
+    pub(crate) answers: TooBigQueue,
 }
 
 impl VxlanRx {
@@ -234,6 +241,7 @@ impl VxlanRx {
                     self.lent.push(Lent {
                         start: r.start + m.start,
                         len: m.len,
+                        answer: false,
                     });
                     self.stats.rx_merged();
                     accepted += 1;
@@ -272,6 +280,7 @@ impl VxlanRx {
             self.lent.push(Lent {
                 start: r.start + offset + d.inner.start,
                 len: d.inner.len(),
+                answer: false,
             });
             accepted += 1;
         }
@@ -279,8 +288,42 @@ impl VxlanRx {
     }
 }
 
+impl VxlanRx {
+    /// Hands the switch the ICMP answers the transmit half queued (they look like frames from
+    /// the overlay, so the switch sends them to the oversize frame's sender).
+    fn take_answers(&mut self, batch: &mut RxBatch) {
+        let Some(shared) = &self.too_big else {
+            return;
+        };
+        if !self.answers.is_empty() || !shared.pending.load(Ordering::Acquire) {
+            return;
+        }
+        let mut queue = shared
+            .queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        shared.pending.store(false, Ordering::Release);
+        queue.drain_into(&mut self.answers);
+        drop(queue);
+        for (i, frame) in self.answers.frames().enumerate() {
+            let handle = FrameHandle(u32::try_from(self.lent.len()).unwrap_or(u32::MAX));
+            let offload = weft_packet::OffloadInfo::default();
+            if batch.push(RxDesc { handle, offload }).is_err() {
+                break; // Answers that do not fit are dropped: the sender will retry.
+            }
+            self.lent.push(Lent {
+                start: i,
+                len: frame.len(),
+                answer: true,
+            });
+            self.stats.rx_frames(1);
+        }
+    }
+}
+
 impl PortRx for VxlanRx {
     fn receive(&mut self, batch: &mut RxBatch) {
+        self.take_answers(batch);
         if self.drained() {
             self.receive_into(batch.room());
         }
@@ -292,6 +335,7 @@ impl PortRx for VxlanRx {
             return &[];
         };
         match self.lent.get(i) {
+            Some(l) if l.answer => self.answers.frames().nth(l.start).unwrap_or(&[]),
             Some(l) => self.buffers.get(l.start..l.start + l.len).unwrap_or(&[]),
             None => &[],
         }
@@ -299,6 +343,7 @@ impl PortRx for VxlanRx {
 
     fn finish(&mut self) {
         self.lent.clear();
+        self.answers.clear();
         if self.drained() {
             self.slots_used = 0;
         }

@@ -64,6 +64,8 @@ pub struct OverlayStats {
     rx_merged: AtomicU64,
     tx_super_frames: AtomicU64,
     tx_gso_sends: AtomicU64,
+    too_big: AtomicU64,
+    too_big_answered: AtomicU64,
 }
 
 /// A copy of the counters.
@@ -95,6 +97,11 @@ pub struct OverlayStatsSnapshot {
     pub tx_super_frames: u64,
     /// `sendmsg` calls with UDP segmentation offload (one per ≤ 64 datagrams).
     pub tx_gso_sends: u64,
+    /// Frames whose L3 packet exceeds the inner MTU (not sent).
+    pub too_big: u64,
+    /// Of those, how many were answered with ICMP "fragmentation needed" / "packet too big"
+    /// (the others: not DF, an ICMP error, rate limited...).
+    pub too_big_answered: u64,
 }
 
 impl OverlayStatsSnapshot {
@@ -140,6 +147,12 @@ impl OverlayStats {
             crate::remote_fdb::LearnOutcome::Unchanged => {}
         }
     }
+    pub(crate) fn too_big(&self) {
+        bump(&self.too_big, 1);
+    }
+    pub(crate) fn too_big_answered(&self) {
+        bump(&self.too_big_answered, 1);
+    }
     pub(crate) fn rx_merged(&self) {
         bump(&self.rx_merged, 1);
     }
@@ -174,6 +187,8 @@ impl OverlayStats {
             rx_merged: r(&self.rx_merged),
             tx_super_frames: r(&self.tx_super_frames),
             tx_gso_sends: r(&self.tx_gso_sends),
+            too_big: r(&self.too_big),
+            too_big_answered: r(&self.too_big_answered),
         }
     }
 }

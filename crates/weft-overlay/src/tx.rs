@@ -17,9 +17,15 @@ use crate::port::lock;
 use crate::remote_fdb::RemoteFdb;
 use crate::stats::OverlayStats;
 use crate::sys::{self, RawAddr};
+use crate::too_big::{answer, l3_offset, RateLimit, TooBigShared};
 
 /// Most datagrams per `sendmmsg` (and so most frames per chunk).
 pub(crate) const MAX_MSGS: usize = 256;
+/// ICMP answers to oversize frames: at most this many per second, in bursts of
+/// `TOO_BIG_BURST` (like the kernel's `icmp_ratelimit` defaults: ~1 per ms, burst 50, but
+/// smaller: a switch answers for many senders).
+const TOO_BIG_RATE: u32 = 100;
+const TOO_BIG_BURST: u32 = 10;
 /// Room for a super-frame's segments, each behind a copy of the headers and a VXLAN header.
 const SEGMENTS_LEN: usize = 192 << 10;
 
@@ -54,6 +60,13 @@ pub struct VxlanTx {
     /// A super-frame made contiguous, and its segments behind their VXLAN headers.
     pub(crate) linear: Vec<u8>,
     pub(crate) segments: Vec<u8>,
+    /// The largest L3 packet the overlay carries (caps may say more: see `too_big`).
+    pub(crate) inner_mtu: usize,
+    /// Oversize frames' answers: the prefix quoted, the rate limit, the queue to the receive
+    /// half.
+    too_big_quote: Vec<u8>,
+    too_big_limit: RateLimit,
+    too_big: Option<Arc<TooBigShared>>,
     /// The kernel refused `UDP_SEGMENT` (a device without checksum offload): segments are
     /// sent one `sendmsg` each from then on.
     pub(crate) gso_refused: bool,
@@ -82,6 +95,41 @@ fn frame_prefix(frame: &TxFrame<'_>, out: &mut [u8; HASH_PREFIX]) -> usize {
     n_head + n_body
 }
 
+/// Answers (rate limited) or drops an oversize frame; counts it either way.
+fn answer_too_big(
+    frame: &TxFrame<'_>,
+    mtu: usize,
+    quote: &mut [u8],
+    limit: &mut RateLimit,
+    shared: &TooBigShared,
+    stats: &OverlayStats,
+) {
+    stats.too_big();
+    let head = frame.head();
+    let n_head = head.len().min(quote.len());
+    quote[..n_head].copy_from_slice(&head[..n_head]);
+    let n_body = frame.body.len().min(quote.len() - n_head);
+    quote[n_head..n_head + n_body].copy_from_slice(&frame.body[..n_body]);
+    if !limit.allow(std::time::Instant::now()) {
+        return;
+    }
+    let mut queue = shared
+        .queue
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(slot) = queue.free_slot() else {
+        return;
+    };
+    if let Some(len) = answer(&quote[..n_head + n_body], mtu, &mut slot.0) {
+        slot.1 = len;
+        queue.commit();
+        shared
+            .pending
+            .store(true, std::sync::atomic::Ordering::Release);
+        stats.too_big_answered();
+    }
+}
+
 /// The flow's source port, and which offload socket has it bound (when there are some): a
 /// flow keeps one source port whether its frames go through the raw socket or through
 /// segmentation offload, so that the underlay's ECMP keeps it on one path.
@@ -94,15 +142,31 @@ pub(crate) fn pick_source_port(gso: &[(OwnedFd, u16)], hash: u64) -> (usize, u16
     (index, gso.get(index).map_or(0, |g| g.1))
 }
 
+/// What `VxlanPort::open` prepared for the transmit half.
+pub(crate) struct TxSetup {
+    /// The raw sending socket.
+    pub(crate) socket: OwnedFd,
+    /// The segmentation-offload sockets and their ports.
+    pub(crate) gso: Vec<(OwnedFd, u16)>,
+    pub(crate) caps: PortCaps,
+    pub(crate) inner_mtu: usize,
+    pub(crate) too_big: Option<Arc<TooBigShared>>,
+}
+
 impl VxlanTx {
     pub(crate) fn new(
-        socket: OwnedFd,
-        gso: Vec<(OwnedFd, u16)>,
+        setup: TxSetup,
         config: &VxlanConfig,
-        caps: PortCaps,
         fdb: Arc<Mutex<RemoteFdb>>,
         stats: Arc<OverlayStats>,
     ) -> VxlanTx {
+        let TxSetup {
+            socket,
+            gso,
+            caps,
+            inner_mtu,
+            too_big,
+        } = setup;
         let super_frames = !gso.is_empty();
         VxlanTx {
             socket,
@@ -131,6 +195,10 @@ impl VxlanTx {
                 Vec::new()
             },
             gso_refused: false,
+            inner_mtu,
+            too_big_quote: vec![0; crate::too_big::QUOTE_PREFIX],
+            too_big_limit: RateLimit::new(TOO_BIG_RATE, TOO_BIG_BURST),
+            too_big,
         }
     }
 
@@ -149,6 +217,23 @@ impl VxlanTx {
             }
             let mut prefix = [0u8; HASH_PREFIX];
             let n = frame_prefix(frame, &mut prefix);
+            let l3_len = frame.len().saturating_sub(l3_offset(&prefix[..n]));
+            if l3_len > self.inner_mtu {
+                consumed = i + 1;
+                if let Some(shared) = &self.too_big {
+                    answer_too_big(
+                        frame,
+                        self.inner_mtu,
+                        &mut self.too_big_quote,
+                        &mut self.too_big_limit,
+                        shared,
+                        &self.stats,
+                    );
+                } else {
+                    self.stats.tx_error(1);
+                }
+                continue;
+            }
             let dst = MacAddr::from_bytes(&prefix[..n.min(6)]);
             let unicast_to = dst
                 .filter(MacAddr::is_unicast)

@@ -18,6 +18,7 @@ use weft_switch::TxFrame;
 use crate::encap::{flow_hash, HASH_PREFIX};
 use crate::remote_fdb::RemoteFdb;
 use crate::sys::RawAddr;
+use crate::too_big::l3_offset;
 use crate::tx::{pick_source_port, VxlanTx};
 use crate::udp_offload::send_segmented;
 
@@ -61,18 +62,6 @@ impl Encapsulated {
         let len = self.len;
         (0..len).step_by(step).map(move |s| s..(s + step).min(len))
     }
-}
-
-/// Where the L3 header starts: after the Ethernet header and up to two VLAN tags.
-fn l3_offset(frame: &[u8]) -> usize {
-    let mut at = 12;
-    for _ in 0..2 {
-        match frame.get(at..at + 2) {
-            Some([0x81, 0x00] | [0x88, 0xa8]) => at += 4,
-            _ => break,
-        }
-    }
-    at + 2
 }
 
 /// Segments `frame` (a super-frame described by `offload`) into inner frames whose L3 packet
@@ -145,7 +134,7 @@ impl VxlanTx {
         let plan = match encapsulate_super_frame(
             linear,
             &frame.offload,
-            self.caps.mtu,
+            self.inner_mtu,
             self.vni,
             &mut self.segments,
         ) {

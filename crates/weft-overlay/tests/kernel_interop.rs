@@ -23,6 +23,8 @@ use weft_tap::{Offloads, Tap, TapOptions};
 /// Outer TTL / hop limit and DSCP weft is configured with (the kernel's differ).
 const TTL: u8 = 17;
 const DSCP: u8 = 10;
+/// C's TAP MTU: more than the overlay's.
+const C_MTU: u32 = 4000;
 const A_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0x0a, 0x01]);
 
 struct Underlay {
@@ -163,7 +165,9 @@ fn interop(test: &str, u: &Underlay) {
         &TapOptions::new(&tap_name)
             .netns(ns_c.path())
             .offloads(Offloads::ALL)
-            .mtu(u.mtu),
+            // Larger than the overlay carries, like a misconfigured guest: TCP still works
+            // (A's MSS bounds C's segments) and an oversize ping with DF must be answered.
+            .mtu(C_MTU),
     )
     .unwrap_or_else(|e| panic!("open TAP: {e}"));
     ns_c.ip(&["addr", "add", "10.78.0.2/24", "dev", &tap_name]);
@@ -236,8 +240,38 @@ fn interop(test: &str, u: &Underlay) {
         );
     }
 
+    // An oversize frame with DF (C's TAP allows more than the overlay carries): weft
+    // answers "fragmentation needed" from A's address and MAC, and C learns the path MTU.
+    let out = run(
+        ns_c.cmd("ping").args([
+            "-M",
+            "do",
+            "-s",
+            "2000",
+            "-c",
+            "2",
+            "-i",
+            "0.5",
+            "-W",
+            "1",
+            "10.78.0.1",
+        ]),
+        Duration::from_secs(15),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains(&format!("mtu = {}", u.mtu)) || text.contains(&format!("mtu={}", u.mtu)),
+        "frag needed with the overlay's MTU: {text}"
+    );
+
     drop(runner);
     let s = vx_stats.snapshot();
+    assert!(s.too_big >= 1 && s.too_big_answered >= 1, "{s:?}");
     println!("{test}: {s:?}");
     assert!(s.rx_frames > 0 && s.tx_frames > 0);
     assert_eq!(s.total_drops(), 0, "nothing the kernel sent was dropped");

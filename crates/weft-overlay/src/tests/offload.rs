@@ -288,3 +288,108 @@ proptest! {
         let _ = crate::rx_coalesce::coalesce(&mut bytes, seg, &rules());
     }
 }
+
+fn oversize(v6: bool, dont_fragment: bool, payload_len: usize) -> Vec<u8> {
+    let eth = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+    let mut out = Vec::new();
+    if v6 {
+        eth.ipv6([0xfd; 16], [0xfe; 16], 64)
+            .icmpv6_echo_request(1, 1)
+            .write(&mut out, &payload(payload_len))
+            .unwrap();
+    } else {
+        let mut ip = etherparse::Ipv4Header::new(
+            0,
+            64,
+            etherparse::IpNumber::ICMP,
+            [10, 0, 0, 1],
+            [10, 0, 0, 2],
+        )
+        .unwrap();
+        ip.dont_fragment = dont_fragment;
+        eth.ip(etherparse::IpHeaders::Ipv4(ip, Default::default()))
+            .icmpv4_echo_request(1, 1)
+            .write(&mut out, &payload(payload_len))
+            .unwrap();
+    }
+    out
+}
+
+#[test]
+fn an_oversize_ipv4_frame_with_df_gets_a_well_formed_frag_needed_from_its_destination() {
+    let frame = oversize(false, true, 2000);
+    let mut out = [0u8; crate::too_big::MAX_ANSWER];
+    let n = crate::too_big::answer(&frame, 1450, &mut out).unwrap();
+    let reply = &out[..n];
+    assert_eq!(&reply[0..6], &frame[6..12], "to the sender's MAC");
+    assert_eq!(&reply[6..12], &frame[0..6], "from the destination's MAC");
+    let h = PacketHeaders::from_ethernet_slice(reply).unwrap();
+    let Some(NetHeaders::Ipv4(ip, _)) = &h.net else {
+        panic!("not IPv4")
+    };
+    assert_eq!((ip.source, ip.destination), ([10, 0, 0, 2], [10, 0, 0, 1]));
+    assert_eq!(ip.header_checksum, ip.calc_header_checksum());
+    let icmp = weft_packet::Icmpv4Packet::new_checked(&reply[34..]).unwrap();
+    assert_eq!(
+        (icmp.msg_type(), icmp.code(), icmp.next_hop_mtu()),
+        (3, 4, 1450)
+    );
+    assert!(icmp.verify_checksum());
+    assert_eq!(
+        &icmp.body()[..20],
+        &frame[14..34],
+        "quotes the offending header"
+    );
+    assert!(n <= 14 + 576);
+}
+
+#[test]
+fn an_oversize_ipv6_frame_gets_a_packet_too_big_with_a_right_checksum() {
+    let frame = oversize(true, false, 3000);
+    let mut out = [0u8; crate::too_big::MAX_ANSWER];
+    let n = crate::too_big::answer(&frame, 1430, &mut out).unwrap();
+    let reply = &out[..n];
+    let h = PacketHeaders::from_ethernet_slice(reply).unwrap();
+    let Some(NetHeaders::Ipv6(ip, _)) = &h.net else {
+        panic!("not IPv6")
+    };
+    assert_eq!((ip.source, ip.destination), ([0xfe; 16], [0xfd; 16]));
+    assert_eq!(usize::from(ip.payload_length), n - 54);
+    let icmp = weft_packet::Icmpv6Packet::new_checked(&reply[54..]).unwrap();
+    assert_eq!((icmp.msg_type(), icmp.mtu()), (2, 1430));
+    assert!(icmp.verify_checksum(ip.source.into(), ip.destination.into()));
+    assert!(n <= 14 + 1280, "an answer fits the IPv6 minimum MTU");
+}
+
+#[test]
+fn no_answer_without_df_about_icmp_errors_or_from_multicast_senders() {
+    let mut out = [0u8; crate::too_big::MAX_ANSWER];
+    assert_eq!(
+        crate::too_big::answer(&oversize(false, false, 2000), 1450, &mut out),
+        None
+    );
+    let mut error = oversize(false, true, 2000);
+    error[34] = 3; // an ICMP error itself
+    assert_eq!(crate::too_big::answer(&error, 1450, &mut out), None);
+    let mut multicast = oversize(true, false, 2000);
+    multicast[6] |= 1; // group source MAC
+    assert_eq!(crate::too_big::answer(&multicast, 1430, &mut out), None);
+    assert_eq!(crate::too_big::answer(&[0u8; 10], 1430, &mut out), None);
+}
+
+#[test]
+fn answers_are_rate_limited_to_a_burst_then_the_rate() {
+    let mut limit = crate::too_big::RateLimit::new(100, 10);
+    let t0 = std::time::Instant::now();
+    assert_eq!((0..50).filter(|_| limit.allow(t0)).count(), 10);
+    let later = t0 + std::time::Duration::from_millis(50);
+    assert_eq!((0..50).filter(|_| limit.allow(later)).count(), 5);
+}
+
+proptest! {
+    #[test]
+    fn answering_any_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..1600), mtu in 0usize..70_000) {
+        let mut out = [0u8; crate::too_big::MAX_ANSWER];
+        let _ = crate::too_big::answer(&bytes, mtu, &mut out);
+    }
+}

@@ -257,6 +257,7 @@ fn caps_offer_tso_only_with_offloads_and_never_partial_checksums() {
     let mut c = config(lo(1), port(8), port(8));
     c.mtu = 1450;
     c.mtu_from_underlay = false;
+    c.answer_too_big = false;
     c.offload = false;
     let (_rx, tx, _) = VxlanPort::open(&c).unwrap().split();
     let caps = tx.caps();
@@ -330,8 +331,47 @@ fn the_inner_mtu_is_the_route_mtu_minus_the_overlay_cost() {
     let opened = VxlanPort::open(&c).unwrap();
     assert_eq!(opened.mtu(), 65_535 - 22 - 16 - 40);
     let (_rx, tx, _) = opened.split();
-    assert_eq!(tx.caps().mtu, 65_535 - 22 - 16 - 40);
+    // Caps take anything (oversize frames are answered by the port): see too_big.
+    assert!(tx.caps().max_frame_len >= 65_535 - 16 - 40);
     // Without a remote there is no route to ask: the configured MTU stays.
     let lonely = VxlanPort::open(&config(lo(1), port(13), port(13))).unwrap();
     assert_eq!(lonely.mtu(), 1450);
+}
+
+#[test]
+fn an_oversize_frame_is_answered_through_the_receive_half_and_counted() {
+    if !can_run("an_oversize_frame_is_answered_through_the_receive_half_and_counted") {
+        return;
+    }
+    let mut c = config(lo(1), port(14), port(15)).remote(lo(2));
+    c.mtu_from_underlay = false;
+    let (mut rx, mut tx, stats) = VxlanPort::open(&c).unwrap().split();
+    let mut big = Vec::new();
+    let mut ip = etherparse::Ipv4Header::new(
+        0,
+        64,
+        etherparse::IpNumber::UDP,
+        [10, 0, 0, 1],
+        [10, 0, 0, 2],
+    )
+    .unwrap();
+    ip.dont_fragment = true;
+    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+        .ip(etherparse::IpHeaders::Ipv4(ip, Default::default()))
+        .udp(1, 2)
+        .write(&mut big, &[7u8; 2000])
+        .unwrap();
+    assert_eq!(
+        tx.transmit(&[TxFrame::whole(&big, OffloadInfo::default())]),
+        1
+    );
+    let mut batch = RxBatch::new(64);
+    rx.receive(&mut batch);
+    assert_eq!(batch.len(), 1, "the answer comes out of the receive half");
+    let answer = rx.frame(batch.descs()[0].handle).to_vec();
+    rx.finish();
+    assert_eq!(&answer[0..6], &big[6..12]);
+    assert_eq!(answer[14 + 20], 3, "ICMP destination unreachable");
+    let s = stats.snapshot();
+    assert_eq!((s.too_big, s.too_big_answered, s.tx_datagrams), (1, 1, 0));
 }
