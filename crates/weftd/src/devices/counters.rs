@@ -36,6 +36,8 @@ pub fn device_drops(keep: &Keepalive) -> Vec<(String, u64)> {
         out.push(("port_vxlan_rx_errors".into(), s.rx_errors));
         out.push(("port_vxlan_tx_errors".into(), s.tx_errors));
         out.push(("port_vxlan_no_remote".into(), s.tx_no_remote));
+        // Oversize frames (each answered with ICMP unless rate limited or not due).
+        out.push(("port_vxlan_too_big".into(), s.too_big));
         return out;
     }
     if let Some(port) = keep.downcast_ref::<Mutex<VhostUserPort>>() {
