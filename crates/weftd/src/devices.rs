@@ -209,11 +209,17 @@ pub fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Device,
             // The inner MTU the underlay allows (route MTU minus the overlay's cost).
             let mtu = u32::try_from(vxlan.mtu()).map_err(|_| "the MTU is out of range")?;
             let (rx, tx, stats) = vxlan.split();
+            let caps = weft_switch::PortTx::caps(&tx);
+            let offloads = [("tso4", caps.tso4), ("tso6", caps.tso6)]
+                .into_iter()
+                .filter(|(_, on)| *on)
+                .map(|(name, _)| name.to_string())
+                .collect();
             Ok(Device {
                 rx: Some(Box::new(rx)),
                 tx: Box::new(tx),
                 mtu,
-                offloads: Vec::new(),
+                offloads,
                 stats: None,
                 keep: Some(stats),
             })
