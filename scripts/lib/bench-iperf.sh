@@ -1,4 +1,4 @@
-# Shared pieces of the benchmark scripts (bench-tap, bench-overlay): sourced, not run.
+# iperf3 helpers shared by the benchmark scripts (bench-tap, bench-overlay). Source it.
 
 # Datagrams the UDP layer of namespace NS took in so far, socket buffers full or not
 # (InDatagrams + RcvbufErrors): what the forwarding path delivered, whether or not the
@@ -21,28 +21,5 @@ if kind.startswith("tcp"):
 else:
     s = end["sum"]
     print(f'{(s["packets"] - s["lost_packets"]) / s["seconds"]:.0f} {(after - before) / s["seconds"]:.0f}')
-PY
-}
-
-# bench_require TOOL...: exits with a message naming the first missing tool.
-bench_require() {
-    if [ "$(id -u)" -ne 0 ]; then
-        echo "error: $(basename "$0") needs root (network namespaces, TAP devices)" >&2
-        exit 1
-    fi
-    for tool in "$@"; do
-        command -v "$tool" >/dev/null || { echo "error: $tool is missing (scripts/install-test-deps)" >&2; exit 1; }
-    done
-}
-
-# replace_marked_section FILE MARKER TEXT_FILE: keeps FILE up to MARKER, writes MARKER and
-# TEXT_FILE's contents after it (creates FILE when missing).
-replace_marked_section() {
-    python3 - "$@" <<'PY'
-import os, sys
-out, marker, text = sys.argv[1], sys.argv[2], open(sys.argv[3]).read()
-old = open(out).read() if os.path.exists(out) else ""
-head = old.split(marker)[0].rstrip() + "\n\n" if marker in old else old + ("\n" if old else "")
-open(out, "w").write(head + marker + "\n\n" + text)
 PY
 }
