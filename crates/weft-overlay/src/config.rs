@@ -8,6 +8,14 @@ use weft_packet::{MacAddr, Vni};
 
 use crate::error::OverlayError;
 
+/// Default socket buffer: about four times the bandwidth-delay product of a 10 Gbit/s
+/// underlay with a 1 ms round trip.
+pub const DEFAULT_SOCKET_BUFFER: usize = 4 << 20;
+/// Default number of segmentation-offload sockets (source ports).
+pub const DEFAULT_GSO_SOCKETS: usize = 8;
+/// Most segmentation-offload sockets.
+pub const MAX_GSO_SOCKETS: usize = 64;
+
 /// The configuration of one VXLAN port (one VNI, one local endpoint).
 #[derive(Debug, Clone)]
 pub struct VxlanConfig {
@@ -37,12 +45,33 @@ pub struct VxlanConfig {
     pub ttl: Option<u8>,
     /// Outer DSCP (0..=63).
     pub dscp: u8,
-    /// Inner MTU (largest L3 packet in a frame). Defaults to 1500 minus the overlay's cost.
+    /// Inner MTU (largest L3 packet in a frame). Defaults to 1500 minus the overlay's cost;
+    /// with `mtu_from_underlay`, used only when no route to a remote is known.
     pub mtu: usize,
+    /// Derive the inner MTU from the underlay when the port opens: the smallest MTU of the
+    /// routes to the remotes minus the overlay's cost (50 bytes over IPv4, 70 over IPv6),
+    /// so that no encapsulated frame needs fragmenting. [`crate::VxlanPort::mtu`] tells the
+    /// result (weftd advertises it to the port's peers).
+    pub mtu_from_underlay: bool,
+    /// Answer frames too big for the overlay with ICMP "fragmentation needed" (IPv4 with
+    /// DF) / ICMPv6 "packet too big" toward their sender (see [`crate::too_big`]). The port
+    /// then takes frames of any size from the switch (its caps' MTU is the largest), so that
+    /// it sees the oversize ones; [`crate::VxlanPort::mtu`] stays the real inner MTU.
+    pub answer_too_big: bool,
     /// Datagrams per `recvmmsg`.
     pub batch: usize,
     /// Network namespace to open the sockets in (`/run/netns/NAME`), if not this one.
     pub netns: Option<PathBuf>,
+    /// Send and receive buffer of each socket, in bytes (0: the kernel's default). Size it to
+    /// the bandwidth-delay product of the underlay (10 Gbit/s × 1 ms ≈ 1.25 MB) with room for
+    /// bursts; as root the `SO_*BUFFORCE` options exceed `net.core.[rw]mem_max`.
+    pub socket_buffer: usize,
+    /// UDP offloads: accept TCP super-frames (TSO) from the switch and send each as one
+    /// `UDP_SEGMENT` system call; receive with `UDP_GRO`.
+    pub offload: bool,
+    /// UDP sockets used for segmentation offload, each with its own source port; a flow's
+    /// hash picks one (the source-port entropy RFC 7348 §5 asks for).
+    pub gso_sockets: usize,
 }
 
 impl VxlanConfig {
@@ -71,8 +100,22 @@ impl VxlanConfig {
             ttl: None,
             dscp: 0,
             mtu: 1500 - overhead,
+            mtu_from_underlay: true,
+            answer_too_big: true,
             batch: weft_switch::port::DEFAULT_BATCH,
             netns: None,
+            socket_buffer: DEFAULT_SOCKET_BUFFER,
+            offload: true,
+            gso_sockets: DEFAULT_GSO_SOCKETS,
+        }
+    }
+
+    /// The overlay's cost per frame: outer IP, UDP, VXLAN and inner Ethernet headers.
+    pub fn overhead(&self) -> usize {
+        if self.local.is_ipv4() {
+            OVERHEAD_IPV4
+        } else {
+            OVERHEAD_IPV6
         }
     }
 
@@ -121,6 +164,12 @@ impl VxlanConfig {
         }
         if self.remote_ageing.is_zero() {
             return Err(OverlayError::Config("remote ageing time 0".into()));
+        }
+        if self.offload && !(1..=MAX_GSO_SOCKETS).contains(&self.gso_sockets) {
+            return Err(OverlayError::Config(format!(
+                "{} segmentation-offload sockets: use 1 to {MAX_GSO_SOCKETS}",
+                self.gso_sockets
+            )));
         }
         if self.static_fdb.len() > self.max_static {
             return Err(OverlayError::FdbFull(self.max_static));

@@ -9,10 +9,25 @@ use crate::decap::{decapsulate as check, DecapRules};
 use crate::remote_fdb::RemoteFdb;
 
 /// Decapsulates `data` as a datagram for VNI 42 (the first byte picks strictness and the
-/// truncation flag), and learns its inner source into a small FDB. Must never panic; an
-/// accepted frame must lie inside `data` and be within the size bounds.
+/// truncation flag), and learns its inner source into a small FDB; also reads it as a UDP
+/// GRO control buffer and as a GRO buffer to merge (segment size from the mode byte). Must
+/// never panic; an accepted frame must lie inside `data` and be within the size bounds.
 pub fn decapsulate(data: &[u8]) -> bool {
     let (mode, datagram) = data.split_first().map_or((0, data), |(m, d)| (*m, d));
+    let _ = crate::gro::gro_segment_size(datagram);
+    let mut copy = [0u8; 2048];
+    let n = datagram.len().min(copy.len());
+    copy[..n].copy_from_slice(&datagram[..n]);
+    let gro_rules = DecapRules {
+        vni: Vni::new(42).unwrap_or_default(),
+        strict_reserved: false,
+        max_frame_len: 1522,
+    };
+    if let Some(m) =
+        crate::rx_coalesce::coalesce(&mut copy[..n], usize::from(mode) * 8 + 1, &gro_rules)
+    {
+        assert!(m.start + m.len <= n);
+    }
     let rules = DecapRules {
         vni: Vni::new(42).unwrap_or_default(),
         strict_reserved: mode & 1 != 0,

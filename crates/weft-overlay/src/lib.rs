@@ -20,13 +20,19 @@ pub mod error;
 mod fdb_handle;
 #[doc(hidden)]
 pub mod fuzz_entry;
+pub mod gro;
 pub mod netns;
 mod port;
 pub mod remote_fdb;
+mod rx;
+pub mod rx_coalesce;
 pub mod stats;
 mod sys;
 pub mod tcp_link;
+pub mod too_big;
 mod tx;
+pub mod tx_super;
+mod udp_offload;
 
 #[cfg(test)]
 mod tests;
@@ -35,8 +41,9 @@ pub use config::VxlanConfig;
 pub use decap::{decapsulate, DecapRules};
 pub use error::OverlayError;
 pub use fdb_handle::RemoteFdbHandle;
-pub use port::{VxlanPort, VxlanRx};
+pub use port::{VxlanPort, MAX_SUPER_FRAME};
 pub use remote_fdb::{RemoteEntry, RemoteFdb};
+pub use rx::VxlanRx;
 pub use stats::{DecapDrop, OverlayStats, OverlayStatsSnapshot};
 pub use tx::VxlanTx;
 

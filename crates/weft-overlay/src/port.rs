@@ -6,21 +6,31 @@
 //! taken once per burst by the transmit half and, only when learning, once per burst by the
 //! receive half (VALE's one critical section per destination per batch).
 
-use std::net::{IpAddr, SocketAddr};
-use std::os::fd::{AsRawFd, RawFd};
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use weft_switch::{FrameHandle, PortCaps, PortRx, RxBatch, RxDesc};
+use weft_switch::PortCaps;
 
 use crate::config::VxlanConfig;
-use crate::decap::{decapsulate, remote_allowed, DecapRules};
+use crate::decap::DecapRules;
 use crate::error::OverlayError;
 use crate::fdb_handle::RemoteFdbHandle;
-use crate::remote_fdb::{LearnOutcome, RemoteFdb};
-use crate::stats::{DecapDrop, OverlayStats};
-use crate::sys::{self, RawAddr};
-use crate::tx::VxlanTx;
-use crate::{netns, MAX_REMOTES};
+use crate::remote_fdb::RemoteFdb;
+use crate::rx::{RxScratch, VxlanRx};
+use crate::stats::OverlayStats;
+use crate::too_big::{TooBigQueue, TooBigShared};
+use crate::tx::{TxSetup, VxlanTx};
+use crate::{netns, sys, udp_offload, MAX_REMOTES};
+
+/// Largest TCP super-frame the port takes (a 64 KB IP packet, Ethernet header and two tags).
+pub const MAX_SUPER_FRAME: usize = 65_535 + 22;
+/// Smallest inner MTU (IPv4's minimum).
+const MIN_MTU: usize = 68;
+/// Largest inner MTU: a 64 KB outer IPv6 packet's room.
+const MAX_INNER_MTU: usize = 65_535 - 22 - 16 - 40;
+/// A receive slot with GRO on: the largest UDP payload.
+const GRO_SLOT_LEN: usize = 65_536;
 
 /// An opened VXLAN port, before it is split into halves.
 pub struct VxlanPort {
@@ -28,6 +38,18 @@ pub struct VxlanPort {
     rx: VxlanRx,
     tx: VxlanTx,
     stats: Arc<OverlayStats>,
+    mtu: usize,
+}
+
+/// The inner MTU: the underlay route's MTU minus the overlay's cost when known and asked
+/// for, else the configured one; kept in the range the configuration accepts.
+fn inner_mtu(config: &VxlanConfig, underlay: Option<usize>) -> usize {
+    match underlay {
+        Some(route) if config.mtu_from_underlay => route
+            .saturating_sub(config.overhead())
+            .clamp(MIN_MTU, MAX_INNER_MTU),
+        _ => config.mtu,
+    }
 }
 
 impl VxlanPort {
@@ -46,51 +68,123 @@ impl VxlanPort {
         for (mac, ip) in &config.static_fdb {
             fdb.insert_static(*mac, *ip)?;
         }
-        let (udp, raw) = netns::run_in(config.netns.as_deref(), || {
+        let (udp, raw, gso, underlay) = netns::run_in(config.netns.as_deref(), || {
             let udp = sys::udp_socket(config.local)?;
             let raw = sys::raw_udp_socket(config.local.ip(), config.ttl, config.dscp)?;
-            Ok((udp, raw))
+            let mut gso = Vec::new();
+            if config.offload {
+                // Spread where ports are tried so that ports opened together rarely collide.
+                let mut next =
+                    u16::try_from(std::process::id() % 16_384).unwrap_or(0) ^ config.local.port();
+                for _ in 0..config.gso_sockets {
+                    gso.push(udp_offload::gso_socket(
+                        config.local.ip(),
+                        config.ttl,
+                        config.dscp,
+                        &mut next,
+                    )?);
+                }
+            }
+            let underlay = config
+                .mtu_from_underlay
+                .then(|| {
+                    let routes = config
+                        .remotes
+                        .iter()
+                        .chain(config.static_fdb.iter().map(|e| &e.1));
+                    routes
+                        .filter_map(|r| udp_offload::route_mtu(config.local.ip(), *r))
+                        .min()
+                })
+                .flatten();
+            Ok((udp, raw, gso, underlay))
         })?;
+        let mtu = inner_mtu(config, underlay);
+        if config.socket_buffer > 0 {
+            udp_offload::size_buffer(udp.as_raw_fd(), true, config.socket_buffer);
+            udp_offload::size_buffer(raw.as_raw_fd(), false, config.socket_buffer);
+            for (fd, _) in &gso {
+                udp_offload::size_buffer(fd.as_raw_fd(), false, config.socket_buffer);
+            }
+        }
+        let gro = config.offload && udp_offload::enable_gro(udp.as_raw_fd());
         let fdb = Arc::new(Mutex::new(fdb));
         let stats = Arc::new(OverlayStats::default());
-        let caps = PortCaps::plain(config.mtu);
+        let mut caps = PortCaps::plain(if config.answer_too_big {
+            MAX_INNER_MTU
+        } else {
+            mtu
+        });
+        if !gso.is_empty() {
+            caps.tso4 = true;
+            caps.tso6 = true;
+            caps.max_gso_frame_len = MAX_SUPER_FRAME;
+        }
         let rules = DecapRules {
             vni: config.vni,
             strict_reserved: config.strict_reserved,
-            max_frame_len: caps.max_frame_len,
+            max_frame_len: mtu + 22,
         };
         let batch = config.batch.clamp(1, weft_switch::port::MAX_BATCH);
-        let slot_len = weft_packet::vxlan::HEADER_LEN + caps.max_frame_len;
+        // With GRO a slot takes a whole coalesced buffer (at most one UDP payload).
+        let slot_len = if gro {
+            GRO_SLOT_LEN
+        } else {
+            weft_packet::vxlan::HEADER_LEN + mtu + 22
+        };
+        let too_big = config
+            .answer_too_big
+            .then(|| Arc::new(TooBigShared::default()));
         let rx = VxlanRx {
             socket: udp,
             rules,
             remotes: config.remotes.clone(),
             learning: config.learning,
+            gro,
             fdb: Arc::clone(&fdb),
             stats: Arc::clone(&stats),
             slot_len,
             buffers: vec![0; slot_len * batch],
             lent: Vec::with_capacity(batch),
             slots_used: 0,
-            scratch: RxScratch {
-                iovecs: Vec::with_capacity(batch),
-                addrs: vec![RawAddr::zeroed(); batch],
-                msgs: Vec::with_capacity(batch),
-            },
+            received: Vec::with_capacity(batch),
+            next: (0, 0),
+            scratch: RxScratch::new(batch),
             batch,
+            too_big: too_big.clone(),
+            answers: TooBigQueue::default(),
         };
-        let tx = VxlanTx::new(raw, config, caps, Arc::clone(&fdb), Arc::clone(&stats));
-        Ok(VxlanPort { fdb, rx, tx, stats })
-    }
-
-    /// The halves and the counters.
-    pub fn split(self) -> (VxlanRx, VxlanTx, Arc<OverlayStats>) {
-        (self.rx, self.tx, self.stats)
+        let setup = TxSetup {
+            socket: raw,
+            gso,
+            caps,
+            inner_mtu: mtu,
+            too_big,
+        };
+        let tx = VxlanTx::new(setup, config, Arc::clone(&fdb), Arc::clone(&stats));
+        Ok(VxlanPort {
+            fdb,
+            rx,
+            tx,
+            stats,
+            mtu,
+        })
     }
 
     /// A handle on the port's remote FDB, for changing static entries while it runs.
     pub fn remote_fdb(&self) -> RemoteFdbHandle {
         RemoteFdbHandle::new(Arc::clone(&self.fdb))
+    }
+
+    /// The inner MTU the port takes (largest L3 packet): what the switch's other ports should
+    /// advertise to their peers so that nothing is dropped as too big.
+    pub fn mtu(&self) -> usize {
+        self.mtu
+    }
+
+    /// The halves and the counters.
+    pub fn split(self) -> (VxlanRx, VxlanTx, Arc<OverlayStats>) {
+        (self.rx, self.tx, self.stats)
     }
 
     /// The local endpoint the receive socket is bound to (its port resolved).
@@ -104,162 +198,4 @@ pub(crate) fn lock(fdb: &Mutex<RemoteFdb>) -> MutexGuard<'_, RemoteFdb> {
     // (every method keeps its invariants before returning).
     fdb.lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// Where a received frame lies in `buffers`.
-#[derive(Debug, Clone, Copy)]
-struct Lent {
-    start: usize,
-    len: usize,
-}
-
-/// Headers for `recvmmsg`, rebuilt on every call.
-struct RxScratch {
-    iovecs: Vec<libc::iovec>,
-    addrs: Vec<RawAddr>,
-    msgs: Vec<libc::mmsghdr>,
-}
-
-// SAFETY: the raw pointers in the scratch headers point into the owning `VxlanRx`'s own
-// buffers, are rewritten before every system call and never read otherwise; moving the
-// port to another thread moves those buffers with it.
-unsafe impl Send for RxScratch {}
-
-/// The receive half.
-pub struct VxlanRx {
-    socket: std::net::UdpSocket,
-    rules: DecapRules,
-    remotes: Vec<IpAddr>,
-    learning: bool,
-    fdb: Arc<Mutex<RemoteFdb>>,
-    stats: Arc<OverlayStats>,
-    slot_len: usize,
-    buffers: Vec<u8>,
-    /// Frames lent since the last `finish`; a handle indexes this.
-    lent: Vec<Lent>,
-    /// Buffer slots filled since the last `finish` (dropped datagrams use one too).
-    slots_used: usize,
-    scratch: RxScratch,
-    batch: usize,
-}
-
-impl VxlanRx {
-    fn receive_into(&mut self, want: usize) -> usize {
-        let first = self.slots_used;
-        let n = want.min(self.batch - first);
-        if n == 0 {
-            return 0;
-        }
-        let s = &mut self.scratch;
-        s.iovecs.clear();
-        s.msgs.clear();
-        let region = &mut self.buffers[first * self.slot_len..(first + n) * self.slot_len];
-        for slot in region.chunks_exact_mut(self.slot_len) {
-            s.iovecs.push(libc::iovec {
-                iov_base: slot.as_mut_ptr().cast(),
-                iov_len: slot.len(),
-            });
-        }
-        for (iov, addr) in s.iovecs.iter_mut().zip(s.addrs.iter_mut()) {
-            let mut m = sys::empty_mmsghdr();
-            addr.len = RawAddr::zeroed().len;
-            m.msg_hdr.msg_name = std::ptr::from_mut(&mut addr.storage).cast();
-            m.msg_hdr.msg_namelen = addr.len;
-            m.msg_hdr.msg_iov = std::ptr::from_mut(iov);
-            m.msg_hdr.msg_iovlen = 1;
-            s.msgs.push(m);
-        }
-        // SAFETY: every header points at a slot of `buffers`, an address of `addrs` and an
-        // iovec of `iovecs`, all alive and not otherwise borrowed during the call.
-        match unsafe { sys::recvmmsg(self.socket.as_raw_fd(), &mut s.msgs) } {
-            Ok(got) => {
-                let got = got.min(n);
-                self.slots_used += got;
-                got
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
-            Err(_) => {
-                self.stats.rx_error();
-                0
-            }
-        }
-    }
-}
-
-impl PortRx for VxlanRx {
-    fn receive(&mut self, batch: &mut RxBatch) {
-        let first = self.slots_used;
-        let got = self.receive_into(batch.room());
-        let mut fdb = self.learning.then(|| lock(&self.fdb));
-        if let Some(fdb) = fdb.as_mut() {
-            fdb.tick(std::time::Instant::now());
-        }
-        let mut accepted = 0;
-        for i in 0..got {
-            let msg = &self.scratch.msgs[i];
-            let len = usize::try_from(msg.msg_len).unwrap_or(0).min(self.slot_len);
-            let truncated = msg.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
-            let mut addr = self.scratch.addrs[i];
-            addr.len = msg.msg_hdr.msg_namelen;
-            let start = (first + i) * self.slot_len;
-            let Some(source) = addr.to_ip() else {
-                self.stats.rx_drop(DecapDrop::UnknownRemote);
-                continue;
-            };
-            if !remote_allowed(source, &self.remotes, self.learning) {
-                self.stats.rx_drop(DecapDrop::UnknownRemote);
-                continue;
-            }
-            let datagram = &self.buffers[start..start + len];
-            let d = match decapsulate(datagram, truncated, &self.rules) {
-                Ok(d) => d,
-                Err(reason) => {
-                    self.stats.rx_drop(reason);
-                    continue;
-                }
-            };
-            if let Some(fdb) = fdb.as_mut() {
-                match fdb.learn(d.inner_src, source) {
-                    LearnOutcome::Learned => self.stats.learned(),
-                    LearnOutcome::Full => self.stats.learn_refused(),
-                    LearnOutcome::Unchanged => {}
-                }
-            }
-            let handle = FrameHandle(u32::try_from(self.lent.len()).unwrap_or(u32::MAX));
-            if batch
-                .push(RxDesc {
-                    handle,
-                    offload: weft_packet::OffloadInfo::default(),
-                })
-                .is_err()
-            {
-                break; // Cannot happen: at most `room` datagrams were read.
-            }
-            self.lent.push(Lent {
-                start: start + d.inner.start,
-                len: d.inner.len(),
-            });
-            accepted += 1;
-        }
-        self.stats.rx_frames(accepted);
-    }
-
-    fn frame(&self, handle: FrameHandle) -> &[u8] {
-        let Ok(i) = usize::try_from(handle.0) else {
-            return &[];
-        };
-        match self.lent.get(i) {
-            Some(l) => self.buffers.get(l.start..l.start + l.len).unwrap_or(&[]),
-            None => &[],
-        }
-    }
-
-    fn finish(&mut self) {
-        self.lent.clear();
-        self.slots_used = 0;
-    }
-
-    fn readiness_fd(&self) -> Option<RawFd> {
-        Some(self.socket.as_raw_fd())
-    }
 }

@@ -24,11 +24,14 @@ pub enum DecapDrop {
     InnerTooBig,
     /// The inner frame's source MAC is multicast, broadcast or zero: no station sends that.
     InnerBadSource,
+    /// The kernel's UDP GRO control message could not be read (cut, malformed, or a segment
+    /// size of zero or above 65535): the buffer cannot be cut into datagrams.
+    BadGro,
 }
 
 impl DecapDrop {
     /// Every reason, in counter order.
-    pub const ALL: [DecapDrop; 8] = [
+    pub const ALL: [DecapDrop; 9] = [
         DecapDrop::Truncated,
         DecapDrop::BadFlags,
         DecapDrop::ReservedBits,
@@ -37,6 +40,7 @@ impl DecapDrop {
         DecapDrop::InnerTooShort,
         DecapDrop::InnerTooBig,
         DecapDrop::InnerBadSource,
+        DecapDrop::BadGro,
     ];
 
     fn index(self) -> usize {
@@ -56,6 +60,12 @@ pub struct OverlayStats {
     tx_no_remote: AtomicU64,
     learned: AtomicU64,
     learn_refused: AtomicU64,
+    rx_coalesced: AtomicU64,
+    rx_merged: AtomicU64,
+    tx_super_frames: AtomicU64,
+    tx_gso_sends: AtomicU64,
+    too_big: AtomicU64,
+    too_big_answered: AtomicU64,
 }
 
 /// A copy of the counters.
@@ -79,6 +89,19 @@ pub struct OverlayStatsSnapshot {
     pub learned: u64,
     /// Remote MACs not learned because the FDB was full.
     pub learn_refused: u64,
+    /// Received buffers that held several datagrams (UDP GRO).
+    pub rx_coalesced: u64,
+    /// Coalesced buffers merged back into one TCP super-frame for the switch (inner GRO).
+    pub rx_merged: u64,
+    /// TCP super-frames (TSO) the port segmented and sent itself.
+    pub tx_super_frames: u64,
+    /// `sendmsg` calls with UDP segmentation offload (one per ≤ 64 datagrams).
+    pub tx_gso_sends: u64,
+    /// Frames whose L3 packet exceeds the inner MTU (not sent).
+    pub too_big: u64,
+    /// Of those, how many were answered with ICMP "fragmentation needed" / "packet too big"
+    /// (the others: not DF, an ICMP error, rate limited...).
+    pub too_big_answered: u64,
 }
 
 impl OverlayStatsSnapshot {
@@ -117,11 +140,34 @@ impl OverlayStats {
     pub(crate) fn tx_no_remote(&self) {
         bump(&self.tx_no_remote, 1);
     }
+    pub(crate) fn learn(&self, outcome: crate::remote_fdb::LearnOutcome) {
+        match outcome {
+            crate::remote_fdb::LearnOutcome::Learned => self.learned(),
+            crate::remote_fdb::LearnOutcome::Full => self.learn_refused(),
+            crate::remote_fdb::LearnOutcome::Unchanged => {}
+        }
+    }
+    pub(crate) fn too_big(&self) {
+        bump(&self.too_big, 1);
+    }
+    pub(crate) fn too_big_answered(&self) {
+        bump(&self.too_big_answered, 1);
+    }
+    pub(crate) fn rx_merged(&self) {
+        bump(&self.rx_merged, 1);
+    }
     pub(crate) fn learned(&self) {
         bump(&self.learned, 1);
     }
     pub(crate) fn learn_refused(&self) {
         bump(&self.learn_refused, 1);
+    }
+    pub(crate) fn rx_coalesced(&self) {
+        bump(&self.rx_coalesced, 1);
+    }
+    pub(crate) fn tx_super_frame(&self, gso_sends: u64) {
+        bump(&self.tx_super_frames, 1);
+        bump(&self.tx_gso_sends, gso_sends);
     }
 
     /// Reads every counter.
@@ -137,6 +183,12 @@ impl OverlayStats {
             tx_no_remote: r(&self.tx_no_remote),
             learned: r(&self.learned),
             learn_refused: r(&self.learn_refused),
+            rx_coalesced: r(&self.rx_coalesced),
+            rx_merged: r(&self.rx_merged),
+            tx_super_frames: r(&self.tx_super_frames),
+            tx_gso_sends: r(&self.tx_gso_sends),
+            too_big: r(&self.too_big),
+            too_big_answered: r(&self.too_big_answered),
         }
     }
 }

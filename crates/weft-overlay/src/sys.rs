@@ -153,23 +153,7 @@ pub(crate) fn raw_udp_socket(
     // SAFETY: fd is a fresh descriptor that nothing else owns.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     let raw = fd.as_raw_fd();
-    let mut drop_all = [libc::sock_filter {
-        code: 0x06, // BPF_RET | BPF_K
-        jt: 0,
-        jf: 0,
-        k: 0,
-    }];
-    let prog = libc::sock_fprog {
-        len: 1,
-        filter: drop_all.as_mut_ptr(),
-    };
-    setsockopt(
-        raw,
-        libc::SOL_SOCKET,
-        libc::SO_ATTACH_FILTER,
-        &prog,
-        "SO_ATTACH_FILTER",
-    )?;
+    attach_drop_all(raw)?;
     let tos = i32::from(dscp) << 2;
     if local.is_ipv4() {
         if let Some(ttl) = ttl {
@@ -218,6 +202,28 @@ pub(crate) fn raw_udp_socket(
         return Err(OverlayError::last_os("bind raw"));
     }
     Ok(fd)
+}
+
+/// Attaches a socket filter that accepts nothing: a sending-only socket then queues none of
+/// the datagrams it would otherwise receive.
+pub(crate) fn attach_drop_all(raw: RawFd) -> Result<(), OverlayError> {
+    let mut drop_all = [libc::sock_filter {
+        code: 0x06, // BPF_RET | BPF_K
+        jt: 0,
+        jf: 0,
+        k: 0,
+    }];
+    let prog = libc::sock_fprog {
+        len: 1,
+        filter: drop_all.as_mut_ptr(),
+    };
+    setsockopt(
+        raw,
+        libc::SOL_SOCKET,
+        libc::SO_ATTACH_FILTER,
+        &prog,
+        "SO_ATTACH_FILTER",
+    )
 }
 
 /// One `sendmmsg(MSG_DONTWAIT)`: how many messages went, or the error of the first.

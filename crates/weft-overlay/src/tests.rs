@@ -2,5 +2,6 @@
 //! remote FDB's bounds; and (as root) two ports talking over loopback.
 
 mod codec;
+mod offload;
 mod remote_ageing;
 mod sockets;

@@ -17,9 +17,17 @@ use crate::port::lock;
 use crate::remote_fdb::RemoteFdb;
 use crate::stats::OverlayStats;
 use crate::sys::{self, RawAddr};
+use crate::too_big::{answer, l3_offset, RateLimit, TooBigShared};
 
 /// Most datagrams per `sendmmsg` (and so most frames per chunk).
 pub(crate) const MAX_MSGS: usize = 256;
+/// ICMP answers to oversize frames: at most this many per second, in bursts of
+/// `TOO_BIG_BURST` (like the kernel's `icmp_ratelimit` defaults: ~1 per ms, burst 50, but
+/// smaller: a switch answers for many senders).
+const TOO_BIG_RATE: u32 = 100;
+const TOO_BIG_BURST: u32 = 10;
+/// Room for a super-frame's segments, each behind a copy of the headers and a VXLAN header.
+const SEGMENTS_LEN: usize = 192 << 10;
 
 /// Headers for `sendmmsg`, rebuilt on every call.
 struct TxScratch {
@@ -39,13 +47,29 @@ unsafe impl Send for TxScratch {}
 /// The transmit half.
 pub struct VxlanTx {
     socket: OwnedFd,
-    vni: Vni,
-    remote_port: u16,
-    caps: PortCaps,
-    remotes: Vec<IpAddr>,
+    /// UDP sockets for segmentation offload and their bound (source) ports; empty when
+    /// offloads are off.
+    pub(crate) gso: Vec<(OwnedFd, u16)>,
+    pub(crate) vni: Vni,
+    pub(crate) remote_port: u16,
+    pub(crate) caps: PortCaps,
+    pub(crate) remotes: Vec<IpAddr>,
     fdb: Arc<Mutex<RemoteFdb>>,
-    stats: Arc<OverlayStats>,
+    pub(crate) stats: Arc<OverlayStats>,
     scratch: TxScratch,
+    /// A super-frame made contiguous, and its segments behind their VXLAN headers.
+    pub(crate) linear: Vec<u8>,
+    pub(crate) segments: Vec<u8>,
+    /// The largest L3 packet the overlay carries (caps may say more: see `too_big`).
+    pub(crate) inner_mtu: usize,
+    /// Oversize frames' answers: the prefix quoted, the rate limit, the queue to the receive
+    /// half.
+    too_big_quote: Vec<u8>,
+    too_big_limit: RateLimit,
+    too_big: Option<Arc<TooBigShared>>,
+    /// The kernel refused `UDP_SEGMENT` (a device without checksum offload): segments are
+    /// sent one `sendmsg` each from then on.
+    pub(crate) gso_refused: bool,
 }
 
 /// How many frames the messages carry (each frame's messages are contiguous).
@@ -71,16 +95,82 @@ fn frame_prefix(frame: &TxFrame<'_>, out: &mut [u8; HASH_PREFIX]) -> usize {
     n_head + n_body
 }
 
+/// Answers (rate limited) or drops an oversize frame; counts it either way.
+fn answer_too_big(
+    frame: &TxFrame<'_>,
+    mtu: usize,
+    quote: &mut [u8],
+    limit: &mut RateLimit,
+    shared: &TooBigShared,
+    stats: &OverlayStats,
+) {
+    stats.too_big();
+    let head = frame.head();
+    let n_head = head.len().min(quote.len());
+    quote[..n_head].copy_from_slice(&head[..n_head]);
+    let n_body = frame.body.len().min(quote.len() - n_head);
+    quote[n_head..n_head + n_body].copy_from_slice(&frame.body[..n_body]);
+    if !limit.allow(std::time::Instant::now()) {
+        return;
+    }
+    let mut queue = shared
+        .queue
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(slot) = queue.free_slot() else {
+        return;
+    };
+    if let Some(len) = answer(&quote[..n_head + n_body], mtu, &mut slot.0) {
+        slot.1 = len;
+        queue.commit();
+        shared
+            .pending
+            .store(true, std::sync::atomic::Ordering::Release);
+        stats.too_big_answered();
+    }
+}
+
+/// The flow's source port, and which offload socket has it bound (when there are some): a
+/// flow keeps one source port whether its frames go through the raw socket or through
+/// segmentation offload, so that the underlay's ECMP keeps it on one path.
+pub(crate) fn pick_source_port(gso: &[(OwnedFd, u16)], hash: u64) -> (usize, u16) {
+    let n = u64::try_from(gso.len()).unwrap_or(u64::MAX);
+    if n == 0 {
+        return (0, source_port(hash));
+    }
+    let index = usize::try_from((hash >> 32) % n).unwrap_or(0);
+    (index, gso.get(index).map_or(0, |g| g.1))
+}
+
+/// What `VxlanPort::open` prepared for the transmit half.
+pub(crate) struct TxSetup {
+    /// The raw sending socket.
+    pub(crate) socket: OwnedFd,
+    /// The segmentation-offload sockets and their ports.
+    pub(crate) gso: Vec<(OwnedFd, u16)>,
+    pub(crate) caps: PortCaps,
+    pub(crate) inner_mtu: usize,
+    pub(crate) too_big: Option<Arc<TooBigShared>>,
+}
+
 impl VxlanTx {
     pub(crate) fn new(
-        socket: OwnedFd,
+        setup: TxSetup,
         config: &VxlanConfig,
-        caps: PortCaps,
         fdb: Arc<Mutex<RemoteFdb>>,
         stats: Arc<OverlayStats>,
     ) -> VxlanTx {
+        let TxSetup {
+            socket,
+            gso,
+            caps,
+            inner_mtu,
+            too_big,
+        } = setup;
+        let super_frames = !gso.is_empty();
         VxlanTx {
             socket,
+            gso,
             vni: config.vni,
             remote_port: config.remote_port,
             caps,
@@ -94,6 +184,21 @@ impl VxlanTx {
                 msgs: Vec::with_capacity(MAX_MSGS),
                 msg_frame: Vec::with_capacity(MAX_MSGS),
             },
+            linear: if super_frames {
+                vec![0; crate::MAX_SUPER_FRAME]
+            } else {
+                Vec::new()
+            },
+            segments: if super_frames {
+                vec![0; SEGMENTS_LEN]
+            } else {
+                Vec::new()
+            },
+            gso_refused: false,
+            inner_mtu,
+            too_big_quote: vec![0; crate::too_big::QUOTE_PREFIX],
+            too_big_limit: RateLimit::new(TOO_BIG_RATE, TOO_BIG_BURST),
+            too_big,
         }
     }
 
@@ -107,8 +212,28 @@ impl VxlanTx {
         s.msg_frame.clear();
         let mut consumed = 0;
         for (i, frame) in frames.iter().enumerate() {
+            if frame.offload.is_gso() {
+                break; // Sent on its own (tx_super), in order.
+            }
             let mut prefix = [0u8; HASH_PREFIX];
             let n = frame_prefix(frame, &mut prefix);
+            let l3_len = frame.len().saturating_sub(l3_offset(&prefix[..n]));
+            if l3_len > self.inner_mtu {
+                consumed = i + 1;
+                if let Some(shared) = &self.too_big {
+                    answer_too_big(
+                        frame,
+                        self.inner_mtu,
+                        &mut self.too_big_quote,
+                        &mut self.too_big_limit,
+                        shared,
+                        &self.stats,
+                    );
+                } else {
+                    self.stats.tx_error(1);
+                }
+                continue;
+            }
             let dst = MacAddr::from_bytes(&prefix[..n.min(6)]);
             let unicast_to = dst
                 .filter(MacAddr::is_unicast)
@@ -131,7 +256,7 @@ impl VxlanTx {
                 self.stats.tx_no_remote();
                 continue;
             }
-            let src_port = source_port(flow_hash(&prefix[..n]));
+            let src_port = pick_source_port(&self.gso, flow_hash(&prefix[..n])).1;
             let Some(header) = write_header(self.vni, src_port, self.remote_port, frame.len())
             else {
                 self.stats.tx_error(1);
@@ -195,8 +320,8 @@ impl VxlanTx {
 }
 
 impl PortTx for VxlanTx {
-    /// No TSO and no partial checksums (yet): the core completes checksums and segments
-    /// super-frames before they reach the port. UDP GSO is a later step.
+    /// TSO (IPv4 and IPv6) when offloads are on (see `tx_super`); no partial checksums:
+    /// the core completes them for ordinary frames.
     fn caps(&self) -> PortCaps {
         self.caps
     }
@@ -206,6 +331,13 @@ impl PortTx for VxlanTx {
         let fdb = lock(&fdb_handle);
         let mut done = 0;
         while done < frames.len() {
+            if let Some(frame) = frames.get(done).filter(|f| f.offload.is_gso()) {
+                if !self.send_super_frame(frame, &fdb) {
+                    return done;
+                }
+                done += 1;
+                continue;
+            }
             let consumed = self.build(&frames[done..], &fdb);
             self.link();
             let fd = self.socket.as_raw_fd();

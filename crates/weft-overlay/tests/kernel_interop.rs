@@ -23,6 +23,8 @@ use weft_tap::{Offloads, Tap, TapOptions};
 /// Outer TTL / hop limit and DSCP weft is configured with (the kernel's differ).
 const TTL: u8 = 17;
 const DSCP: u8 = 10;
+/// C's TAP MTU: more than the overlay's.
+const C_MTU: u32 = 4000;
 const A_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0x0a, 0x01]);
 
 struct Underlay {
@@ -143,12 +145,13 @@ fn interop(test: &str, u: &Underlay) {
         .remote(a_ip)
         .static_mac(A_MAC, a_ip)
         .netns(ns_b.path());
-    config.mtu = u.mtu as usize;
+    // Ignored: the inner MTU comes from the route to A (veth, 1500) minus the overlay's cost.
+    config.mtu = 9000;
     config.ttl = Some(TTL);
     config.dscp = DSCP;
-    let (vx_rx, vx_tx, vx_stats) = VxlanPort::open(&config)
-        .unwrap_or_else(|e| panic!("open VXLAN port: {e}"))
-        .split();
+    let vx_port = VxlanPort::open(&config).unwrap_or_else(|e| panic!("open VXLAN port: {e}"));
+    assert_eq!(vx_port.mtu(), u.mtu as usize, "inner MTU from the underlay");
+    let (vx_rx, vx_tx, vx_stats) = vx_port.split();
     switch
         .add_port(
             "vxlan42",
@@ -162,7 +165,9 @@ fn interop(test: &str, u: &Underlay) {
         &TapOptions::new(&tap_name)
             .netns(ns_c.path())
             .offloads(Offloads::ALL)
-            .mtu(u.mtu),
+            // Larger than the overlay carries, like a misconfigured guest: TCP still works
+            // (A's MSS bounds C's segments) and an oversize ping with DF must be answered.
+            .mtu(C_MTU),
     )
     .unwrap_or_else(|e| panic!("open TAP: {e}"));
     ns_c.ip(&["addr", "add", "10.78.0.2/24", "dev", &tap_name]);
@@ -188,7 +193,12 @@ fn interop(test: &str, u: &Underlay) {
             "-a",
             "duration:20",
         ]));
-        std::thread::sleep(Duration::from_secs(2));
+        // tshark creates the file once it captures; on a loaded machine that takes a while.
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        while !capture.0.exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        std::thread::sleep(Duration::from_secs(1));
         cap
     });
 
@@ -230,13 +240,53 @@ fn interop(test: &str, u: &Underlay) {
         );
     }
 
+    // An oversize frame with DF (C's TAP allows more than the overlay carries): weft
+    // answers "fragmentation needed" from A's address and MAC, and C learns the path MTU.
+    let out = run(
+        ns_c.cmd("ping").args([
+            "-M",
+            "do",
+            "-s",
+            "2000",
+            "-c",
+            "2",
+            "-i",
+            "0.5",
+            "-W",
+            "1",
+            "10.78.0.1",
+        ]),
+        Duration::from_secs(15),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains(&format!("mtu = {}", u.mtu)) || text.contains(&format!("mtu={}", u.mtu)),
+        "frag needed with the overlay's MTU: {text}"
+    );
+
     drop(runner);
     let s = vx_stats.snapshot();
+    assert!(s.too_big >= 1 && s.too_big_answered >= 1, "{s:?}");
     println!("{test}: {s:?}");
     assert!(s.rx_frames > 0 && s.tx_frames > 0);
     assert_eq!(s.total_drops(), 0, "nothing the kernel sent was dropped");
     assert_eq!(s.drops(DecapDrop::UnknownRemote), 0);
     assert_eq!(s.tx_errors, 0);
+    // The TAP (TSO on) handed weft TCP super-frames: they left as UDP_SEGMENT sends, one
+    // system call per up to 64 datagrams, which the kernel's vxlan took like any others.
+    assert!(
+        s.tx_super_frames > 0 && s.tx_gso_sends >= s.tx_super_frames,
+        "{s:?}"
+    );
+    assert!(
+        s.tx_datagrams > s.tx_frames,
+        "super-frames became several datagrams: {s:?}"
+    );
 }
 
 /// Every VXLAN packet on the underlay decodes with VNI 42; those weft sent carry its TTL,

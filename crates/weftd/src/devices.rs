@@ -273,15 +273,22 @@ pub fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Device,
         }
         PortKind::Vxlan { .. } => {
             let config = vxlan_config(kind)?.ok_or("not a VXLAN port")?;
-            let mtu = u32::try_from(config.mtu).map_err(|_| "the MTU is out of range")?;
             let vxlan = VxlanPort::open(&config).map_err(|e| e.to_string())?;
             let fdb = vxlan.remote_fdb();
+            // The inner MTU the underlay allows (route MTU minus the overlay's cost).
+            let mtu = u32::try_from(vxlan.mtu()).map_err(|_| "the MTU is out of range")?;
             let (rx, tx, stats) = vxlan.split();
+            let caps = weft_switch::PortTx::caps(&tx);
+            let offloads = [("tso4", caps.tso4), ("tso6", caps.tso6)]
+                .into_iter()
+                .filter(|(_, on)| *on)
+                .map(|(name, _)| name.to_string())
+                .collect();
             Ok(Device {
                 rx: Some(Box::new(rx)),
                 tx: Box::new(tx),
                 mtu,
-                offloads: Vec::new(),
+                offloads,
                 stats: None,
                 keep: Some(Arc::new(VxlanDevice { stats, fdb })),
             })

@@ -70,7 +70,9 @@ fn a_frame_crosses_between_two_ports_and_the_source_port_is_the_flow_hash() {
         return;
     }
     let (pa, pb) = (port(0), port(1));
-    let a = VxlanPort::open(&config(lo(1), pa, pb).remote(lo(2))).unwrap();
+    let mut without_offload = config(lo(1), pa, pb).remote(lo(2));
+    without_offload.offload = false;
+    let a = VxlanPort::open(&without_offload).unwrap();
     let b = VxlanPort::open(&config(lo(2), pb, pa).remote(lo(1))).unwrap();
     let (_arx, mut atx, astats) = a.split();
     let (mut brx, _btx, bstats) = b.split();
@@ -153,6 +155,7 @@ fn hostile_datagrams_are_counted_by_reason_and_good_ones_pass() {
     }
     let p = port(4);
     let mut c = config(lo(2), p, p).remote(lo(1));
+    c.mtu_from_underlay = false;
     c.strict_reserved = true;
     let (mut rx, _tx, stats) = VxlanPort::open(&c).unwrap().split();
     let peer = UdpSocket::bind(SocketAddr::new(lo(1), 0)).unwrap();
@@ -247,14 +250,128 @@ fn frames_with_nowhere_to_go_or_no_header_are_consumed_and_counted() {
 }
 
 #[test]
-fn caps_ask_the_core_to_finish_checksums_and_segment() {
-    if !can_run("caps_ask_the_core_to_finish_checksums_and_segment") {
+fn caps_offer_tso_only_with_offloads_and_never_partial_checksums() {
+    if !can_run("caps_offer_tso_only_with_offloads_and_never_partial_checksums") {
         return;
     }
     let mut c = config(lo(1), port(8), port(8));
     c.mtu = 1450;
+    c.mtu_from_underlay = false;
+    c.answer_too_big = false;
+    c.offload = false;
     let (_rx, tx, _) = VxlanPort::open(&c).unwrap().split();
     let caps = tx.caps();
     assert_eq!((caps.mtu, caps.max_frame_len), (1450, 1472));
     assert!(!caps.partial_csum && !caps.tso4 && !caps.tso6 && !caps.uso);
+    c.offload = true;
+    c.local.set_port(port(11));
+    let (_rx, tx, _) = VxlanPort::open(&c).unwrap().split();
+    let caps = tx.caps();
+    assert_eq!((caps.mtu, caps.max_frame_len), (1450, 1472));
+    assert!(caps.tso4 && caps.tso6 && !caps.partial_csum && !caps.uso);
+    assert_eq!(caps.max_gso_frame_len, crate::MAX_SUPER_FRAME);
+}
+
+#[test]
+fn a_tcp_super_frame_crosses_in_one_segmented_send_and_is_received_coalesced() {
+    if !can_run("a_tcp_super_frame_crosses_in_one_segmented_send_and_is_received_coalesced") {
+        return;
+    }
+    let (pa, pb) = (port(9), port(10));
+    let mut ca = config(lo(1), pa, pb).remote(lo(2));
+    ca.mtu = 1450;
+    let mut cb = config(lo(2), pb, pa).remote(lo(1));
+    cb.mtu = 1450;
+    let (_arx, mut atx, astats) = VxlanPort::open(&ca).unwrap().split();
+    let (mut brx, _btx, bstats) = VxlanPort::open(&cb).unwrap().split();
+    let data: Vec<u8> = (0..40_000)
+        .map(|i| u8::try_from(i % 199).unwrap())
+        .collect();
+    let (frame, info) = super::offload::tcp_super_frame(false, &data);
+    assert_eq!(atx.transmit(&[TxFrame::whole(&frame, info)]), 1);
+    let want = data.len().div_ceil(1398);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut joined = Vec::new();
+    let mut offloads = Vec::new();
+    while joined.len() < data.len() && Instant::now() < deadline {
+        let mut batch = RxBatch::new(64);
+        brx.receive(&mut batch);
+        for d in batch.descs() {
+            let h = etherparse::PacketHeaders::from_ethernet_slice(brx.frame(d.handle)).unwrap();
+            joined.extend_from_slice(h.payload.slice());
+            offloads.push(d.offload);
+        }
+        brx.finish();
+    }
+    assert_eq!(joined, data, "every byte arrives, in order");
+    let (a, b) = (astats.snapshot(), bstats.snapshot());
+    assert_eq!((a.tx_super_frames, a.tx_gso_sends), (1, 1), "{a:?}");
+    assert_eq!(a.tx_datagrams, u64::try_from(want).unwrap());
+    assert!(
+        b.rx_coalesced >= 1,
+        "loopback keeps the GSO buffer whole: {b:?}"
+    );
+    assert!(
+        b.rx_merged >= 1,
+        "and it is merged back into a super-frame: {b:?}"
+    );
+    assert!(offloads
+        .iter()
+        .any(|o| o.gso == weft_packet::GsoKind::TcpV4 && o.gso_size == 1398));
+    assert_eq!(b.total_drops(), 0);
+}
+
+#[test]
+fn the_inner_mtu_is_the_route_mtu_minus_the_overlay_cost() {
+    if !can_run("the_inner_mtu_is_the_route_mtu_minus_the_overlay_cost") {
+        return;
+    }
+    // Loopback's MTU is 65536: the inner MTU is capped where a 64 KB datagram ends.
+    let c = config(lo(1), port(12), port(12)).remote(lo(2));
+    let opened = VxlanPort::open(&c).unwrap();
+    assert_eq!(opened.mtu(), 65_535 - 22 - 16 - 40);
+    let (_rx, tx, _) = opened.split();
+    // Caps take anything (oversize frames are answered by the port): see too_big.
+    assert!(tx.caps().max_frame_len >= 65_535 - 16 - 40);
+    // Without a remote there is no route to ask: the configured MTU stays.
+    let lonely = VxlanPort::open(&config(lo(1), port(13), port(13))).unwrap();
+    assert_eq!(lonely.mtu(), 1450);
+}
+
+#[test]
+fn an_oversize_frame_is_answered_through_the_receive_half_and_counted() {
+    if !can_run("an_oversize_frame_is_answered_through_the_receive_half_and_counted") {
+        return;
+    }
+    let mut c = config(lo(1), port(14), port(15)).remote(lo(2));
+    c.mtu_from_underlay = false;
+    let (mut rx, mut tx, stats) = VxlanPort::open(&c).unwrap().split();
+    let mut big = Vec::new();
+    let mut ip = etherparse::Ipv4Header::new(
+        0,
+        64,
+        etherparse::IpNumber::UDP,
+        [10, 0, 0, 1],
+        [10, 0, 0, 2],
+    )
+    .unwrap();
+    ip.dont_fragment = true;
+    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+        .ip(etherparse::IpHeaders::Ipv4(ip, Default::default()))
+        .udp(1, 2)
+        .write(&mut big, &[7u8; 2000])
+        .unwrap();
+    assert_eq!(
+        tx.transmit(&[TxFrame::whole(&big, OffloadInfo::default())]),
+        1
+    );
+    let mut batch = RxBatch::new(64);
+    rx.receive(&mut batch);
+    assert_eq!(batch.len(), 1, "the answer comes out of the receive half");
+    let answer = rx.frame(batch.descs()[0].handle).to_vec();
+    rx.finish();
+    assert_eq!(&answer[0..6], &big[6..12]);
+    assert_eq!(answer[14 + 20], 3, "ICMP destination unreachable");
+    let s = stats.snapshot();
+    assert_eq!((s.too_big, s.too_big_answered, s.tx_datagrams), (1, 1, 0));
 }

@@ -21,6 +21,7 @@ fn decap_drop_name(reason: DecapDrop) -> &'static str {
         DecapDrop::InnerTooShort => "vxlan_inner_too_short",
         DecapDrop::InnerTooBig => "vxlan_inner_too_big",
         DecapDrop::InnerBadSource => "vxlan_inner_bad_source",
+        DecapDrop::BadGro => "vxlan_bad_gro",
     }
 }
 
@@ -36,6 +37,8 @@ pub fn device_drops(keep: &Keepalive) -> Vec<(String, u64)> {
         out.push(("port_vxlan_rx_errors".into(), s.rx_errors));
         out.push(("port_vxlan_tx_errors".into(), s.tx_errors));
         out.push(("port_vxlan_no_remote".into(), s.tx_no_remote));
+        // Oversize frames (each answered with ICMP unless rate limited or not due).
+        out.push(("port_vxlan_too_big".into(), s.too_big));
         return out;
     }
     if let Some(link) = keep.downcast_ref::<TcpLinkDevice>() {

@@ -1,0 +1,65 @@
+//! UDP GRO on receive: with `UDP_GRO` on, the kernel may hand one buffer holding several
+//! datagrams of one flow, each `gso_size` bytes but the last, and says `gso_size` in a control
+//! message. This reads that message and cuts the buffer back into datagrams. Pure (no I/O):
+//! the control bytes come from the kernel, but are read as untrusted all the same.
+
+use std::ops::Range;
+
+use crate::udp_offload::UDP_GRO;
+
+/// Size of a `cmsghdr` on 64-bit Linux: `cmsg_len` (usize), `cmsg_level`, `cmsg_type` (i32).
+const CMSG_HEADER: usize = 16;
+/// Control messages are padded to this alignment.
+const CMSG_ALIGN: usize = 8;
+
+/// Why a received buffer's control messages could not be trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroError {
+    /// A control message is shorter than its header or runs past the buffer.
+    BadControl,
+    /// The `UDP_GRO` value is zero, negative or above 65535.
+    BadSegmentSize,
+}
+
+/// The segment size a control buffer announces: `Ok(None)` when there is no `UDP_GRO`
+/// message (the buffer is one datagram).
+pub fn gro_segment_size(control: &[u8]) -> Result<Option<u16>, GroError> {
+    let mut at = 0;
+    while control.len().saturating_sub(at) >= CMSG_HEADER {
+        let word = |o: usize, n: usize| control.get(at + o..at + o + n);
+        let len_bytes: [u8; 8] = word(0, 8)
+            .and_then(|b| b.try_into().ok())
+            .ok_or(GroError::BadControl)?;
+        let len = usize::try_from(u64::from_ne_bytes(len_bytes)).unwrap_or(usize::MAX);
+        let int_at = |o: usize| -> Result<i32, GroError> {
+            let b: [u8; 4] = word(o, 4)
+                .and_then(|b| b.try_into().ok())
+                .ok_or(GroError::BadControl)?;
+            Ok(i32::from_ne_bytes(b))
+        };
+        let (level, kind) = (int_at(8)?, int_at(12)?);
+        if len < CMSG_HEADER || len > control.len() - at {
+            return Err(GroError::BadControl);
+        }
+        if level == libc::SOL_UDP && kind == UDP_GRO {
+            if len < CMSG_HEADER + 4 {
+                return Err(GroError::BadControl);
+            }
+            let value = int_at(CMSG_HEADER)?;
+            return match u16::try_from(value) {
+                Ok(size) if size > 0 => Ok(Some(size)),
+                _ => Err(GroError::BadSegmentSize),
+            };
+        }
+        at += len.div_ceil(CMSG_ALIGN) * CMSG_ALIGN;
+    }
+    Ok(None)
+}
+
+/// The datagrams in a buffer of `len` bytes cut every `segment` bytes (`segment` > 0).
+pub fn gro_segments(len: usize, segment: u16) -> impl Iterator<Item = Range<usize>> {
+    let step = usize::from(segment).max(1);
+    (0..len)
+        .step_by(step)
+        .map(move |start| start..(start + step).min(len))
+}

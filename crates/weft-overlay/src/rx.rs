@@ -1,0 +1,359 @@
+//! The receive half: one `recvmmsg` per receive call into fixed slots, each datagram
+//! decapsulated in place and its inner frame lent to the switch. With UDP GRO on, a slot may
+//! hold many datagrams of one flow (one 64 KB buffer for what a peer sent with one
+//! `UDP_SEGMENT` call): they are cut apart ([`crate::gro`]) and drained into the switch's
+//! batches, across receive calls when one batch cannot take them all; no new datagram is read
+//! until the slots received before are drained.
+
+use std::net::IpAddr;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use weft_packet::MacAddr;
+use weft_switch::{FrameHandle, PortRx, RxBatch, RxDesc};
+
+use crate::decap::{decapsulate, remote_allowed, DecapRules};
+use crate::gro::{gro_segment_size, GroError};
+use crate::port::lock;
+use crate::remote_fdb::RemoteFdb;
+use crate::rx_coalesce::coalesce;
+use crate::stats::{DecapDrop, OverlayStats};
+use crate::sys::{self, RawAddr};
+use crate::too_big::{TooBigQueue, TooBigShared};
+use crate::udp_offload::CMSG_INT_WORDS;
+
+/// Where a received frame lies in `buffers`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Lent {
+    start: usize,
+    len: usize,
+    /// In `answers` (an ICMP answer to an oversize frame), not in `buffers`.
+    answer: bool,
+}
+
+/// A received buffer (one datagram, or several coalesced by GRO) not yet fully drained.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Received {
+    /// Start of its slot in `buffers`.
+    start: usize,
+    len: usize,
+    /// Length of each datagram in it (the last may be shorter).
+    segment: usize,
+    truncated: bool,
+    source: IpAddr,
+}
+
+/// Headers for `recvmmsg`, rebuilt on every call.
+pub(crate) struct RxScratch {
+    iovecs: Vec<libc::iovec>,
+    addrs: Vec<RawAddr>,
+    controls: Vec<[u64; CMSG_INT_WORDS]>,
+    msgs: Vec<libc::mmsghdr>,
+}
+
+impl RxScratch {
+    pub(crate) fn new(batch: usize) -> RxScratch {
+        RxScratch {
+            iovecs: Vec::with_capacity(batch),
+            addrs: vec![RawAddr::zeroed(); batch],
+            controls: vec![[0; CMSG_INT_WORDS]; batch],
+            msgs: Vec::with_capacity(batch),
+        }
+    }
+}
+
+// SAFETY: the raw pointers in the scratch headers point into the owning `VxlanRx`'s own
+// buffers, are rewritten before every system call and never read otherwise; moving the
+// port to another thread moves those buffers with it.
+unsafe impl Send for RxScratch {}
+
+/// The receive half.
+pub struct VxlanRx {
+    pub(crate) socket: std::net::UdpSocket,
+    pub(crate) rules: DecapRules,
+    pub(crate) remotes: Vec<IpAddr>,
+    pub(crate) learning: bool,
+    pub(crate) gro: bool,
+    pub(crate) fdb: Arc<Mutex<RemoteFdb>>,
+    pub(crate) stats: Arc<OverlayStats>,
+    pub(crate) slot_len: usize,
+    pub(crate) buffers: Vec<u8>,
+    /// Frames lent since the last `finish`; a handle indexes this.
+    pub(crate) lent: Vec<Lent>,
+    /// Buffer slots filled and not yet free (reset by `finish` once all are drained).
+    pub(crate) slots_used: usize,
+    pub(crate) received: Vec<Received>,
+    /// The next datagram to drain: index in `received`, offset in that buffer.
+    pub(crate) next: (usize, usize),
+    pub(crate) scratch: RxScratch,
+    pub(crate) batch: usize,
+    /// ICMP answers the transmit half queued, and those taken from it until `finish`.
+    pub(crate) too_big: Option<Arc<TooBigShared>>,
+    pub(crate) answers: TooBigQueue,
+}
+
+impl VxlanRx {
+    fn drained(&self) -> bool {
+        self.next.0 >= self.received.len()
+    }
+
+    /// Reads up to `want` buffers into the free slots; records the ones from allowed remotes
+    /// with trustworthy control data in `received`.
+    fn receive_into(&mut self, want: usize) {
+        self.received.clear();
+        self.next = (0, 0);
+        let first = self.slots_used;
+        let n = want.min(self.batch - first);
+        if n == 0 {
+            return;
+        }
+        let s = &mut self.scratch;
+        s.iovecs.clear();
+        s.msgs.clear();
+        let region = &mut self.buffers[first * self.slot_len..(first + n) * self.slot_len];
+        for slot in region.chunks_exact_mut(self.slot_len) {
+            s.iovecs.push(libc::iovec {
+                iov_base: slot.as_mut_ptr().cast(),
+                iov_len: slot.len(),
+            });
+        }
+        let gro = self.gro;
+        for ((iov, addr), control) in s
+            .iovecs
+            .iter_mut()
+            .zip(s.addrs.iter_mut())
+            .zip(s.controls.iter_mut())
+        {
+            let mut m = sys::empty_mmsghdr();
+            addr.len = RawAddr::zeroed().len;
+            m.msg_hdr.msg_name = std::ptr::from_mut(&mut addr.storage).cast();
+            m.msg_hdr.msg_namelen = addr.len;
+            m.msg_hdr.msg_iov = std::ptr::from_mut(iov);
+            m.msg_hdr.msg_iovlen = 1;
+            if gro {
+                m.msg_hdr.msg_control = control.as_mut_ptr().cast();
+                m.msg_hdr.msg_controllen = std::mem::size_of_val(control);
+            }
+            s.msgs.push(m);
+        }
+        // SAFETY: every header points at a slot of `buffers`, an address of `addrs`, a
+        // control buffer of `controls` and an iovec of `iovecs`, all alive and not otherwise
+        // borrowed during the call.
+        let got = match unsafe { sys::recvmmsg(self.socket.as_raw_fd(), &mut s.msgs) } {
+            Ok(got) => got.min(n),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+            Err(_) => {
+                self.stats.rx_error();
+                0
+            }
+        };
+        self.slots_used += got;
+        for i in 0..got {
+            self.record(first + i, i);
+        }
+    }
+
+    /// Checks message `i` of the last `recvmmsg` (in slot `slot`) and records it.
+    fn record(&mut self, slot: usize, i: usize) {
+        let msg = &self.scratch.msgs[i];
+        let len = usize::try_from(msg.msg_len).unwrap_or(0).min(self.slot_len);
+        let flags = msg.msg_hdr.msg_flags;
+        let control_len = msg.msg_hdr.msg_controllen;
+        let mut addr = self.scratch.addrs[i];
+        addr.len = msg.msg_hdr.msg_namelen;
+        let Some(source) = addr.to_ip() else {
+            self.stats.rx_drop(DecapDrop::UnknownRemote);
+            return;
+        };
+        if !remote_allowed(source, &self.remotes, self.learning) {
+            self.stats.rx_drop(DecapDrop::UnknownRemote);
+            return;
+        }
+        let segment = if self.gro {
+            let words = &self.scratch.controls[i];
+            let mut bytes = [0u8; CMSG_INT_WORDS * 8];
+            for (out, w) in bytes.chunks_exact_mut(8).zip(words) {
+                out.copy_from_slice(&w.to_ne_bytes());
+            }
+            let control = &bytes[..control_len.min(bytes.len())];
+            match gro_segment_size(control) {
+                // A cut control message may have hidden the segment size.
+                Ok(None) if flags & libc::MSG_CTRUNC != 0 => Err(GroError::BadControl),
+                other => other,
+            }
+        } else {
+            Ok(None)
+        };
+        let segment = match segment {
+            Ok(size) => size.map_or(len, usize::from).max(1),
+            Err(_) => {
+                self.stats.rx_drop(DecapDrop::BadGro);
+                return;
+            }
+        };
+        if segment < len {
+            self.stats.rx_coalesced();
+        }
+        self.received.push(Received {
+            start: slot * self.slot_len,
+            len,
+            segment,
+            truncated: flags & libc::MSG_TRUNC != 0,
+            source,
+        });
+    }
+
+    /// Decapsulates received datagrams into `batch` until it is full or all are drained.
+    fn drain(&mut self, batch: &mut RxBatch) {
+        let mut fdb = self.learning.then(|| lock(&self.fdb));
+        if let Some(fdb) = fdb.as_mut() {
+            // Learned remotes age out (swept at most every few seconds, see RemoteFdb).
+            fdb.tick(std::time::Instant::now());
+        }
+        let mut accepted = 0;
+        while batch.room() > 0 {
+            let (index, offset) = self.next;
+            let Some(r) = self.received.get(index).copied() else {
+                break;
+            };
+            if offset == 0 && r.segment < r.len && !r.truncated {
+                if let Some(m) = self
+                    .buffers
+                    .get_mut(r.start..r.start + r.len)
+                    .and_then(|buf| coalesce(buf, r.segment, &self.rules))
+                {
+                    self.next = (index + 1, 0);
+                    let src = self
+                        .buffers
+                        .get(r.start + m.start + 6..r.start + m.start + 12);
+                    if let (Some(fdb), Some(mac)) =
+                        (fdb.as_mut(), src.and_then(MacAddr::from_bytes))
+                    {
+                        self.stats.learn(fdb.learn(mac, r.source));
+                    }
+                    let handle = FrameHandle(u32::try_from(self.lent.len()).unwrap_or(u32::MAX));
+                    if batch
+                        .push(RxDesc {
+                            handle,
+                            offload: m.offload,
+                        })
+                        .is_err()
+                    {
+                        break; // Cannot happen: the loop runs while there is room.
+                    }
+                    self.lent.push(Lent {
+                        start: r.start + m.start,
+                        len: m.len,
+                        answer: false,
+                    });
+                    self.stats.rx_merged();
+                    accepted += 1;
+                    continue;
+                }
+            }
+            let end = offset.saturating_add(r.segment).min(r.len);
+            self.next = if end >= r.len {
+                (index + 1, 0)
+            } else {
+                (index, end)
+            };
+            let Some(datagram) = self.buffers.get(r.start + offset..r.start + end) else {
+                continue;
+            };
+            let d = match decapsulate(datagram, r.truncated, &self.rules) {
+                Ok(d) => d,
+                Err(reason) => {
+                    self.stats.rx_drop(reason);
+                    continue;
+                }
+            };
+            if let Some(fdb) = fdb.as_mut() {
+                self.stats.learn(fdb.learn(d.inner_src, r.source));
+            }
+            let handle = FrameHandle(u32::try_from(self.lent.len()).unwrap_or(u32::MAX));
+            if batch
+                .push(RxDesc {
+                    handle,
+                    offload: weft_packet::OffloadInfo::default(),
+                })
+                .is_err()
+            {
+                break; // Cannot happen: the loop runs while there is room.
+            }
+            self.lent.push(Lent {
+                start: r.start + offset + d.inner.start,
+                len: d.inner.len(),
+                answer: false,
+            });
+            accepted += 1;
+        }
+        self.stats.rx_frames(accepted);
+    }
+}
+
+impl VxlanRx {
+    /// Hands the switch the ICMP answers the transmit half queued (they look like frames from
+    /// the overlay, so the switch sends them to the oversize frame's sender).
+    fn take_answers(&mut self, batch: &mut RxBatch) {
+        let Some(shared) = &self.too_big else {
+            return;
+        };
+        if !self.answers.is_empty() || !shared.pending.load(Ordering::Acquire) {
+            return;
+        }
+        let mut queue = shared
+            .queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        shared.pending.store(false, Ordering::Release);
+        queue.drain_into(&mut self.answers);
+        drop(queue);
+        for (i, frame) in self.answers.frames().enumerate() {
+            let handle = FrameHandle(u32::try_from(self.lent.len()).unwrap_or(u32::MAX));
+            let offload = weft_packet::OffloadInfo::default();
+            if batch.push(RxDesc { handle, offload }).is_err() {
+                break; // Answers that do not fit are dropped: the sender will retry.
+            }
+            self.lent.push(Lent {
+                start: i,
+                len: frame.len(),
+                answer: true,
+            });
+            self.stats.rx_frames(1);
+        }
+    }
+}
+
+impl PortRx for VxlanRx {
+    fn receive(&mut self, batch: &mut RxBatch) {
+        self.take_answers(batch);
+        if self.drained() {
+            self.receive_into(batch.room());
+        }
+        self.drain(batch);
+    }
+
+    fn frame(&self, handle: FrameHandle) -> &[u8] {
+        let Ok(i) = usize::try_from(handle.0) else {
+            return &[];
+        };
+        match self.lent.get(i) {
+            Some(l) if l.answer => self.answers.frames().nth(l.start).unwrap_or(&[]),
+            Some(l) => self.buffers.get(l.start..l.start + l.len).unwrap_or(&[]),
+            None => &[],
+        }
+    }
+
+    fn finish(&mut self) {
+        self.lent.clear();
+        self.answers.clear();
+        if self.drained() {
+            self.slots_used = 0;
+        }
+    }
+
+    fn readiness_fd(&self) -> Option<RawFd> {
+        Some(self.socket.as_raw_fd())
+    }
+}

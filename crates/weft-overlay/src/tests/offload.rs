@@ -1,0 +1,395 @@
+//! UDP offloads without sockets: a TCP super-frame segmented and encapsulated for
+//! `UDP_SEGMENT` (every outer datagram checked with etherparse), and the UDP GRO control
+//! message read and cut apart, hostile values included.
+
+use etherparse::{NetHeaders, PacketHeaders, TransportHeader};
+use proptest::prelude::*;
+use weft_packet::{GsoKind, OffloadInfo, Vni};
+
+use crate::gro::{gro_segment_size, gro_segments, GroError};
+use crate::tx_super::{encapsulate_super_frame, SuperFrameError, MAX_GSO_PAYLOAD};
+use crate::udp_offload::UDP_GRO;
+
+const MSS: u16 = 1398;
+
+/// An Ethernet/IP/TCP super-frame carrying `payload` (IPv6 when `v6`).
+pub(crate) fn tcp_super_frame(v6: bool, payload: &[u8]) -> (Vec<u8>, OffloadInfo) {
+    let eth = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+    let builder = if v6 {
+        eth.ipv6([0xfd; 16], [0xfe; 16], 64)
+            .tcp(40_000, 5201, 1_000_000, 512)
+    } else {
+        eth.ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .tcp(40_000, 5201, 1_000_000, 512)
+    };
+    let mut out = Vec::new();
+    builder.ack(7).psh().write(&mut out, payload).unwrap();
+    let info = OffloadInfo {
+        gso: if v6 { GsoKind::TcpV6 } else { GsoKind::TcpV4 },
+        gso_size: MSS,
+        hdr_len: if v6 { 74 } else { 54 },
+        ..OffloadInfo::default()
+    };
+    (out, info)
+}
+
+fn payload(len: usize) -> Vec<u8> {
+    (0..len).map(|i| u8::try_from(i % 251).unwrap()).collect()
+}
+
+fn check_segments(v6: bool, len: usize, mtu: usize) {
+    let data = payload(len);
+    let (frame, info) = tcp_super_frame(v6, &data);
+    let mut out = vec![0u8; 256 << 10];
+    let vni = Vni::new(42).unwrap();
+    let plan = encapsulate_super_frame(&frame, &info, mtu, vni, &mut out).unwrap();
+    let mss = usize::from(MSS).min(mtu - if v6 { 60 } else { 40 });
+    assert_eq!(plan.count, len.div_ceil(mss));
+    let mut joined = Vec::new();
+    let mut expected_seq = 1_000_000u32;
+    for (i, datagram) in out[..plan.len].chunks(plan.segment).enumerate() {
+        let last = i + 1 == plan.count;
+        assert!(last || datagram.len() == plan.segment, "equal but the last");
+        assert_eq!(
+            &datagram[..8],
+            &[0x08, 0, 0, 0, 0, 0, 42, 0],
+            "VXLAN header"
+        );
+        let inner = &datagram[8..];
+        let h = PacketHeaders::from_ethernet_slice(inner).unwrap();
+        let Some(TransportHeader::Tcp(tcp)) = &h.transport else {
+            panic!("segment {i} is not TCP")
+        };
+        let body = h.payload.slice();
+        assert!(body.len() <= mss);
+        assert_eq!(tcp.sequence_number, expected_seq, "segment {i}");
+        assert_eq!(tcp.psh, last, "PSH on the last segment only");
+        expected_seq = expected_seq.wrapping_add(u32::try_from(body.len()).unwrap());
+        match &h.net {
+            Some(NetHeaders::Ipv4(ip, _)) => {
+                assert!(usize::from(ip.total_len) <= mtu);
+                assert_eq!(
+                    ip.header_checksum,
+                    ip.calc_header_checksum(),
+                    "IPv4 checksum"
+                );
+                assert_eq!(tcp.checksum, tcp.calc_checksum_ipv4(ip, body).unwrap());
+            }
+            Some(NetHeaders::Ipv6(ip, _)) => {
+                assert!(usize::from(ip.payload_length) + 40 <= mtu);
+                assert_eq!(tcp.checksum, tcp.calc_checksum_ipv6(ip, body).unwrap());
+            }
+            _ => panic!("segment {i} is not IP"),
+        }
+        joined.extend_from_slice(body);
+    }
+    assert_eq!(joined, data, "the payload survives whole and in order");
+    let mut covered = 0;
+    for range in plan.sends() {
+        assert_eq!(range.start, covered);
+        let n = range.len();
+        assert!(n <= MAX_GSO_PAYLOAD);
+        assert!(n.div_ceil(plan.segment) <= 64);
+        assert!(
+            range.end == plan.len || n % plan.segment == 0,
+            "cut at datagrams"
+        );
+        covered = range.end;
+    }
+    assert_eq!(covered, plan.len);
+}
+
+#[test]
+fn an_ipv4_super_frame_becomes_equal_vxlan_datagrams_with_valid_tcp_segments() {
+    check_segments(false, 60_000, 1450);
+    check_segments(false, 1000, 1450);
+}
+
+#[test]
+fn an_ipv6_super_frame_is_cut_to_the_overlay_mtu_even_when_the_mss_is_larger() {
+    check_segments(true, 64_000, 1430);
+    check_segments(true, 64_000, 1000);
+}
+
+#[test]
+fn a_super_frame_that_does_not_fit_the_buffer_is_refused() {
+    let (frame, info) = tcp_super_frame(false, &payload(30_000));
+    let mut out = vec![0u8; 10_000];
+    let got = encapsulate_super_frame(&frame, &info, 1450, Vni::new(1).unwrap(), &mut out);
+    assert_eq!(got, Err(SuperFrameError::NoRoom));
+}
+
+#[test]
+fn a_syn_super_frame_is_refused_not_segmented() {
+    let (mut frame, info) = tcp_super_frame(false, &payload(5000));
+    frame[14 + 20 + 13] |= 0x02; // SYN
+    let mut out = vec![0u8; 64 << 10];
+    let got = encapsulate_super_frame(&frame, &info, 1450, Vni::new(1).unwrap(), &mut out);
+    assert!(matches!(got, Err(SuperFrameError::Segment(_))));
+}
+
+/// A control buffer holding one message `(len, level, type)` and its data.
+fn cmsg(len: u64, level: i32, kind: i32, data: &[u8]) -> Vec<u8> {
+    let mut out = len.to_ne_bytes().to_vec();
+    out.extend_from_slice(&level.to_ne_bytes());
+    out.extend_from_slice(&kind.to_ne_bytes());
+    out.extend_from_slice(data);
+    while out.len() % 8 != 0 {
+        out.push(0);
+    }
+    out
+}
+
+#[test]
+fn the_gro_control_message_gives_the_segment_size() {
+    let c = cmsg(20, libc::SOL_UDP, UDP_GRO, &1472i32.to_ne_bytes());
+    assert_eq!(gro_segment_size(&c), Ok(Some(1472)));
+    // After another message.
+    let mut two = cmsg(20, libc::SOL_IP, 8, &[0; 4]);
+    two.extend(c);
+    assert_eq!(gro_segment_size(&two), Ok(Some(1472)));
+    assert_eq!(gro_segment_size(&[]), Ok(None));
+    assert_eq!(
+        gro_segment_size(&cmsg(20, libc::SOL_IP, 8, &[0; 4])),
+        Ok(None)
+    );
+}
+
+#[test]
+fn hostile_gro_control_messages_are_errors_not_panics() {
+    let gro = |v: i32| cmsg(20, libc::SOL_UDP, UDP_GRO, &v.to_ne_bytes());
+    assert_eq!(gro_segment_size(&gro(0)), Err(GroError::BadSegmentSize));
+    assert_eq!(gro_segment_size(&gro(-1)), Err(GroError::BadSegmentSize));
+    assert_eq!(
+        gro_segment_size(&gro(70_000)),
+        Err(GroError::BadSegmentSize)
+    );
+    // Lengths shorter than a header, past the buffer, or without room for the value.
+    for len in [0u64, 8, 15, 64, u64::MAX] {
+        let c = cmsg(len, libc::SOL_UDP, UDP_GRO, &1472i32.to_ne_bytes());
+        assert_eq!(gro_segment_size(&c), Err(GroError::BadControl), "len {len}");
+    }
+    let short = cmsg(16, libc::SOL_UDP, UDP_GRO, &[]);
+    assert_eq!(gro_segment_size(&short), Err(GroError::BadControl));
+}
+
+#[test]
+fn a_coalesced_buffer_is_cut_at_every_segment() {
+    let r: Vec<_> = gro_segments(3000, 1472).collect();
+    assert_eq!(r, vec![0..1472, 1472..2944, 2944..3000]);
+    assert_eq!(gro_segments(1472, 1472).collect::<Vec<_>>(), vec![0..1472]);
+    assert_eq!(gro_segments(0, 1472).count(), 0);
+}
+
+proptest! {
+    #[test]
+    fn any_control_bytes_are_read_without_panicking(bytes in proptest::collection::vec(any::<u8>(), 0..80)) {
+        let _ = gro_segment_size(&bytes);
+    }
+
+    #[test]
+    fn gro_segments_tile_the_buffer(len in 0usize..70_000, seg in 1u16..=u16::MAX) {
+        let mut at = 0;
+        for r in gro_segments(len, seg) {
+            prop_assert_eq!(r.start, at);
+            prop_assert!(r.len() <= usize::from(seg) && !r.is_empty());
+            at = r.end;
+        }
+        prop_assert_eq!(at, len);
+    }
+}
+
+fn rules() -> crate::decap::DecapRules {
+    crate::decap::DecapRules {
+        vni: Vni::new(42).unwrap(),
+        strict_reserved: false,
+        max_frame_len: 1472,
+    }
+}
+
+/// What a GRO socket receives from a peer's `UDP_SEGMENT` send of this super-frame.
+fn gro_buffer(v6: bool, len: usize) -> (Vec<u8>, usize, Vec<u8>) {
+    let (frame, info) = tcp_super_frame(v6, &payload(len));
+    let mut out = vec![0u8; 256 << 10];
+    let plan =
+        encapsulate_super_frame(&frame, &info, 1450, Vni::new(42).unwrap(), &mut out).unwrap();
+    out.truncate(plan.len);
+    (out, plan.segment, frame)
+}
+
+#[test]
+fn consecutive_segments_merge_back_into_the_super_frame_with_a_partial_checksum() {
+    for v6 in [false, true] {
+        let (mut buf, segment, original) = gro_buffer(v6, 50_000);
+        let m = crate::rx_coalesce::coalesce(&mut buf, segment, &rules()).unwrap();
+        let merged = &buf[m.start..m.start + m.len];
+        assert_eq!(merged.len(), original.len());
+        let h = PacketHeaders::from_ethernet_slice(merged).unwrap();
+        assert_eq!(h.payload.slice(), &original[original.len() - 50_000..]);
+        let Some(TransportHeader::Tcp(tcp)) = &h.transport else {
+            panic!("not TCP")
+        };
+        assert!(tcp.psh && tcp.ack && tcp.sequence_number == 1_000_000);
+        let o = m.offload;
+        let mss = if v6 { 1390 } else { MSS };
+        assert!(o.needs_csum && o.gso_size == mss && usize::from(o.csum_offset) == 16);
+        assert_eq!(o.gso, if v6 { GsoKind::TcpV6 } else { GsoKind::TcpV4 });
+        // Completing the partial checksum gives the right one.
+        let mut done = merged.to_vec();
+        weft_packet::gso::complete_checksum(&mut done, &o).unwrap();
+        let h = PacketHeaders::from_ethernet_slice(&done).unwrap();
+        let Some(TransportHeader::Tcp(tcp)) = &h.transport else {
+            panic!("not TCP")
+        };
+        let want = match &h.net {
+            Some(NetHeaders::Ipv4(ip, _)) => {
+                assert_eq!(ip.header_checksum, ip.calc_header_checksum());
+                tcp.calc_checksum_ipv4(ip, h.payload.slice()).unwrap()
+            }
+            Some(NetHeaders::Ipv6(ip, _)) => tcp.calc_checksum_ipv6(ip, h.payload.slice()).unwrap(),
+            _ => panic!("not IP"),
+        };
+        assert_eq!(tcp.checksum, want);
+    }
+}
+
+#[test]
+fn segments_that_do_not_belong_together_are_left_alone() {
+    let (buf, segment, _) = gro_buffer(false, 20_000);
+    let tcp_at = 8 + 14 + 20;
+    let corruptions: [(usize, u8); 4] = [
+        (segment + tcp_at + 30, 0x55), // a payload byte: the checksum fails
+        (segment + tcp_at + 7, 0x01),  // a sequence number
+        (segment + tcp_at + 13, 0x01), // FIN on a middle segment
+        (segment + 8 + 14 + 16, 0x01), // another destination address
+    ];
+    for (at, bits) in corruptions {
+        let mut bad = buf.clone();
+        bad[at] ^= bits;
+        let copy = bad.clone();
+        assert_eq!(
+            crate::rx_coalesce::coalesce(&mut bad, segment, &rules()),
+            None,
+            "byte {at}"
+        );
+        assert_eq!(bad, copy, "untouched when not merged");
+    }
+    // One datagram alone is not merged.
+    let mut one = buf[..segment].to_vec();
+    assert_eq!(
+        crate::rx_coalesce::coalesce(&mut one, segment, &rules()),
+        None
+    );
+}
+
+proptest! {
+    #[test]
+    fn coalescing_any_bytes_never_panics(mut bytes in proptest::collection::vec(any::<u8>(), 0..4000), seg in 1usize..2000) {
+        let _ = crate::rx_coalesce::coalesce(&mut bytes, seg, &rules());
+    }
+}
+
+fn oversize(v6: bool, dont_fragment: bool, payload_len: usize) -> Vec<u8> {
+    let eth = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+    let mut out = Vec::new();
+    if v6 {
+        eth.ipv6([0xfd; 16], [0xfe; 16], 64)
+            .icmpv6_echo_request(1, 1)
+            .write(&mut out, &payload(payload_len))
+            .unwrap();
+    } else {
+        let mut ip = etherparse::Ipv4Header::new(
+            0,
+            64,
+            etherparse::IpNumber::ICMP,
+            [10, 0, 0, 1],
+            [10, 0, 0, 2],
+        )
+        .unwrap();
+        ip.dont_fragment = dont_fragment;
+        eth.ip(etherparse::IpHeaders::Ipv4(ip, Default::default()))
+            .icmpv4_echo_request(1, 1)
+            .write(&mut out, &payload(payload_len))
+            .unwrap();
+    }
+    out
+}
+
+#[test]
+fn an_oversize_ipv4_frame_with_df_gets_a_well_formed_frag_needed_from_its_destination() {
+    let frame = oversize(false, true, 2000);
+    let mut out = [0u8; crate::too_big::MAX_ANSWER];
+    let n = crate::too_big::answer(&frame, 1450, &mut out).unwrap();
+    let reply = &out[..n];
+    assert_eq!(&reply[0..6], &frame[6..12], "to the sender's MAC");
+    assert_eq!(&reply[6..12], &frame[0..6], "from the destination's MAC");
+    let h = PacketHeaders::from_ethernet_slice(reply).unwrap();
+    let Some(NetHeaders::Ipv4(ip, _)) = &h.net else {
+        panic!("not IPv4")
+    };
+    assert_eq!((ip.source, ip.destination), ([10, 0, 0, 2], [10, 0, 0, 1]));
+    assert_eq!(ip.header_checksum, ip.calc_header_checksum());
+    let icmp = weft_packet::Icmpv4Packet::new_checked(&reply[34..]).unwrap();
+    assert_eq!(
+        (icmp.msg_type(), icmp.code(), icmp.next_hop_mtu()),
+        (3, 4, 1450)
+    );
+    assert!(icmp.verify_checksum());
+    assert_eq!(
+        &icmp.body()[..20],
+        &frame[14..34],
+        "quotes the offending header"
+    );
+    assert!(n <= 14 + 576);
+}
+
+#[test]
+fn an_oversize_ipv6_frame_gets_a_packet_too_big_with_a_right_checksum() {
+    let frame = oversize(true, false, 3000);
+    let mut out = [0u8; crate::too_big::MAX_ANSWER];
+    let n = crate::too_big::answer(&frame, 1430, &mut out).unwrap();
+    let reply = &out[..n];
+    let h = PacketHeaders::from_ethernet_slice(reply).unwrap();
+    let Some(NetHeaders::Ipv6(ip, _)) = &h.net else {
+        panic!("not IPv6")
+    };
+    assert_eq!((ip.source, ip.destination), ([0xfe; 16], [0xfd; 16]));
+    assert_eq!(usize::from(ip.payload_length), n - 54);
+    let icmp = weft_packet::Icmpv6Packet::new_checked(&reply[54..]).unwrap();
+    assert_eq!((icmp.msg_type(), icmp.mtu()), (2, 1430));
+    assert!(icmp.verify_checksum(ip.source.into(), ip.destination.into()));
+    assert!(n <= 14 + 1280, "an answer fits the IPv6 minimum MTU");
+}
+
+#[test]
+fn no_answer_without_df_about_icmp_errors_or_from_multicast_senders() {
+    let mut out = [0u8; crate::too_big::MAX_ANSWER];
+    assert_eq!(
+        crate::too_big::answer(&oversize(false, false, 2000), 1450, &mut out),
+        None
+    );
+    let mut error = oversize(false, true, 2000);
+    error[34] = 3; // an ICMP error itself
+    assert_eq!(crate::too_big::answer(&error, 1450, &mut out), None);
+    let mut multicast = oversize(true, false, 2000);
+    multicast[6] |= 1; // group source MAC
+    assert_eq!(crate::too_big::answer(&multicast, 1430, &mut out), None);
+    assert_eq!(crate::too_big::answer(&[0u8; 10], 1430, &mut out), None);
+}
+
+#[test]
+fn answers_are_rate_limited_to_a_burst_then_the_rate() {
+    let mut limit = crate::too_big::RateLimit::new(100, 10);
+    let t0 = std::time::Instant::now();
+    assert_eq!((0..50).filter(|_| limit.allow(t0)).count(), 10);
+    let later = t0 + std::time::Duration::from_millis(50);
+    assert_eq!((0..50).filter(|_| limit.allow(later)).count(), 5);
+}
+
+proptest! {
+    #[test]
+    fn answering_any_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..1600), mtu in 0usize..70_000) {
+        let mut out = [0u8; crate::too_big::MAX_ANSWER];
+        let _ = crate::too_big::answer(&bytes, mtu, &mut out);
+    }
+}
