@@ -191,6 +191,20 @@ fn wait_readable(fd: std::os::fd::RawFd, timeout: Duration) -> bool {
 /// whenever the port does not ask to be polled. A lost wake-up would leave the worker
 /// asleep with frames in the ring: the test fails if any sleep outlasts a second.
 fn no_lost_wake_up(event_idx: bool) {
+    // Every attempt must lose no wake-up; a machine too loaded for the rates to cross the
+    // bounds twice gets another attempt before the test calls the mode changes missing.
+    let mut changes = 0;
+    for _ in 0..3 {
+        changes = no_lost_wake_up_attempt(event_idx);
+        if changes >= 2 {
+            return;
+        }
+    }
+    panic!("went switch-driven and back in none of 3 attempts ({changes} changes)");
+}
+
+/// One run of [`no_lost_wake_up`]; returns the dispatch mode changes.
+fn no_lost_wake_up_attempt(event_idx: bool) -> u64 {
     let (rig, mut rx) = rig(adaptive(), event_idx);
     let Rig {
         dev,
@@ -249,11 +263,7 @@ fn no_lost_wake_up(event_idx: bool) {
         kicks > 0 && kicks < total,
         "kicks were suppressed while busy"
     );
-    let changes = dev.tx_vring().counters.snapshot().dispatch_changes;
-    assert!(
-        changes >= 2,
-        "went switch-driven and back ({changes} changes)"
-    );
+    dev.tx_vring().counters.snapshot().dispatch_changes
 }
 
 #[test]
