@@ -21,14 +21,19 @@ use crate::features::Features;
 use crate::modes::NotifyPolicy;
 use crate::notify::{Decision, Notifier};
 
-/// Queue index of the guest's receive queue (the device writes it: the port's transmit
-/// half).
+/// Queue index of the guest's first receive queue (the device writes it: the port's
+/// transmit half). Pair `k`'s receive queue is `2k`.
 pub const RX_QUEUE: usize = 0;
-/// Queue index of the guest's transmit queue (the device reads it: the port's receive
-/// half).
+/// Queue index of the guest's first transmit queue (the device reads it: the port's receive
+/// half). Pair `k`'s transmit queue is `2k + 1`.
 pub const TX_QUEUE: usize = 1;
 /// Queues of one queue pair.
 pub const NUM_QUEUES: usize = 2;
+
+/// True for a guest transmit queue (odd index: the port's receive half reads it).
+pub(crate) const fn is_guest_tx(index: usize) -> bool {
+    index % 2 == 1
+}
 
 /// Where a ring lies in guest memory and where it starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use crate::config::VhostPortConfig;
 use crate::rx::VhostPortRx;
 use crate::testutil::{ether_frame, memfd, GuestRing, GUEST_MEM};
 use crate::tx::VhostPortTx;
-use crate::vring::RX_QUEUE;
+use crate::vring::{RX_QUEUE, TX_QUEUE};
 use vhost::vhost_user::message::VhostUserVirtioFeatures;
 use vm_memory::{FileOffset, GuestAddress, GuestMemoryMmap};
 use vmm_sys_util::eventfd::EFD_NONBLOCK;
