@@ -49,6 +49,8 @@ mod tx;
 mod vring;
 
 #[cfg(test)]
+mod mq_tests;
+#[cfg(test)]
 mod proptests;
 #[cfg(test)]
 mod testutil;

@@ -29,6 +29,7 @@ use weft_switch::{FrameHandle, PortRx, RxBatch, RxDesc};
 
 use crate::bounce::Bounce;
 use crate::chain::{read_tx_chain, ChainError, FrameLoc, TableRef};
+use crate::config::MAX_QUEUE_PAIRS;
 use crate::counters::{FrameDrop, QueueFault};
 use crate::device::DeviceShared;
 use crate::dispatch::{Dispatch, Driven};
@@ -52,6 +53,8 @@ struct BatchFrames {
     frames: Vec<(FrameLoc, usize)>,
     bounce: Bounce,
     lend: bool,
+    /// Frames each queue put in this batch (for its batch-size histogram).
+    per_queue: [usize; MAX_QUEUE_PAIRS as usize],
 }
 
 /// One guest transmit queue as the receive half serves it: its own batch, completions,
@@ -90,6 +93,7 @@ impl VhostPortRx {
             frames: Vec::with_capacity(MAX_BATCH),
             bounce: Bounce::new(dev.config.effective_bounce_limit()),
             lend: dev.config.lend_guest_memory,
+            per_queue: [0; MAX_QUEUE_PAIRS as usize],
         };
         let queues = (0..dev.queue_pairs())
             .map(|pair| {
@@ -127,7 +131,8 @@ impl VhostPortRx {
     }
 
     /// Looks at pair `index`'s transmit queue: completions, held-back notifications, up to
-    /// `limit` chains into the batch, and kicks as its dispatch mode says.
+    /// `limit` chains into the batch, and kicks as its dispatch mode says. True when the
+    /// queue took its whole share (it may have more).
     fn receive_queue(
         &mut self,
         dev: &DeviceShared,
@@ -135,18 +140,18 @@ impl VhostPortRx {
         batch: &mut RxBatch,
         limit: usize,
         now: Instant,
-    ) {
+    ) -> bool {
         let Some(q) = self.queues.get_mut(index) else {
-            return;
+            return false;
         };
         let (Some(vring), Some(rx_vring)) = (dev.tx_vring_of(q.pair), dev.rx_vring_of(q.pair))
         else {
-            return;
+            return false;
         };
         // The worker's look at the port: notifications held back toward the guest.
         rx_vring.tick(now);
         let Some(mut st) = vring.try_lock() else {
-            return;
+            return false;
         };
         q.complete_pending(vring, &mut st, now);
         vring.tick_locked(&mut st, now);
@@ -164,11 +169,11 @@ impl VhostPortRx {
                 // Started but disabled: a pending kick would keep an idle worker awake.
                 drain(kick);
             }
-            return;
+            return false;
         }
         if limit == 0 {
             // The batch is full: this queue's turn comes first next time.
-            return;
+            return false;
         }
         match (&q.mem, &st.mem) {
             (Some(mine), Some(cur)) if Arc::ptr_eq(mine, cur) => {}
@@ -179,7 +184,7 @@ impl VhostPortRx {
         let before = batch.len();
         let taken = q.take_chains(vring, &mut st, &mut self.batch, batch, index, limit);
         let Some(mem) = q.mem.clone() else {
-            return;
+            return false;
         };
         let (driven, changed) = q.dispatch.observe(now, taken);
         if changed {
@@ -233,7 +238,35 @@ impl VhostPortRx {
                 }
             }
         }
-        vring.counters.batch((batch.len() - before) as u64);
+        if let Some(n) = self.batch.per_queue.get_mut(index) {
+            *n = batch.len() - before;
+        }
+        taken >= limit
+    }
+
+    /// Gives pair `index`'s transmit queue, busy at its first look this batch, up to `limit`
+    /// more chains of the room the others left.
+    fn top_up(&mut self, dev: &DeviceShared, index: usize, batch: &mut RxBatch, limit: usize) {
+        let Some(q) = self.queues.get_mut(index) else {
+            return;
+        };
+        let Some(vring) = dev.tx_vring_of(q.pair) else {
+            return;
+        };
+        let Some(mut st) = vring.try_lock() else {
+            return;
+        };
+        let same_mem = match (&q.mem, &st.mem) {
+            (Some(mine), Some(cur)) => Arc::ptr_eq(mine, cur),
+            _ => false,
+        };
+        if st.serving() && st.epoch == q.epoch && same_mem {
+            let before = batch.len();
+            q.take_chains(vring, &mut st, &mut self.batch, batch, index, limit);
+            if let Some(n) = self.batch.per_queue.get_mut(index) {
+                *n += batch.len() - before;
+            }
+        }
     }
 }
 
@@ -438,10 +471,33 @@ impl PortRx for VhostPortRx {
         let n = self.queues.len();
         let first = self.next_first;
         self.next_first = if first + 1 >= n { 0 } else { first + 1 };
+        self.batch.per_queue = [0; MAX_QUEUE_PAIRS as usize];
+        let mut busy = [false; MAX_QUEUE_PAIRS as usize];
         for step in 0..n {
             let index = (first + step) % n;
             let limit = share(batch.room(), n, step);
-            self.receive_queue(&dev, index, batch, limit, now);
+            let filled = self.receive_queue(&dev, index, batch, limit, now);
+            if let Some(b) = busy.get_mut(index) {
+                *b = filled;
+            }
+        }
+        // Room idle queues left goes to the busy ones, shared the same way.
+        let busy_count = busy.iter().filter(|b| **b).count();
+        let mut step = 0;
+        for index in (0..n).map(|s| (first + s) % n) {
+            if batch.room() == 0 {
+                break;
+            }
+            if busy.get(index).copied().unwrap_or(false) {
+                let limit = share(batch.room(), busy_count, step);
+                self.top_up(&dev, index, batch, limit);
+                step += 1;
+            }
+        }
+        for (q, frames) in self.queues.iter().zip(self.batch.per_queue) {
+            if let Some(vring) = dev.tx_vring_of(q.pair) {
+                vring.counters.batch(frames as u64);
+            }
         }
     }
 
