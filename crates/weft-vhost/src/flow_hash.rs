@@ -138,6 +138,30 @@ mod tests {
         assert_eq!(flow_hash(&whole), flow_hash_bytes(&f));
     }
 
+    proptest::proptest! {
+        #[test]
+        fn a_frame_hashes_the_same_however_its_head_is_cut(
+            frame in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+            cut in 0usize..=TxFrame::MAX_HEAD,
+        ) {
+            let cut = cut.min(frame.len());
+            let whole = TxFrame::whole(&frame, OffloadInfo::default());
+            let split = TxFrame::with_head(&frame[..cut], &frame[cut..], OffloadInfo::default());
+            proptest::prop_assert_eq!(flow_hash(&whole), flow_hash(&split));
+        }
+
+        #[test]
+        fn the_payload_never_moves_a_flow(
+            flow in proptest::prelude::any::<u16>(),
+            payload in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..100),
+        ) {
+            let plain = udp4(flow, 0);
+            let mut other = plain[..42].to_vec();
+            other.extend_from_slice(&payload);
+            proptest::prop_assert_eq!(flow_hash_bytes(&plain), flow_hash_bytes(&other));
+        }
+    }
+
     #[test]
     fn short_and_odd_frames_hash_without_panicking() {
         for len in 0..80 {
