@@ -3,9 +3,10 @@
 //! Ownership and locking: the state sits behind a mutex. The data path takes it with
 //! `try_lock`, once per `receive`, `finish` or `transmit` call, and skips its turn when the
 //! control thread holds it — it never waits. The control thread takes it only to change the
-//! ring (start, stop, new memory, new call descriptor), never across socket I/O. Lock order:
-//! a receive half holds no vring lock while the switch transmits, so no thread ever holds
-//! two vring locks.
+//! ring (start, stop, new memory, new call descriptor), never across socket I/O. No
+//! deadlock: a receive half holds no vring lock while the switch transmits; a transmit half
+//! holds every receive queue it could `try_lock` for one burst (several queue pairs) but
+//! never waits for one; the control thread waits for one lock at a time and holds no other.
 
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
