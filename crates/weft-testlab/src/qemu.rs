@@ -206,11 +206,13 @@ impl Guest {
         kernel: &Path,
         initrd: &Path,
     ) -> Guest {
-        Self::start_with_queues(id, sock, side, dir, kernel, initrd, 1)
+        Self::start_with_queues(id, sock, side, dir, kernel, initrd, 1, 1)
     }
 
     /// As [`Guest::start`], with `queues` queue pairs (`-netdev vhost-user,queues=N`,
-    /// `virtio-net-pci,mq=on`) and as many vCPUs, so that Linux enables every pair.
+    /// `virtio-net-pci,mq=on`) and `cpus` vCPUs (Linux uses as many pairs as it has vCPUs,
+    /// up to `queues`).
+    #[allow(clippy::too_many_arguments)]
     pub fn start_with_queues(
         id: u32,
         sock: &Path,
@@ -219,13 +221,14 @@ impl Guest {
         kernel: &Path,
         initrd: &Path,
         queues: u16,
+        cpus: u16,
     ) -> Guest {
         let (netdev_mq, device_mq) = if queues > 1 {
             (format!(",queues={queues}"), ",mq=on".to_string())
         } else {
             (String::new(), String::new())
         };
-        let cpus = queues.max(1).to_string();
+        let cpus = cpus.max(1).to_string();
         let log = dir.join(format!("guest{id}.log"));
         let server = match side {
             SocketSide::SwitchListens => "",

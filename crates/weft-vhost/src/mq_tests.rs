@@ -217,3 +217,27 @@ fn a_broken_receive_queue_leaves_the_others_working() {
     assert!(seen.values().flatten().all(|(k, _)| *k == 1));
     assert_eq!(rig.pair_stats(1).0.frames, 16);
 }
+
+#[test]
+fn a_receive_queue_the_guest_never_filled_is_not_used_until_it_is() {
+    let (mut rig, _rx, mut tx) = rig(2);
+    rig.rxq_of(0).post_rx(100, 2048);
+    let frames: Vec<Vec<u8>> = (0..16u16).map(|flow| udp_frame(flow, 0)).collect();
+    let tx_frames: Vec<TxFrame<'_>> = frames
+        .iter()
+        .map(|f| TxFrame::whole(f, OffloadInfo::default()))
+        .collect();
+    // A guest using one pair of two: every flow goes to pair 0, none is refused.
+    assert_eq!(tx.transmit(&tx_frames), 16);
+    assert_eq!(rig.rxq_of(0).take_used().len(), 16);
+    assert_eq!(rig.pair_stats(1).0.no_buffers, 0);
+    // Once the guest fills pair 1, some flows move there.
+    rig.rxq_of(1).post_rx(100, 2048);
+    assert_eq!(tx.transmit(&tx_frames), 16);
+    let (on0, on1) = (
+        rig.rxq_of(0).take_used().len(),
+        rig.rxq_of(1).take_used().len(),
+    );
+    assert_eq!(on0 + on1, 16);
+    assert!(on1 > 0 && on0 > 0, "{on0} {on1}");
+}

@@ -100,7 +100,7 @@ impl PortTx for VhostPortTx {
         let mut serving = [0usize; PAIRS];
         let mut count = 0;
         for (pair, slot) in rings.iter_mut().enumerate().take(dev.queue_pairs()) {
-            let Some(st) = dev.rx_vring_of(pair).and_then(|v| v.try_lock()) else {
+            let Some(mut st) = dev.rx_vring_of(pair).and_then(|v| v.try_lock()) else {
                 continue;
             };
             if !st.serving() {
@@ -109,6 +109,10 @@ impl PortTx for VhostPortTx {
             let Some(mem) = st.mem.clone() else {
                 continue;
             };
+            if pair > 0 && !st.guest_has_given_buffers(&mem) {
+                // A pair the guest does not use (see `guest_has_given_buffers`).
+                continue;
+            }
             *slot = Some((st, mem));
             if let Some(s) = serving.get_mut(count) {
                 *s = pair;

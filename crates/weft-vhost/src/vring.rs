@@ -88,6 +88,8 @@ pub(crate) struct VringState {
     /// The used index when the guest was last asked about a notification: with EVENT_IDX
     /// the next ask checks `used_event` against every entry added since.
     used_at_last_ask: u16,
+    /// The available index the ring started at, until the guest moves it (`None` after).
+    untouched_since: Option<u16>,
     log: LogLimiter,
 }
 
@@ -107,6 +109,7 @@ impl VringState {
             guest_kicks: None,
             notifier: Notifier::new(NotifyPolicy::Immediate),
             used_at_last_ask: 0,
+            untouched_since: None,
             log: LogLimiter::new(),
         })
     }
@@ -114,6 +117,25 @@ impl VringState {
     /// True when the data path may use the ring.
     pub(crate) fn serving(&self) -> bool {
         self.running && self.enabled && self.fault.is_none() && self.mem.is_some()
+    }
+
+    /// True once the guest has made a buffer available since the ring started. A Linux
+    /// guest using fewer queue pairs than offered never fills the other receive queues; QEMU
+    /// disables those pairs, but a frontend that does not (or whose disable came too early
+    /// to be taken: see `control.rs` on enables before SET_FEATURES) would have flows hashed
+    /// onto a queue that never gets a buffer. So a receive queue beyond the first is used
+    /// only once this holds.
+    pub(crate) fn guest_has_given_buffers(&mut self, mem: &GuestMemoryMmap) -> bool {
+        let Some(start) = self.untouched_since else {
+            return true;
+        };
+        match self.queue.avail_idx(mem, Ordering::Acquire) {
+            Ok(idx) if idx.0 != start => {
+                self.untouched_since = None;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Starts the ring at `layout` over `mem`.
@@ -137,6 +159,7 @@ impl VringState {
         q.set_next_avail(layout.base);
         q.set_next_used(layout.base);
         self.used_at_last_ask = layout.base;
+        self.untouched_since = Some(layout.base);
         q.set_ready(true);
         if !q.is_valid(&*mem) {
             return Err(RingError::OutsideMemory);
