@@ -15,6 +15,9 @@ use weft_switch::{PortOptions, SwitchConfig};
 use weft_testlab::testpmd;
 use weft_vhost::{VhostPortConfig, VhostUserPort};
 
+/// Two testpmds at once would compete for the hugepages and the two cores: one at a time.
+static ONE_TESTPMD_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn require_testpmd() {
     if let Some(reason) = testpmd::missing() {
         panic!("{reason}: run scripts/install-test-deps as root");
@@ -35,6 +38,9 @@ fn rx_packets(output: &str) -> Vec<u64> {
 
 #[test]
 fn testpmd_virtio_user_ports_exchange_traffic_through_a_weft_switch() {
+    let _serial = ONE_TESTPMD_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
     require_testpmd();
     let dir = std::env::temp_dir().join(format!("weft-e2e-testpmd-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -140,6 +146,9 @@ fn all_queues_running(port: &VhostUserPort, timeout: Duration) -> bool {
 
 #[test]
 fn testpmd_with_two_queue_pairs_carries_traffic_on_both_pairs() {
+    let _serial = ONE_TESTPMD_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
     require_testpmd();
     let dir = std::env::temp_dir().join(format!("weft-e2e-testpmd-mq-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
