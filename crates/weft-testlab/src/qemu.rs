@@ -206,6 +206,29 @@ impl Guest {
         kernel: &Path,
         initrd: &Path,
     ) -> Guest {
+        Self::start_with_queues(id, sock, side, dir, kernel, initrd, 1, 1)
+    }
+
+    /// As [`Guest::start`], with `queues` queue pairs (`-netdev vhost-user,queues=N`,
+    /// `virtio-net-pci,mq=on`) and `cpus` vCPUs (Linux uses as many pairs as it has vCPUs,
+    /// up to `queues`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_with_queues(
+        id: u32,
+        sock: &Path,
+        side: SocketSide,
+        dir: &Path,
+        kernel: &Path,
+        initrd: &Path,
+        queues: u16,
+        cpus: u16,
+    ) -> Guest {
+        let (netdev_mq, device_mq) = if queues > 1 {
+            (format!(",queues={queues}"), ",mq=on".to_string())
+        } else {
+            (String::new(), String::new())
+        };
+        let cpus = cpus.max(1).to_string();
         let log = dir.join(format!("guest{id}.log"));
         let server = match side {
             SocketSide::SwitchListens => "",
@@ -218,7 +241,7 @@ impl Guest {
                 "-m",
                 "256",
                 "-smp",
-                "1",
+                &cpus,
                 "-nodefaults",
                 "-no-reboot",
             ])
@@ -234,10 +257,11 @@ impl Guest {
             .args(["-numa", "node,memdev=mem"])
             .arg("-chardev")
             .arg(format!("socket,id=c0,path={}{server}", sock.display()))
-            .args(["-netdev", "vhost-user,id=n0,chardev=c0"])
+            .arg("-netdev")
+            .arg(format!("vhost-user,id=n0,chardev=c0{netdev_mq}"))
             .arg("-device")
             .arg(format!(
-                "virtio-net-pci,netdev=n0,mac=52:54:00:00:00:0{id},vectors=0,romfile="
+                "virtio-net-pci,netdev=n0,mac=52:54:00:00:00:0{id},vectors=0,romfile={device_mq}"
             ))
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -28,11 +28,33 @@ pub fn missing() -> Option<String> {
 /// Starts interactive testpmd with virtio-user ports on the vhost-user sockets `a` and `b`
 /// (io forwarding between them), under its own `--file-prefix`.
 pub fn spawn(prefix: &str, a: &Path, b: &Path) -> Child {
+    spawn_with_queues(prefix, a, b, 1)
+}
+
+/// As [`spawn`], with `queues` queue pairs per port (virtio-user `queues=`, testpmd
+/// `--rxq`/`--txq`); above 1 the first bursts are of several flows
+/// (`--txonly-multi-flow`: the source address varies), so that a backend spreading flows
+/// over its receive queues uses them all.
+pub fn spawn_with_queues(prefix: &str, a: &Path, b: &Path, queues: u16) -> Child {
     let vdev = |i: u32, path: &Path| {
+        let mq = if queues > 1 {
+            format!(",queues={queues}")
+        } else {
+            String::new()
+        };
         format!(
-            "--vdev=net_virtio_user{i},path={},server=0,queue_size=256",
+            "--vdev=net_virtio_user{i},path={},server=0,queue_size=256{mq}",
             path.display()
         )
+    };
+    let mq_args = if queues > 1 {
+        vec![
+            format!("--rxq={queues}"),
+            format!("--txq={queues}"),
+            "--txonly-multi-flow".to_string(),
+        ]
+    } else {
+        Vec::new()
     };
     Command::new("dpdk-testpmd")
         .args([
@@ -47,6 +69,7 @@ pub fn spawn(prefix: &str, a: &Path, b: &Path) -> Child {
         .arg(vdev(0, a))
         .arg(vdev(1, b))
         .args(["--", "-i", "--nb-cores=1", "--forward-mode=io"])
+        .args(mq_args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -9,6 +9,9 @@ pub const MAX_QUEUE_SIZE: u16 = 32_768;
 /// behind an Ethernet header and two VLAN tags — the size of a TSO super-frame.
 pub const MAX_FRAME_LEN: usize = 65_535 + 22;
 
+/// The most queue pairs a port offers (`VIRTIO_NET_F_MQ`).
+pub const MAX_QUEUE_PAIRS: u16 = 16;
+
 /// Settings of one vhost-user port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct VhostPortConfig {
@@ -36,6 +39,10 @@ pub struct VhostPortConfig {
     pub dispatch: DispatchMode,
     /// When the guest is interrupted after the port fills or completes its buffers.
     pub notify: NotifyPolicy,
+    /// Queue pairs offered, 1..=[`MAX_QUEUE_PAIRS`]; above 1 the port offers
+    /// `VIRTIO_NET_F_MQ` and the vhost-user protocol feature `MQ`. All pairs are served by
+    /// the worker that owns the switch.
+    pub queue_pairs: u16,
 }
 
 impl Default for VhostPortConfig {
@@ -50,6 +57,7 @@ impl Default for VhostPortConfig {
             bounce_limit: 16 << 20,
             dispatch: DispatchMode::default(),
             notify: NotifyPolicy::default(),
+            queue_pairs: 1,
         }
     }
 }
@@ -63,6 +71,9 @@ pub enum ConfigError {
     /// The queue size limit is zero, not a power of two, or above 32768.
     #[error("maximum queue size {0} is not a power of two in 1..=32768")]
     BadQueueSize(u16),
+    /// The number of queue pairs is outside 1..=16.
+    #[error("queue pairs {0} outside 1..=16")]
+    BadQueuePairs(u16),
     /// A dispatch mode or notification policy that cannot work.
     #[error(transparent)]
     Mode(#[from] ModeError),
@@ -80,9 +91,17 @@ impl VhostPortConfig {
         {
             return Err(ConfigError::BadQueueSize(self.max_queue_size));
         }
+        if !(1..=MAX_QUEUE_PAIRS).contains(&self.queue_pairs) {
+            return Err(ConfigError::BadQueuePairs(self.queue_pairs));
+        }
         self.dispatch.validate()?;
         self.notify.validate()?;
         Ok(())
+    }
+
+    /// Virtqueues of the port: a receive and a transmit queue per pair.
+    pub(crate) fn num_queues(&self) -> usize {
+        2 * usize::from(self.queue_pairs)
     }
 
     /// The bounce buffer limit actually used: room for two maximal frames at least.
@@ -135,6 +154,24 @@ mod tests {
             ..VhostPortConfig::default()
         };
         assert!(matches!(c.validate(), Err(ConfigError::Mode(_))));
+    }
+
+    #[test]
+    fn queue_pairs_must_be_within_1_to_16() {
+        for bad in [0u16, 17, 1000] {
+            let c = VhostPortConfig {
+                queue_pairs: bad,
+                ..VhostPortConfig::default()
+            };
+            assert_eq!(c.validate(), Err(ConfigError::BadQueuePairs(bad)));
+        }
+        for good in [1u16, 2, MAX_QUEUE_PAIRS] {
+            let c = VhostPortConfig {
+                queue_pairs: good,
+                ..VhostPortConfig::default()
+            };
+            assert_eq!(c.validate(), Ok(()));
+        }
     }
 
     #[test]

@@ -22,11 +22,17 @@ use crate::device::{DeviceShared, RingStart};
 use crate::fds::eventfd_from_file;
 use crate::features::{offered_features, Features};
 use crate::memory::{GuestMemoryTable, RegionDesc};
-use crate::vring::{RingLayout, NUM_QUEUES, TX_QUEUE};
+use crate::vring::{is_guest_tx, RingLayout};
 
 /// Protocol features on offer (REPLY_ACK is added by the `vhost` crate, which implements
-/// it). Multiqueue comes with a later change.
-const OFFERED_PROTOCOL_FEATURES: VhostUserProtocolFeatures = VhostUserProtocolFeatures::empty();
+/// it): `MQ` (and so `GET_QUEUE_NUM`) with several queue pairs.
+fn offered_protocol_features(queue_pairs: u16) -> VhostUserProtocolFeatures {
+    if queue_pairs > 1 {
+        VhostUserProtocolFeatures::MQ
+    } else {
+        VhostUserProtocolFeatures::empty()
+    }
+}
 
 /// How long `GET_VRING_BASE` waits for a batch in flight to be returned before it gives the
 /// batch back to the available ring instead.
@@ -58,15 +64,9 @@ pub(crate) struct Device {
     acked_features: u64,
     acked_protocol: u64,
     memory: Option<GuestMemoryTable>,
-    rings: [RingConfig; NUM_QUEUES],
+    /// One per queue of the port (`2 × queue_pairs`).
+    rings: Vec<RingConfig>,
     log: LogLimiter,
-}
-
-fn ring_index(index: u32) -> Result<usize> {
-    usize::try_from(index)
-        .ok()
-        .filter(|i| *i < NUM_QUEUES)
-        .ok_or(Error::InvalidParam)
 }
 
 /// Sizes of the three parts of a split ring of `size` entries (virtio 1.x §2.7).
@@ -101,12 +101,13 @@ fn resume_index(mem: &GuestMemoryMmap, used: GuestAddress, base: u16) -> u16 {
 
 impl Device {
     pub(crate) fn new(shared: Arc<DeviceShared>) -> Self {
+        let rings = Self::fresh_rings(&shared);
         Device {
             shared,
             acked_features: 0,
             acked_protocol: 0,
             memory: None,
-            rings: Default::default(),
+            rings,
             log: LogLimiter::new(),
         }
     }
@@ -118,8 +119,22 @@ impl Device {
         Error::InvalidParam
     }
 
+    fn fresh_rings(shared: &DeviceShared) -> Vec<RingConfig> {
+        (0..shared.vrings.len())
+            .map(|_| RingConfig::default())
+            .collect()
+    }
+
+    /// Ring `index`, which must be one of the port's `2 × queue_pairs` queues.
     fn ring(&mut self, index: u32) -> Result<(usize, &mut RingConfig)> {
-        let i = ring_index(index)?;
+        let count = self.rings.len();
+        let found = usize::try_from(index).ok().filter(|i| *i < count);
+        let Some(i) = found else {
+            return Err(self.refuse(
+                "ring request",
+                &format_args!("queue index {index} outside the port's {count} queues"),
+            ));
+        };
         let ring = self.rings.get_mut(i).ok_or(Error::InvalidParam)?;
         Ok((i, ring))
     }
@@ -134,7 +149,7 @@ impl Device {
             st.enabled = false;
             st.fault = None;
         }
-        self.rings = Default::default();
+        self.rings = Self::fresh_rings(&self.shared);
         self.memory = None;
         self.acked_features = 0;
         self.acked_protocol = 0;
@@ -401,11 +416,13 @@ impl VhostUserBackendReqHandlerMut for Device {
     }
 
     fn get_protocol_features(&mut self) -> Result<VhostUserProtocolFeatures> {
-        Ok(OFFERED_PROTOCOL_FEATURES)
+        Ok(offered_protocol_features(self.shared.config.queue_pairs))
     }
 
     fn set_protocol_features(&mut self, features: u64) -> Result<()> {
-        let offered = (OFFERED_PROTOCOL_FEATURES | VhostUserProtocolFeatures::REPLY_ACK).bits();
+        let offered = (offered_protocol_features(self.shared.config.queue_pairs)
+            | VhostUserProtocolFeatures::REPLY_ACK)
+            .bits();
         if features & !offered != 0 {
             return Err(self.refuse(
                 "SET_PROTOCOL_FEATURES",
@@ -416,8 +433,10 @@ impl VhostUserBackendReqHandlerMut for Device {
         Ok(())
     }
 
+    /// Queue pairs, as DPDK's vhost library answers: QEMU's vhost-user netdev compares it
+    /// with its `queues=` (pairs) and refuses to start with more.
     fn get_queue_num(&mut self) -> Result<u64> {
-        Ok(1)
+        Ok(u64::from(self.shared.config.queue_pairs))
     }
 
     fn set_vring_enable(&mut self, index: u32, enable: bool) -> Result<()> {
@@ -427,7 +446,7 @@ impl VhostUserBackendReqHandlerMut for Device {
             let vring = self.shared.vrings.get(i).ok_or(Error::InvalidParam)?;
             let mut st = vring.lock();
             st.enabled = enable;
-            if enable && i == TX_QUEUE {
+            if enable && is_guest_tx(i) {
                 if let Some(kick) = &st.kick {
                     // Wake the worker: the guest may have queued frames already.
                     let _ = kick.write(1);

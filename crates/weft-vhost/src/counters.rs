@@ -336,6 +336,41 @@ pub struct QueueStats {
 }
 
 impl QueueStats {
+    /// Adds `other` counter by counter (totals over queues).
+    pub fn accumulate(&mut self, other: &QueueStats) {
+        let pairs = [
+            (&mut self.frames, other.frames),
+            (&mut self.bytes, other.bytes),
+            (&mut self.lent, other.lent),
+            (&mut self.bounced, other.bounced),
+            (&mut self.notifications, other.notifications),
+            (
+                &mut self.notifications_suppressed,
+                other.notifications_suppressed,
+            ),
+            (&mut self.notifications_held, other.notifications_held),
+            (&mut self.kicks_drained, other.kicks_drained),
+            (&mut self.kicks, other.kicks),
+            (&mut self.dispatch_changes, other.dispatch_changes),
+            (&mut self.no_buffers, other.no_buffers),
+            (&mut self.discarded_in_flight, other.discarded_in_flight),
+            (&mut self.software_offloads, other.software_offloads),
+        ];
+        for (mine, theirs) in pairs {
+            *mine = mine.wrapping_add(theirs);
+        }
+        let arrays = [
+            (&mut self.batch_sizes[..], &other.batch_sizes[..]),
+            (&mut self.drops[..], &other.drops[..]),
+            (&mut self.faults[..], &other.faults[..]),
+        ];
+        for (mine, theirs) in arrays {
+            for (m, t) in mine.iter_mut().zip(theirs) {
+                *m = m.wrapping_add(*t);
+            }
+        }
+    }
+
     /// Count of drops for one reason.
     pub fn dropped(&self, reason: FrameDrop) -> u64 {
         self.drops.get(reason.index()).copied().unwrap_or(0)

@@ -13,17 +13,19 @@ use weft_switch::PortCaps;
 use crate::config::VhostPortConfig;
 use crate::error::VhostError;
 use crate::features::Features;
-use crate::vring::{RingError, RingLayout, Vring, VringState, NUM_QUEUES, RX_QUEUE, TX_QUEUE};
+use crate::vring::{is_guest_tx, RingError, RingLayout, Vring, VringState};
 
 /// Shared by the control thread and the two halves of one port.
 pub(crate) struct DeviceShared {
     pub(crate) config: VhostPortConfig,
-    pub(crate) vrings: [Vring; NUM_QUEUES],
+    /// `2k`: pair `k`'s receive queue, `2k + 1`: its transmit queue; at least one pair
+    /// (the config is validated).
+    pub(crate) vrings: Vec<Vring>,
     /// Negotiated features (0 while no frontend has set any).
     features: AtomicU64,
     /// Bumped whenever `features` (and so the caps) change.
     caps_generation: AtomicU64,
-    /// Holds the transmit queue's kick descriptor while it has one. Its own descriptor
+    /// Holds every transmit queue's kick descriptor while it has one. Its own descriptor
     /// never changes, so a worker's epoll set need not follow reconnections.
     readiness: Epoll,
     pub(crate) connected: AtomicBool,
@@ -33,10 +35,9 @@ impl DeviceShared {
     pub(crate) fn new(config: VhostPortConfig) -> Result<Arc<Self>, VhostError> {
         config.validate()?;
         Ok(Arc::new(DeviceShared {
-            vrings: [
-                Vring::new("rx", config.max_queue_size)?,
-                Vring::new("tx", config.max_queue_size)?,
-            ],
+            vrings: (0..config.num_queues())
+                .map(|i| Vring::new(queue_name(i), config.max_queue_size))
+                .collect::<Result<_, _>>()?,
             config,
             features: AtomicU64::new(0),
             caps_generation: AtomicU64::new(0),
@@ -45,14 +46,31 @@ impl DeviceShared {
         }))
     }
 
-    /// The guest's receive queue (the port transmits into it).
+    /// The guest's first receive queue (the port transmits into it).
+    #[cfg(test)]
     pub(crate) fn rx_vring(&self) -> &Vring {
-        &self.vrings[RX_QUEUE]
+        &self.vrings[crate::vring::RX_QUEUE]
     }
 
-    /// The guest's transmit queue (the port receives from it).
+    /// The guest's first transmit queue (the port receives from it).
+    #[cfg(test)]
     pub(crate) fn tx_vring(&self) -> &Vring {
-        &self.vrings[TX_QUEUE]
+        &self.vrings[crate::vring::TX_QUEUE]
+    }
+
+    /// Queue pairs of the port.
+    pub(crate) fn queue_pairs(&self) -> usize {
+        self.vrings.len() / 2
+    }
+
+    /// Pair `pair`'s receive queue (the port transmits into it).
+    pub(crate) fn rx_vring_of(&self, pair: usize) -> Option<&Vring> {
+        self.vrings.get(2 * pair)
+    }
+
+    /// Pair `pair`'s transmit queue (the port receives from it).
+    pub(crate) fn tx_vring_of(&self, pair: usize) -> Option<&Vring> {
+        self.vrings.get(2 * pair + 1)
     }
 
     pub(crate) fn features(&self) -> Features {
@@ -83,7 +101,7 @@ impl DeviceShared {
     /// descriptor is removed from the set before it is closed (once closed here it could
     /// no longer be removed, and the frontend's copy would keep waking the worker).
     pub(crate) fn replace_kick(&self, index: usize, state: &mut VringState, kick: Option<EventFd>) {
-        if index == TX_QUEUE {
+        if is_guest_tx(index) {
             if let Some(old) = &state.kick {
                 let _ = self.readiness.ctl(
                     ControlOperation::Delete,
@@ -117,7 +135,7 @@ impl DeviceShared {
         state.enabled = start.enabled;
         state.call = start.call;
         self.replace_kick(index, &mut state, start.kick);
-        if index == TX_QUEUE {
+        if is_guest_tx(index) {
             // Wake the worker so it looks at buffers the guest queued before the start.
             if let Some(kick) = &state.kick {
                 let _ = kick.write(1);
@@ -125,6 +143,16 @@ impl DeviceShared {
         }
         Ok(())
     }
+}
+
+/// Queue `index`'s name in logs.
+fn queue_name(index: usize) -> &'static str {
+    const NAMES: [&str; 32] = [
+        "rx0", "tx0", "rx1", "tx1", "rx2", "tx2", "rx3", "tx3", "rx4", "tx4", "rx5", "tx5", "rx6",
+        "tx6", "rx7", "tx7", "rx8", "tx8", "rx9", "tx9", "rx10", "tx10", "rx11", "tx11", "rx12",
+        "tx12", "rx13", "tx13", "rx14", "tx14", "rx15", "tx15",
+    ];
+    NAMES.get(index).copied().unwrap_or("queue")
 }
 
 /// Everything a ring needs to start.

@@ -5,8 +5,8 @@ use vhost::vhost_user::message::VhostUserVirtioFeatures;
 use virtio_bindings::bindings::virtio_config::VIRTIO_F_VERSION_1;
 use virtio_bindings::bindings::virtio_net::{
     VIRTIO_NET_F_CSUM, VIRTIO_NET_F_GUEST_CSUM, VIRTIO_NET_F_GUEST_TSO4, VIRTIO_NET_F_GUEST_TSO6,
-    VIRTIO_NET_F_HOST_TSO4, VIRTIO_NET_F_HOST_TSO6, VIRTIO_NET_F_MRG_RXBUF, VIRTIO_NET_F_MTU,
-    VIRTIO_NET_F_STATUS,
+    VIRTIO_NET_F_HOST_TSO4, VIRTIO_NET_F_HOST_TSO6, VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF,
+    VIRTIO_NET_F_MTU, VIRTIO_NET_F_STATUS,
 };
 use virtio_bindings::bindings::virtio_ring::{
     VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC,
@@ -47,6 +47,12 @@ pub fn offered_features(config: &VhostPortConfig) -> u64 {
     }
     if config.event_idx {
         f |= bit(VIRTIO_RING_F_EVENT_IDX);
+    }
+    if config.queue_pairs > 1 {
+        // The control queue that MQ needs (VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET) is the
+        // frontend's: QEMU and virtio-user answer it themselves and enable or disable the
+        // pairs here with SET_VRING_ENABLE.
+        f |= bit(VIRTIO_NET_F_MQ);
     }
     f
 }
@@ -141,6 +147,16 @@ mod tests {
         assert!(!Features(off).mergeable_rx());
         assert!(!Features(off).event_idx());
         assert!(Features(off).has(VIRTIO_F_VERSION_1));
+        assert!(!Features(on).has(VIRTIO_NET_F_MQ));
+    }
+
+    #[test]
+    fn multiqueue_is_offered_only_with_several_pairs() {
+        let mq = offered_features(&VhostPortConfig {
+            queue_pairs: 2,
+            ..VhostPortConfig::default()
+        });
+        assert!(Features(mq).has(VIRTIO_NET_F_MQ));
     }
 
     #[test]

@@ -39,6 +39,7 @@ mod dispatch;
 mod error;
 mod fds;
 mod features;
+mod flow_hash;
 mod memory;
 mod modes;
 mod notify;
@@ -48,11 +49,13 @@ mod tx;
 mod vring;
 
 #[cfg(test)]
+mod mq_tests;
+#[cfg(test)]
 mod proptests;
 #[cfg(test)]
 mod testutil;
 
-pub use config::{ConfigError, VhostPortConfig, MAX_FRAME_LEN, MAX_QUEUE_SIZE};
+pub use config::{ConfigError, VhostPortConfig, MAX_FRAME_LEN, MAX_QUEUE_PAIRS, MAX_QUEUE_SIZE};
 pub use counters::{batch_bucket, FrameDrop, QueueFault, QueueStats, BATCH_BUCKETS};
 pub use error::VhostError;
 pub use fds::FdError;
@@ -60,6 +63,6 @@ pub use features::{offered_features, Features};
 pub use memory::{GuestMemoryTable, MemoryTableError, RegionDesc, MAX_REGIONS};
 pub use modes::{DispatchMode, ModeError, NotifyPolicy, MAX_MODE_PERIOD};
 pub use rx::VhostPortRx;
-pub use server::{QueueStatus, VhostMode, VhostPortStats, VhostUserPort};
+pub use server::{QueuePairStats, QueueStatus, VhostMode, VhostPortStats, VhostUserPort};
 pub use tx::VhostPortTx;
 pub use vring::{RingError, RingLayout, NUM_QUEUES, RX_QUEUE, TX_QUEUE};

@@ -45,12 +45,23 @@ pub enum VhostMode {
     Client,
 }
 
-/// The counters of a port's two queues.
+/// The counters of a port's queues: totals over the queue pairs, and each pair's own.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct VhostPortStats {
-    /// The guest's receive queue: frames the port transmitted to the guest.
+    /// The guest's receive queues (all pairs): frames the port transmitted to the guest.
     pub to_guest: QueueStats,
-    /// The guest's transmit queue: frames the port received from the guest.
+    /// The guest's transmit queues (all pairs): frames the port received from the guest.
+    pub from_guest: QueueStats,
+    /// Each queue pair's counters, pair 0 first (one entry without multiqueue).
+    pub pairs: Vec<QueuePairStats>,
+}
+
+/// The counters of one queue pair.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct QueuePairStats {
+    /// The pair's receive queue (`2k`): frames the port transmitted to the guest.
+    pub to_guest: QueueStats,
+    /// The pair's transmit queue (`2k + 1`): frames the port received from the guest.
     pub from_guest: QueueStats,
 }
 
@@ -218,28 +229,34 @@ impl VhostUserPort {
         self.shared.connected.load(Ordering::Acquire)
     }
 
-    /// True when both queues are being served.
+    /// True when both queues of the first pair are being served (the pair every frontend
+    /// uses; with multiqueue the guest enables the others as it wants).
     pub fn is_running(&self) -> bool {
-        self.shared.vrings.iter().all(|v| v.lock().serving())
+        self.shared
+            .vrings
+            .iter()
+            .take(crate::vring::NUM_QUEUES)
+            .all(|v| v.lock().serving())
     }
 
-    /// The state of both queues: the guest's receive queue, then its transmit queue.
-    pub fn queue_status(&self) -> [QueueStatus; 2] {
-        let status = |v: &crate::vring::Vring| {
-            let st = v.lock();
-            QueueStatus {
-                running: st.running,
-                enabled: st.enabled,
-                fault: st.fault,
-            }
-        };
-        [
-            status(self.shared.rx_vring()),
-            status(self.shared.tx_vring()),
-        ]
+    /// The state of every queue by index: the guest's receive queue of pair `k` at `2k`,
+    /// its transmit queue at `2k + 1`.
+    pub fn queue_status(&self) -> Vec<QueueStatus> {
+        self.shared
+            .vrings
+            .iter()
+            .map(|v| {
+                let st = v.lock();
+                QueueStatus {
+                    running: st.running,
+                    enabled: st.enabled,
+                    fault: st.fault,
+                }
+            })
+            .collect()
     }
 
-    /// Waits until both queues are served; false on timeout.
+    /// Waits until both queues of the first pair are served; false on timeout.
     pub fn wait_running(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
@@ -268,10 +285,20 @@ impl VhostUserPort {
 
     /// The port's counters.
     pub fn stats(&self) -> VhostPortStats {
-        VhostPortStats {
-            to_guest: self.shared.rx_vring().counters.snapshot(),
-            from_guest: self.shared.tx_vring().counters.snapshot(),
+        let mut stats = VhostPortStats::default();
+        for pair in self.shared.vrings.chunks(crate::vring::NUM_QUEUES) {
+            let (Some(rx), Some(tx)) = (pair.first(), pair.get(1)) else {
+                continue;
+            };
+            let p = QueuePairStats {
+                to_guest: rx.counters.snapshot(),
+                from_guest: tx.counters.snapshot(),
+            };
+            stats.to_guest.accumulate(&p.to_guest);
+            stats.from_guest.accumulate(&p.from_guest);
+            stats.pairs.push(p);
         }
+        stats
     }
 }
 

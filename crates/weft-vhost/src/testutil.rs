@@ -268,7 +268,21 @@ pub(crate) struct Rig {
     pub(crate) tx_call: EventFd,
     /// The guest's kick of its transmit queue.
     pub(crate) tx_kick: EventFd,
+    /// Pairs 1.. when the config has several queue pairs (`more[k - 1]` is pair `k`).
+    pub(crate) more: Vec<GuestPair>,
 }
+
+/// The driver side of one more queue pair.
+pub(crate) struct GuestPair {
+    pub(crate) rxq: GuestRing,
+    pub(crate) txq: GuestRing,
+    pub(crate) rx_call: EventFd,
+    pub(crate) tx_call: EventFd,
+    pub(crate) tx_kick: EventFd,
+}
+
+/// Guest memory each pair beyond the first adds (rings and buffers).
+const PAIR_MEM: u64 = 1 << 20;
 
 /// Features a Linux guest typically accepts from us.
 pub(crate) fn all_features(config: &VhostPortConfig) -> Features {
@@ -281,9 +295,10 @@ impl Rig {
         features: Features,
         size: u16,
     ) -> (Rig, VhostPortRx, VhostPortTx) {
+        let extra = u64::from(config.queue_pairs.saturating_sub(1));
         let mem = GuestMemoryMmap::<()>::from_ranges(&[(
             GuestAddress(0),
-            usize::try_from(GUEST_MEM).unwrap(),
+            usize::try_from(GUEST_MEM + extra * PAIR_MEM).unwrap(),
         )])
         .unwrap();
         let dev = DeviceShared::new(config).unwrap();
@@ -313,6 +328,50 @@ impl Rig {
         }
         // Forget the wake-up the start wrote.
         let _ = tx_kick.read();
+        let more = (1..=extra)
+            .map(|k| {
+                let base = GUEST_MEM + (k - 1) * PAIR_MEM;
+                let pair = GuestPair {
+                    rxq: GuestRing::new(
+                        shared_mem.as_ref().clone(),
+                        size,
+                        base,
+                        base + 0x2_0000,
+                        0x7_0000,
+                    ),
+                    txq: GuestRing::new(
+                        shared_mem.as_ref().clone(),
+                        size,
+                        base + 0x1_0000,
+                        base + 0x9_0000,
+                        0x7_0000,
+                    ),
+                    rx_call: EventFd::new(EFD_NONBLOCK).unwrap(),
+                    tx_call: EventFd::new(EFD_NONBLOCK).unwrap(),
+                    tx_kick: EventFd::new(EFD_NONBLOCK).unwrap(),
+                };
+                let k = usize::try_from(k).unwrap();
+                for (index, ring, call, kick) in [
+                    (2 * k, &pair.rxq, &pair.rx_call, None),
+                    (2 * k + 1, &pair.txq, &pair.tx_call, Some(&pair.tx_kick)),
+                ] {
+                    dev.start_ring(
+                        index,
+                        RingStart {
+                            mem: Arc::clone(&shared_mem),
+                            layout: ring.layout(),
+                            features,
+                            enabled: true,
+                            kick: kick.map(|k| k.try_clone().unwrap()),
+                            call: Some(call.try_clone().unwrap()),
+                        },
+                    )
+                    .unwrap();
+                }
+                let _ = pair.tx_kick.read();
+                pair
+            })
+            .collect();
         let rx = VhostPortRx::new(Arc::clone(&dev));
         let tx = VhostPortTx::new(Arc::clone(&dev));
         (
@@ -323,9 +382,37 @@ impl Rig {
                 rx_call,
                 tx_call,
                 tx_kick,
+                more,
             },
             rx,
             tx,
+        )
+    }
+
+    /// Pair `k`'s receive queue (the port transmits into it).
+    pub(crate) fn rxq_of(&mut self, k: usize) -> &mut GuestRing {
+        match k {
+            0 => &mut self.rxq,
+            _ => &mut self.more[k - 1].rxq,
+        }
+    }
+
+    /// Pair `k`'s transmit queue (the port receives from it).
+    pub(crate) fn txq_of(&mut self, k: usize) -> &mut GuestRing {
+        match k {
+            0 => &mut self.txq,
+            _ => &mut self.more[k - 1].txq,
+        }
+    }
+
+    /// Pair `k`'s counters: (to the guest, from the guest).
+    pub(crate) fn pair_stats(
+        &self,
+        k: usize,
+    ) -> (crate::counters::QueueStats, crate::counters::QueueStats) {
+        (
+            self.dev.rx_vring_of(k).unwrap().counters.snapshot(),
+            self.dev.tx_vring_of(k).unwrap().counters.snapshot(),
         )
     }
 

@@ -10,32 +10,44 @@
 //! NO_INTERRUPT flag says it need not be. With no buffer left the burst stops: `transmit`
 //! returns what was accepted and never waits.
 //!
+//! Several queue pairs (`VIRTIO_NET_F_MQ`): each frame goes to one of the receive queues
+//! being served, picked by its flow hash (`flow_hash.rs`), so a flow keeps its queue (and
+//! its order) while the set of served queues stays the same. Each queue has its own burst,
+//! used-ring update and notifications. A queue that runs out of buffers or breaks ends the
+//! burst at the first frame for it (the caller drops the rest, as with one queue).
+//!
 //! A frame needing an offload the guest did not negotiate (a partial checksum, a TCP
 //! super-frame) has it done here in software — checksum completed, or segmented to the
 //! port's MTU — at the price of a second copy. The switch normally does this itself from
 //! [`PortTx::caps`]; the fallback keeps the port correct when the guest renegotiated fewer
 //! offloads than the switch last read.
 
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 use std::time::Instant;
 
-use virtio_queue::{AvailIter, Error as QueueError, QueueOwnedT, QueueT};
+use virtio_queue::{Error as QueueError, QueueOwnedT, QueueT};
 use vm_memory::{GuestAddress, GuestMemoryMmap};
-use weft_packet::{OffloadInfo, Segmenter, VirtioNetHeader};
 use weft_switch::{PortCaps, PortTx, TxFrame};
 
-use crate::chain::{write_rx_chain, ChainError, FrameSource, TableRef};
-use crate::config::MAX_FRAME_LEN;
+use crate::chain::TableRef;
+use crate::config::{MAX_FRAME_LEN, MAX_QUEUE_PAIRS};
 use crate::counters::{FrameDrop, QueueFault};
 use crate::device::DeviceShared;
-use crate::features::Features;
+use crate::flow_hash::flow_hash;
 use crate::vring::VringState;
+
+mod ring_writer;
+
+use ring_writer::{Put, RingWriter, SoftwareOffload};
+
+/// Receive queues a burst can use at most.
+const PAIRS: usize = MAX_QUEUE_PAIRS as usize;
 
 /// The transmit half of a vhost-user port (see the module documentation).
 pub struct VhostPortTx {
     dev: Arc<DeviceShared>,
-    /// Chains filled this burst, with the bytes written into each.
-    used: Vec<(u16, u32)>,
+    /// Per queue pair: chains filled this burst, with the bytes written into each.
+    used: Vec<Vec<(u16, u32)>>,
     software: SoftwareOffload,
 }
 
@@ -47,151 +59,20 @@ impl std::fmt::Debug for VhostPortTx {
     }
 }
 
-/// What the guest is told about a frame: `DATA_VALID` only if it negotiated checksums.
-fn offload_for_guest(mut info: OffloadInfo, features: Features) -> OffloadInfo {
-    if !features.guest_csum() {
-        info.data_valid = false;
-    }
-    info
-}
-
 impl VhostPortTx {
     pub(crate) fn new(dev: Arc<DeviceShared>) -> Self {
         let capacity = usize::from(dev.config.max_queue_size);
-        let tx = VhostPortTx {
+        let pairs = dev.queue_pairs();
+        for pair in 0..pairs {
+            if let Some(v) = dev.rx_vring_of(pair) {
+                v.set_notify_policy(dev.config.notify);
+            }
+        }
+        VhostPortTx {
             dev,
-            used: Vec::with_capacity(capacity),
+            used: (0..pairs).map(|_| Vec::with_capacity(capacity)).collect(),
             software: SoftwareOffload::default(),
-        };
-        tx.dev.rx_vring().set_notify_policy(tx.dev.config.notify);
-        tx
-    }
-}
-
-/// Gives the chains a frame took (from `first` on) back to the available ring.
-fn rewind(iter: &mut AvailIter<'_, &GuestMemoryMmap>, used: &mut Vec<(u16, u32)>, first: usize) {
-    for _ in first..used.len() {
-        iter.go_to_previous_position();
-    }
-    used.truncate(first);
-}
-
-/// How putting one frame into the ring went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Put {
-    Done,
-    /// The guest has no buffer left: stop the burst.
-    NoBuffers,
-    /// This frame cannot go in; the next may.
-    Dropped(FrameDrop),
-    /// The ring is broken.
-    Fault(QueueFault),
-}
-
-/// Fills the guest's receive ring for one burst.
-struct RingWriter<'q, 'm> {
-    iter: AvailIter<'q, &'m GuestMemoryMmap>,
-    mem: &'m GuestMemoryMmap,
-    table: TableRef,
-    features: Features,
-    used: &'q mut Vec<(u16, u32)>,
-    delivered: u64,
-    bytes: u64,
-}
-
-impl RingWriter<'_, '_> {
-    /// Writes `head` + `body` behind a header saying `info` into as many chains as it
-    /// takes (one without mergeable buffers); on failure gives the chains back.
-    fn put(&mut self, head: &[u8], body: &[u8], info: &OffloadInfo) -> Put {
-        let hdr_len = self.features.header_len();
-        let mut src = FrameSource::new(head, body);
-        let first = self.used.len();
-        let mut header = None;
-        loop {
-            let Some(chain) = self.iter.next() else {
-                rewind(&mut self.iter, self.used, first);
-                return Put::NoBuffers;
-            };
-            let is_first = self.used.len() == first;
-            let want_header = if is_first { hdr_len } else { 0 };
-            match write_rx_chain(chain, self.mem, self.table, want_header, &mut src) {
-                Ok(w) => {
-                    if is_first {
-                        header = w.header;
-                    }
-                    self.used.push((w.head, w.len));
-                }
-                Err(ChainError::Drop(reason)) => {
-                    self.iter.go_to_previous_position();
-                    rewind(&mut self.iter, self.used, first);
-                    return Put::Dropped(reason);
-                }
-                Err(ChainError::Fault(fault)) => {
-                    self.used.truncate(first);
-                    return Put::Fault(fault);
-                }
-                Err(ChainError::NoRoom) => {
-                    self.used.truncate(first);
-                    return Put::Fault(QueueFault::MalformedChain);
-                }
-            }
-            if src.remaining() == 0 {
-                break;
-            }
-            if !self.features.mergeable_rx() || self.used.len() - first >= usize::from(u16::MAX) {
-                // Without mergeable buffers a frame must fit one chain.
-                rewind(&mut self.iter, self.used, first);
-                return Put::Dropped(FrameDrop::GuestBufferTooSmall);
-            }
         }
-        let buffers = u16::try_from(self.used.len() - first).unwrap_or(u16::MAX);
-        let mut hdr = VirtioNetHeader::from_offload_info(&offload_for_guest(*info, self.features));
-        // A 10-byte legacy header has no num_buffers; the 12-byte one always does.
-        let _ = hdr.set_num_buffers(buffers);
-        let bytes = hdr.into_inner();
-        if let (Some(slot), Some(b)) = (header, bytes.get(..hdr_len)) {
-            slot.copy_from(b);
-        }
-        self.delivered += 1;
-        self.bytes += (head.len() + body.len()) as u64;
-        Put::Done
-    }
-}
-
-/// Buffers for offloads done in software, allocated on first use.
-#[derive(Default)]
-struct SoftwareOffload {
-    frame: Vec<u8>,
-    segment: Vec<u8>,
-}
-
-impl SoftwareOffload {
-    /// Completes the checksum of, or segments, a frame the guest cannot take as it is, and
-    /// puts the result into the ring. Segments already put stay there if a later one fails.
-    fn put(&mut self, w: &mut RingWriter<'_, '_>, f: &TxFrame<'_>, max_frame_len: usize) -> Put {
-        if self.frame.len() < MAX_FRAME_LEN {
-            self.frame.resize(MAX_FRAME_LEN, 0);
-            self.segment.resize(MAX_FRAME_LEN, 0);
-        }
-        let Some(len) = f.copy_to(&mut self.frame) else {
-            return Put::Dropped(FrameDrop::FrameTooLong);
-        };
-        let Some(frame) = self.frame.get(..len) else {
-            return Put::Dropped(FrameDrop::FrameTooLong);
-        };
-        let Ok(mut segments) = Segmenter::new(frame, &f.offload, max_frame_len) else {
-            return Put::Dropped(FrameDrop::OffloadFailed);
-        };
-        while let Some(next) = segments.next_segment(&mut self.segment) {
-            let Some(segment) = next.ok().and_then(|n| self.segment.get(..n)) else {
-                return Put::Dropped(FrameDrop::OffloadFailed);
-            };
-            match w.put(&[], segment, &OffloadInfo::default()) {
-                Put::Done => {}
-                other => return other,
-            }
-        }
-        Put::Done
     }
 }
 
@@ -211,41 +92,143 @@ impl PortTx for VhostPortTx {
             return 0;
         }
         let dev = Arc::clone(&self.dev);
-        let vring = dev.rx_vring();
-        let counters = &vring.counters;
-        let Some(mut st) = vring.try_lock() else {
+        // Every receive queue being served, locked for the burst; one the control thread
+        // holds sits this burst out (no thread holds a vring lock while waiting for another,
+        // so holding several here cannot deadlock).
+        let mut rings: [Option<(MutexGuard<'_, VringState>, Arc<GuestMemoryMmap>)>; PAIRS] =
+            std::array::from_fn(|_| None);
+        let mut serving = [0usize; PAIRS];
+        let mut count = 0;
+        for (pair, slot) in rings.iter_mut().enumerate().take(dev.queue_pairs()) {
+            let Some(mut st) = dev.rx_vring_of(pair).and_then(|v| v.try_lock()) else {
+                continue;
+            };
+            if !st.serving() {
+                continue;
+            }
+            let Some(mem) = st.mem.clone() else {
+                continue;
+            };
+            if pair > 0 && !st.guest_has_given_buffers(&mem) {
+                // A pair the guest does not use (see `guest_has_given_buffers`).
+                continue;
+            }
+            *slot = Some((st, mem));
+            if let Some(s) = serving.get_mut(count) {
+                *s = pair;
+                count += 1;
+            }
+        }
+        let Some(serving) = serving.get(..count).filter(|s| !s.is_empty()) else {
             return 0;
         };
-        if !st.serving() {
-            return 0;
-        }
-        let Some(mem) = st.mem.clone() else {
-            return 0;
+        let pick = |f: &TxFrame<'_>| match serving {
+            [only] => *only,
+            _ => serving
+                .get(usize::try_from(flow_hash(f)).unwrap_or(0) % serving.len())
+                .copied()
+                .unwrap_or(0),
         };
         let now = Instant::now();
-        let mut burst = Burst::default();
+        let mut bursts: [Burst; PAIRS] = std::array::from_fn(|_| Burst::default());
         let mut next = 0;
-        if st.notifier.early() {
-            // Optimistic: the first frame goes in alone and is made visible at once, so the
-            // guest's handler can start while the rest is copied.
-            next = self.fill(&mut st, &mem, frames, Some(1), &mut burst);
-            if self.publish(&mut st, &mem, &mut burst) > 0 {
-                vring.first_visible(&mut st, now);
+        let mut pair = frames.first().map_or(0, pick);
+        while next < frames.len() {
+            // A run of consecutive frames for the same queue goes in with one walk.
+            let mut end = next + 1;
+            let mut following = pair;
+            while let Some(f) = frames.get(end) {
+                following = pick(f);
+                if following != pair {
+                    break;
+                }
+                end += 1;
+            }
+            let (Some(Some((st, mem))), Some(burst), Some(run)) = (
+                rings.get_mut(pair),
+                bursts.get_mut(pair),
+                frames.get(next..end),
+            ) else {
+                break;
+            };
+            let taken = self.put_run(pair, st, mem, run, burst, now);
+            next += taken;
+            if taken < run.len() {
+                break;
+            }
+            pair = following;
+        }
+        for (pair, (ring, burst)) in rings.iter_mut().zip(&mut bursts).enumerate() {
+            if let Some((st, mem)) = ring {
+                self.end_burst(pair, st, mem, burst, now);
             }
         }
-        let (early_frames, early_bytes) = (burst.delivered, burst.bytes);
-        if let Some(rest) = frames.get(next..) {
+        next
+    }
+}
+
+impl VhostPortTx {
+    /// Fills pair `pair`'s receive queue with `run`; returns the frames taken.
+    fn put_run(
+        &mut self,
+        pair: usize,
+        st: &mut VringState,
+        mem: &GuestMemoryMmap,
+        run: &[TxFrame<'_>],
+        burst: &mut Burst,
+        now: Instant,
+    ) -> usize {
+        burst.touched = true;
+        if burst.stopped() {
+            return 0;
+        }
+        let mut next = 0;
+        if !burst.early_asked && st.notifier.early() {
+            // Optimistic: the queue's first frame goes in alone and is made visible at once,
+            // so the guest's handler can start while the rest is copied.
+            burst.early_asked = true;
+            next = self.fill(pair, st, mem, run, Some(1), burst);
+            if self.publish(pair, st, mem, burst) > 0 {
+                if let Some(vring) = self.dev.rx_vring_of(pair) {
+                    vring.first_visible(st, now);
+                }
+            }
+            burst.early_frames = burst.delivered;
+            burst.early_bytes = burst.bytes;
+        }
+        if let Some(rest) = run.get(next..) {
             if !rest.is_empty() && !burst.stopped() {
-                next += self.fill(&mut st, &mem, rest, None, &mut burst);
-                self.publish(&mut st, &mem, &mut burst);
+                next += self.fill(pair, st, mem, rest, None, burst);
             }
         }
-        vring.burst_done(
-            &mut st,
-            now,
-            burst.delivered - early_frames,
-            burst.bytes - early_bytes,
-        );
+        next
+    }
+
+    /// Publishes what pair `pair`'s queue was given this burst, notifies and counts.
+    fn end_burst(
+        &mut self,
+        pair: usize,
+        st: &mut VringState,
+        mem: &GuestMemoryMmap,
+        burst: &mut Burst,
+        now: Instant,
+    ) {
+        let dev = Arc::clone(&self.dev);
+        let Some(vring) = dev.rx_vring_of(pair) else {
+            return;
+        };
+        if self.used.get(pair).is_some_and(|u| !u.is_empty()) {
+            self.publish(pair, st, mem, burst);
+        }
+        if burst.touched {
+            vring.burst_done(
+                st,
+                now,
+                burst.delivered - burst.early_frames,
+                burst.bytes - burst.early_bytes,
+            );
+        }
+        let counters = &vring.counters;
         counters.add_frames(burst.delivered, burst.bytes);
         counters.batch(burst.delivered);
         counters.add_software_offloads(burst.software);
@@ -258,7 +241,6 @@ impl PortTx for VhostPortTx {
         if let Some(fault) = burst.fault {
             st.fault(fault, counters, vring.name);
         }
-        next
     }
 }
 
@@ -271,6 +253,13 @@ struct Burst {
     no_buffers: bool,
     fault: Option<QueueFault>,
     last_drop: Option<FrameDrop>,
+    /// The burst had frames for this queue.
+    touched: bool,
+    /// The optimistic policy's early look was done (whether or not a frame went in).
+    early_asked: bool,
+    /// Frames and bytes made visible before the early ask.
+    early_frames: u64,
+    early_bytes: u64,
 }
 
 impl Burst {
@@ -286,13 +275,20 @@ impl VhostPortTx {
     /// taken (delivered or dropped).
     fn fill(
         &mut self,
+        pair: usize,
         st: &mut VringState,
         mem: &GuestMemoryMmap,
         frames: &[TxFrame<'_>],
         until_delivered: Option<u64>,
         burst: &mut Burst,
     ) -> usize {
-        let counters = &self.dev.rx_vring().counters;
+        let dev = Arc::clone(&self.dev);
+        let Some(counters) = dev.rx_vring_of(pair).map(|v| &v.counters) else {
+            return 0;
+        };
+        let Some(used) = self.used.get_mut(pair) else {
+            return 0;
+        };
         let features = st.features;
         let max_frame_len = self.dev.caps().max_frame_len;
         let table = TableRef {
@@ -314,7 +310,7 @@ impl VhostPortTx {
             mem,
             table,
             features,
-            used: &mut self.used,
+            used,
             delivered: 0,
             bytes: 0,
         };
@@ -356,14 +352,23 @@ impl VhostPortTx {
     }
 
     /// Puts the chains filled so far in the used ring; returns how many.
-    fn publish(&mut self, st: &mut VringState, mem: &GuestMemoryMmap, burst: &mut Burst) -> usize {
+    fn publish(
+        &mut self,
+        pair: usize,
+        st: &mut VringState,
+        mem: &GuestMemoryMmap,
+        burst: &mut Burst,
+    ) -> usize {
+        let Some(used) = self.used.get_mut(pair) else {
+            return 0;
+        };
         let added = st
-            .publish_used(mem, self.used.iter().copied())
+            .publish_used(mem, used.iter().copied())
             .unwrap_or_else(|written| {
                 burst.fault.get_or_insert(QueueFault::RingInaccessible);
                 written
             });
-        self.used.clear();
+        used.clear();
         added
     }
 }

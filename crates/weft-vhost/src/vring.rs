@@ -3,9 +3,10 @@
 //! Ownership and locking: the state sits behind a mutex. The data path takes it with
 //! `try_lock`, once per `receive`, `finish` or `transmit` call, and skips its turn when the
 //! control thread holds it — it never waits. The control thread takes it only to change the
-//! ring (start, stop, new memory, new call descriptor), never across socket I/O. Lock order:
-//! a receive half holds no vring lock while the switch transmits, so no thread ever holds
-//! two vring locks.
+//! ring (start, stop, new memory, new call descriptor), never across socket I/O. No
+//! deadlock: a receive half holds no vring lock while the switch transmits; a transmit half
+//! holds every receive queue it could `try_lock` for one burst (several queue pairs) but
+//! never waits for one; the control thread waits for one lock at a time and holds no other.
 
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
@@ -21,14 +22,19 @@ use crate::features::Features;
 use crate::modes::NotifyPolicy;
 use crate::notify::{Decision, Notifier};
 
-/// Queue index of the guest's receive queue (the device writes it: the port's transmit
-/// half).
+/// Queue index of the guest's first receive queue (the device writes it: the port's
+/// transmit half). Pair `k`'s receive queue is `2k`.
 pub const RX_QUEUE: usize = 0;
-/// Queue index of the guest's transmit queue (the device reads it: the port's receive
-/// half).
+/// Queue index of the guest's first transmit queue (the device reads it: the port's receive
+/// half). Pair `k`'s transmit queue is `2k + 1`.
 pub const TX_QUEUE: usize = 1;
 /// Queues of one queue pair.
 pub const NUM_QUEUES: usize = 2;
+
+/// True for a guest transmit queue (odd index: the port's receive half reads it).
+pub(crate) const fn is_guest_tx(index: usize) -> bool {
+    index % 2 == 1
+}
 
 /// Where a ring lies in guest memory and where it starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,6 +88,8 @@ pub(crate) struct VringState {
     /// The used index when the guest was last asked about a notification: with EVENT_IDX
     /// the next ask checks `used_event` against every entry added since.
     used_at_last_ask: u16,
+    /// The available index the ring started at, until the guest moves it (`None` after).
+    untouched_since: Option<u16>,
     log: LogLimiter,
 }
 
@@ -101,6 +109,7 @@ impl VringState {
             guest_kicks: None,
             notifier: Notifier::new(NotifyPolicy::Immediate),
             used_at_last_ask: 0,
+            untouched_since: None,
             log: LogLimiter::new(),
         })
     }
@@ -108,6 +117,25 @@ impl VringState {
     /// True when the data path may use the ring.
     pub(crate) fn serving(&self) -> bool {
         self.running && self.enabled && self.fault.is_none() && self.mem.is_some()
+    }
+
+    /// True once the guest has made a buffer available since the ring started. A Linux
+    /// guest using fewer queue pairs than offered never fills the other receive queues; QEMU
+    /// disables those pairs, but a frontend that does not (or whose disable came too early
+    /// to be taken: see `control.rs` on enables before SET_FEATURES) would have flows hashed
+    /// onto a queue that never gets a buffer. So a receive queue beyond the first is used
+    /// only once this holds.
+    pub(crate) fn guest_has_given_buffers(&mut self, mem: &GuestMemoryMmap) -> bool {
+        let Some(start) = self.untouched_since else {
+            return true;
+        };
+        match self.queue.avail_idx(mem, Ordering::Acquire) {
+            Ok(idx) if idx.0 != start => {
+                self.untouched_since = None;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Starts the ring at `layout` over `mem`.
@@ -131,6 +159,7 @@ impl VringState {
         q.set_next_avail(layout.base);
         q.set_next_used(layout.base);
         self.used_at_last_ask = layout.base;
+        self.untouched_since = Some(layout.base);
         q.set_ready(true);
         if !q.is_valid(&*mem) {
             return Err(RingError::OutsideMemory);

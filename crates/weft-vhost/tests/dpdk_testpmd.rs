@@ -15,6 +15,9 @@ use weft_switch::{PortOptions, SwitchConfig};
 use weft_testlab::testpmd;
 use weft_vhost::{VhostPortConfig, VhostUserPort};
 
+/// Two testpmds at once would compete for the hugepages and the two cores: one at a time.
+static ONE_TESTPMD_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn require_testpmd() {
     if let Some(reason) = testpmd::missing() {
         panic!("{reason}: run scripts/install-test-deps as root");
@@ -35,6 +38,9 @@ fn rx_packets(output: &str) -> Vec<u64> {
 
 #[test]
 fn testpmd_virtio_user_ports_exchange_traffic_through_a_weft_switch() {
+    let _serial = ONE_TESTPMD_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
     require_testpmd();
     let dir = std::env::temp_dir().join(format!("weft-e2e-testpmd-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -120,6 +126,115 @@ fn testpmd_virtio_user_ports_exchange_traffic_through_a_weft_switch() {
     assert!(!port_a.is_connected() && !port_b.is_connected());
     let registry = worker.shutdown().unwrap();
     assert!(registry.get("br0").is_some());
+    drop((port_a, port_b));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// True once every queue of the port runs and is enabled.
+fn all_queues_running(port: &VhostUserPort, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if port.queue_status().iter().all(|q| q.running && q.enabled) {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn testpmd_with_two_queue_pairs_carries_traffic_on_both_pairs() {
+    let _serial = ONE_TESTPMD_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    require_testpmd();
+    let dir = std::env::temp_dir().join(format!("weft-e2e-testpmd-mq-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = |n: &str| -> PathBuf { dir.join(format!("{n}.sock")) };
+    let config = VhostPortConfig {
+        queue_pairs: 2,
+        ..VhostPortConfig::default()
+    };
+    let mut port_a = VhostUserPort::listen(sock("a"), config).unwrap();
+    let mut port_b = VhostUserPort::listen(sock("b"), config).unwrap();
+    let (rx_a, tx_a) = port_a.take_halves().unwrap();
+    let (rx_b, tx_b) = port_b.take_halves().unwrap();
+    let worker = spawn_worker(WorkerConfig::default()).unwrap();
+    worker
+        .exec(move |reg, _| {
+            reg.create("br0", SwitchConfig::default()).unwrap();
+            for (name, rx, tx) in [
+                ("br0:a", Box::new(rx_a), Box::new(tx_a)),
+                ("br0:b", Box::new(rx_b), Box::new(tx_b)),
+            ] {
+                reg.add_port(name, Some(rx), tx, PortOptions::default())
+                    .unwrap();
+            }
+        })
+        .unwrap();
+
+    let mut testpmd = testpmd::spawn_with_queues(
+        &format!("weft-e2e-mq-{}", std::process::id()),
+        &sock("a"),
+        &sock("b"),
+        2,
+    );
+    let running = all_queues_running(&port_a, Duration::from_secs(60))
+        && all_queues_running(&port_b, Duration::from_secs(60));
+    let (out, err) = testpmd::run_and_quit(&mut testpmd, running);
+    assert!(
+        running,
+        "testpmd never started all four rings of both ports: {:?} {:?}\n{out}\n{err}",
+        port_a.queue_status(),
+        port_b.queue_status()
+    );
+
+    let rx = rx_packets(&out);
+    let stats = [port_a.stats(), port_b.stats()];
+    for s in &stats {
+        let per_pair: Vec<_> = s
+            .pairs
+            .iter()
+            .map(|p| (p.from_guest.frames, p.to_guest.frames))
+            .collect();
+        eprintln!("weft port (from guest, to guest) per pair: {per_pair:?}");
+    }
+    eprintln!("testpmd RX per port: {rx:?}");
+    assert_eq!(rx.len(), 2, "no forward statistics:\n{out}\n{err}");
+    assert!(
+        rx.iter().all(|n| *n >= 64),
+        "too little traffic: {rx:?}\n{out}"
+    );
+    for s in &stats {
+        assert_eq!(s.pairs.len(), 2, "{s:?}");
+        // testpmd's first bursts go out on both transmit queues of each port, and their
+        // several flows come back on both receive queues.
+        for p in &s.pairs {
+            assert!(p.from_guest.frames >= 32, "{s:?}");
+            assert!(p.to_guest.frames > 0, "{s:?}");
+        }
+        let from: u64 = s.pairs.iter().map(|p| p.from_guest.frames).sum();
+        let to: u64 = s.pairs.iter().map(|p| p.to_guest.frames).sum();
+        assert_eq!((from, to), (s.from_guest.frames, s.to_guest.frames));
+        assert_eq!(
+            s.from_guest.total_faults() + s.to_guest.total_faults(),
+            0,
+            "{s:?}"
+        );
+        assert_eq!(
+            s.from_guest.total_drops() + s.to_guest.total_drops(),
+            0,
+            "{s:?}"
+        );
+    }
+    let wait_disconnect = Instant::now() + Duration::from_secs(10);
+    while (port_a.is_connected() || port_b.is_connected()) && Instant::now() < wait_disconnect {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!port_a.is_connected() && !port_b.is_connected());
+    worker.shutdown().unwrap();
     drop((port_a, port_b));
     let _ = std::fs::remove_dir_all(&dir);
 }

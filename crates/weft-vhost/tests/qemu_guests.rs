@@ -58,14 +58,61 @@ static ONE_PAIR_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 fn two_linux_guests_ping_and_move_data_over_tcp_through_weft() {
     let _serial = ONE_PAIR_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let config = VhostPortConfig::default();
-    run_two_guests("server", VhostMode::Server, config, config);
+    run_two_guests("server", VhostMode::Server, config, config, 1);
 }
 
 #[test]
 fn two_linux_guests_move_data_through_weft_connecting_to_qemu_as_a_client() {
     let _serial = ONE_PAIR_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let config = VhostPortConfig::default();
-    run_two_guests("client", VhostMode::Client, config, config);
+    run_two_guests("client", VhostMode::Client, config, config, 1);
+}
+
+#[test]
+fn two_linux_guests_with_two_queue_pairs_move_data_through_weft() {
+    let _serial = ONE_PAIR_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let config = VhostPortConfig {
+        queue_pairs: 2,
+        ..VhostPortConfig::default()
+    };
+    let stats = run_two_guests("mq", VhostMode::Server, config, config, 2);
+    for s in &stats {
+        let per_pair: Vec<_> = s
+            .pairs
+            .iter()
+            .map(|p| (p.from_guest.frames, p.to_guest.frames))
+            .collect();
+        eprintln!("weft port (from guest, to guest) per pair: {per_pair:?}");
+        assert_eq!(s.pairs.len(), 2, "{s:?}");
+        let to: u64 = s.pairs.iter().map(|p| p.to_guest.frames).sum();
+        assert_eq!(to, s.to_guest.frames, "{s:?}");
+    }
+    // Two vCPUs send on both transmit queues, and the flows (ARP, ping, two TCP streams
+    // each way) hash onto both receive queues: the second pair carries frames.
+    let second: u64 = stats
+        .iter()
+        .map(|s| s.pairs[1].from_guest.frames + s.pairs[1].to_guest.frames)
+        .sum();
+    assert!(second > 0, "{stats:?}");
+}
+
+#[test]
+fn a_one_vcpu_guest_using_one_pair_of_two_moves_data_through_weft() {
+    let _serial = ONE_PAIR_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let config = VhostPortConfig {
+        queue_pairs: 2,
+        ..VhostPortConfig::default()
+    };
+    // Linux uses one pair (one vCPU) and never fills the second pair's receive queue; QEMU
+    // disables that pair (SET_VRING_ENABLE 0), and weft sends it nothing (a flow hashed
+    // onto it would stall).
+    let stats = run_two_guests("mq1", VhostMode::Server, config, config, 1);
+    for s in &stats {
+        assert_eq!(s.pairs.len(), 2, "{s:?}");
+        assert_eq!(s.pairs[1].to_guest.frames, 0, "{s:?}");
+        assert_eq!(s.pairs[1].to_guest.no_buffers, 0, "{s:?}");
+        assert_eq!(s.pairs[1].from_guest.frames, 0, "{s:?}");
+    }
 }
 
 #[test]
@@ -91,7 +138,7 @@ fn guests_behind_optimistic_and_coalesced_ports_with_eager_adaptive_dispatch_los
         },
         ..VhostPortConfig::default()
     };
-    let stats = run_two_guests("modes", VhostMode::Server, optimistic, coalesced);
+    let stats = run_two_guests("modes", VhostMode::Server, optimistic, coalesced, 1);
     assert!(
         stats.iter().any(|s| s.from_guest.dispatch_changes >= 1),
         "the transfer took a port switch-driven: {stats:?}"
@@ -116,6 +163,7 @@ fn run_two_guests(
     mode: VhostMode,
     config1: VhostPortConfig,
     config2: VhostPortConfig,
+    cpus: u16,
 ) -> [VhostPortStats; 2] {
     let _ = tracing_subscriber::fmt().with_test_writer().try_init();
     let dir = std::env::temp_dir().join(format!("weft-e2e-qemu-{tag}-{}", std::process::id()));
@@ -146,8 +194,9 @@ fn run_two_guests(
         })
         .unwrap();
 
-    let mut g1 = Guest::start(1, &sock1, side, &dir, &kernel, &initrd);
-    let mut g2 = Guest::start(2, &sock2, side, &dir, &kernel, &initrd);
+    let (q1, q2) = (config1.queue_pairs, config2.queue_pairs);
+    let mut g1 = Guest::start_with_queues(1, &sock1, side, &dir, &kernel, &initrd, q1, cpus);
+    let mut g2 = Guest::start_with_queues(2, &sock2, side, &dir, &kernel, &initrd, q2, cpus);
     let both_running = wait_until(Duration::from_secs(120), || {
         (port1.is_running() && port2.is_running()).then_some(())
     });
@@ -220,6 +269,15 @@ fn run_two_guests(
         );
     }
     eprintln!("{report}");
+    for (port, pairs) in [(&port1, q1), (&port2, q2)] {
+        let status = port.queue_status();
+        assert_eq!(status.len(), 2 * usize::from(pairs), "{report}");
+        if pairs > 1 {
+            let mq = 1u64 << virtio_bindings::bindings::virtio_net::VIRTIO_NET_F_MQ;
+            assert_ne!(port.features() & mq, 0, "the guest took MQ\n{report}");
+        }
+        eprintln!("queues: {status:?}");
+    }
     drop((g1, g2));
     let _ = worker.shutdown();
     let stats = [port1.stats(), port2.stats()];

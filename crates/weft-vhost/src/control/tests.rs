@@ -8,7 +8,7 @@ use crate::config::VhostPortConfig;
 use crate::rx::VhostPortRx;
 use crate::testutil::{ether_frame, memfd, GuestRing, GUEST_MEM};
 use crate::tx::VhostPortTx;
-use crate::vring::RX_QUEUE;
+use crate::vring::{RX_QUEUE, TX_QUEUE};
 use vhost::vhost_user::message::VhostUserVirtioFeatures;
 use vm_memory::{FileOffset, GuestAddress, GuestMemoryMmap};
 use vmm_sys_util::eventfd::EFD_NONBLOCK;
@@ -587,4 +587,98 @@ fn after_a_backend_restart_chains_in_flight_are_processed_again() {
     // A frontend that sends its own last available index (3) instead would lose the two
     // chains for good: the ring resumes from the used index all the same.
     assert_eq!(frames_after_a_backend_restart(3), again);
+}
+
+fn two_pairs() -> Frontend {
+    frontend_with(VhostPortConfig {
+        queue_pairs: 2,
+        ..VhostPortConfig::default()
+    })
+}
+
+#[test]
+fn several_pairs_offer_multiqueue_and_answer_the_pair_count() {
+    use virtio_bindings::bindings::virtio_net::VIRTIO_NET_F_MQ;
+    let mut fe = two_pairs();
+    assert!(Features(fe.dev.get_features().unwrap()).has(VIRTIO_NET_F_MQ));
+    let protocol = fe.dev.get_protocol_features().unwrap();
+    assert!(protocol.contains(VhostUserProtocolFeatures::MQ));
+    assert!(fe
+        .dev
+        .set_protocol_features(
+            (VhostUserProtocolFeatures::MQ | VhostUserProtocolFeatures::REPLY_ACK).bits()
+        )
+        .is_ok());
+    assert_eq!(fe.dev.get_queue_num().unwrap(), 2);
+    assert_eq!(frontend().dev.get_queue_num().unwrap(), 1);
+}
+
+#[test]
+fn queue_indexes_outside_the_ports_pairs_are_refused() {
+    let mut fe = frontend_with(VhostPortConfig {
+        queue_pairs: 3,
+        ..VhostPortConfig::default()
+    });
+    for index in [6u32, 7, 32, u32::MAX] {
+        assert!(fe.dev.set_vring_num(index, 256).is_err());
+        assert!(fe.dev.set_vring_base(index, 0).is_err());
+        assert!(fe.dev.get_vring_base(index).is_err());
+        assert!(fe.dev.set_vring_enable(index, true).is_err());
+    }
+    for index in [6u8, 255] {
+        assert!(fe.dev.set_vring_kick(index, None).is_err());
+        assert!(fe.dev.set_vring_call(index, None).is_err());
+    }
+    for index in [2u32, 5] {
+        assert!(fe.dev.set_vring_num(index, 256).is_ok());
+        assert!(fe.dev.set_vring_enable(index, false).is_ok());
+    }
+}
+
+/// Sets up ring `index` over `ring` through the handler.
+fn setup_other_ring(fe: &mut Frontend, index: u8, ring: &GuestRing, kick: &EventFd) {
+    let i = u32::from(index);
+    fe.dev.set_vring_num(i, 256).unwrap();
+    fe.dev.set_vring_base(i, 0).unwrap();
+    fe.dev
+        .set_vring_addr(
+            i,
+            VhostUserVringAddrFlags::empty(),
+            VA + ring.desc.0,
+            VA + ring.used.0,
+            VA + ring.avail.0,
+            0,
+        )
+        .unwrap();
+    let call = file_of(&EventFd::new(EFD_NONBLOCK).unwrap());
+    fe.dev.set_vring_call(index, Some(call)).unwrap();
+    fe.dev.set_vring_kick(index, Some(file_of(kick))).unwrap();
+}
+
+#[test]
+fn the_second_pair_carries_frames_and_stops_being_used_when_disabled() {
+    let mut fe = two_pairs();
+    fe.start();
+    let mem = fe.rxq.mem.clone();
+    let rxq1 = GuestRing::new(mem.clone(), 256, 0x70_0000, 0x71_0000, 0x7_0000);
+    let mut txq1 = GuestRing::new(mem, 256, 0x70_8000, 0x78_0000, 0x7_0000);
+    let kick1 = EventFd::new(EFD_NONBLOCK).unwrap();
+    setup_other_ring(&mut fe, 2, &rxq1, &EventFd::new(EFD_NONBLOCK).unwrap());
+    setup_other_ring(&mut fe, 3, &txq1, &kick1);
+    assert!(fe.serving(2) && fe.serving(3));
+    let (mut rx, mut tx) = fe.halves();
+    let out = ether_frame(1, 2, 300, 1);
+    txq1.send(&[0; 12], &out, &[]);
+    assert_eq!(receive(&mut rx), vec![out]);
+    // Pair 1 disabled: everything goes to pair 0's receive queue.
+    fe.dev.set_vring_enable(2, false).unwrap();
+    fe.rxq.post_rx(64, 2048);
+    let frames: Vec<Vec<u8>> = (0..32u8).map(|i| ether_frame(i, 1, 100, i)).collect();
+    let tx_frames: Vec<TxFrame<'_>> = frames
+        .iter()
+        .map(|f| TxFrame::whole(f, OffloadInfo::default()))
+        .collect();
+    assert_eq!(tx.transmit(&tx_frames), 32);
+    assert_eq!(fe.rxq.take_used().len(), 32);
+    assert_eq!(fe.shared.vrings[2].counters.snapshot().frames, 0);
 }

@@ -264,6 +264,19 @@ fn attacks() -> Vec<(&'static str, Attack)> {
             negotiate(r);
             r.send(req::SET_VRING_ADDR, VERSION, &addr_body(7, 0, 0, 0, 0), &[]);
         }),
+        ("queue index just past the port's two pairs", |r| {
+            negotiate(r);
+            r.send(req::SET_VRING_NUM, VERSION, &state_body(4, 256), &[]);
+        }),
+        ("enable of a queue past the port's pairs", |r| {
+            negotiate(r);
+            r.send(req::SET_VRING_ENABLE, VERSION, &state_body(5, 1), &[]);
+        }),
+        ("kick for a queue past the port's pairs", |r| {
+            negotiate(r);
+            let e = tagged_eventfd();
+            r.send(req::SET_VRING_KICK, VERSION, &u64_body(4), &[e.as_raw_fd()]);
+        }),
         ("ring base above 65535", |r| {
             negotiate(r);
             r.send(req::SET_VRING_BASE, VERSION, &state_body(0, 70_000), &[]);
@@ -366,7 +379,12 @@ fn attacks() -> Vec<(&'static str, Attack)> {
 fn a_hostile_frontend_breaks_nothing_and_leaks_nothing() {
     let hostile_path = socket_path("hostile");
     let beside_path = socket_path("beside");
-    let hostile_port = VhostUserPort::listen(&hostile_path, VhostPortConfig::default()).unwrap();
+    // Two queue pairs: indexes 0..4 exist, 4 and above do not.
+    let two_pairs = VhostPortConfig {
+        queue_pairs: 2,
+        ..VhostPortConfig::default()
+    };
+    let hostile_port = VhostUserPort::listen(&hostile_path, two_pairs).unwrap();
     let mut beside = VhostUserPort::listen(&beside_path, VhostPortConfig::default()).unwrap();
     let (mut rx, _tx) = beside.take_halves().unwrap();
     let mut good = Guest::connect(&beside_path);

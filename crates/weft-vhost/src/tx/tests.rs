@@ -12,6 +12,7 @@ use virtio_queue::desc::split::Descriptor;
 use vm_memory::{Address, Bytes, GuestMemoryMmap};
 use weft_packet::virtio_net::{flags, gso_type};
 use weft_packet::GsoKind;
+use weft_packet::{OffloadInfo, VirtioNetHeader};
 
 fn rig_with(config: VhostPortConfig, features: Features) -> (Rig, VhostPortTx) {
     let (rig, _rx, tx) = Rig::new(config, features, 256);

@@ -1,0 +1,211 @@
+//! One guest transmit queue as the receive half serves it, and the frames of a batch.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use virtio_queue::{Error as QueueError, QueueOwnedT, QueueT};
+use vm_memory::{GuestAddress, GuestMemoryMmap};
+use weft_packet::VirtioNetHeader;
+use weft_switch::port::MAX_BATCH;
+use weft_switch::{FrameHandle, RxBatch, RxDesc};
+
+use crate::bounce::Bounce;
+use crate::chain::{read_tx_chain, ChainError, FrameLoc, TableRef};
+use crate::config::MAX_QUEUE_PAIRS;
+use crate::counters::{FrameDrop, QueueFault};
+use crate::dispatch::Dispatch;
+use crate::vring::{Vring, VringState};
+
+/// Where the frames of the current batch are, whichever queue they came from.
+pub(super) struct BatchFrames {
+    /// Each frame handed to the switch (indexed by handle) and the queue it came from.
+    pub(super) frames: Vec<(FrameLoc, usize)>,
+    pub(super) bounce: Bounce,
+    pub(super) lend: bool,
+    /// Frames each queue put in this batch (for its batch-size histogram).
+    pub(super) per_queue: [usize; MAX_QUEUE_PAIRS as usize],
+}
+
+/// One guest transmit queue as the receive half serves it: its own batch, completions,
+/// dispatch state and epoch, so that a broken or stopped queue stops only itself.
+pub(super) struct RxQueue {
+    /// The queue pair (the guest's transmit queue `2 × pair + 1`).
+    pub(super) pair: usize,
+    /// The guest memory the current batch's frames from this queue lie in: holding it
+    /// keeps the mapping alive until `finish`, whatever the frontend does meanwhile.
+    pub(super) mem: Option<Arc<GuestMemoryMmap>>,
+    /// Chains taken this batch, in order (dropped frames included).
+    pub(super) heads: Vec<u16>,
+    /// The ring epoch the batch was taken under.
+    pub(super) epoch: u64,
+    /// Chains finished but not yet returned (the control thread held the ring).
+    pub(super) pending: Vec<u16>,
+    pub(super) pending_epoch: u64,
+    pub(super) dispatch: Dispatch,
+    /// The ring was being served at the last look (a switch-driven port whose ring is
+    /// stopped needs no polling).
+    pub(super) ring_live: bool,
+}
+
+impl RxQueue {
+    pub(super) fn retire_batch(&mut self) {
+        if !self.heads.is_empty() {
+            if self.pending_epoch != self.epoch {
+                self.pending.clear();
+            }
+            self.pending.append(&mut self.heads);
+            self.pending_epoch = self.epoch;
+        }
+    }
+
+    /// Returns finished chains to the used ring, if they belong to the ring as it is now.
+    pub(super) fn complete_pending(&mut self, vring: &Vring, st: &mut VringState, now: Instant) {
+        if self.pending.is_empty() {
+            return;
+        }
+        if self.pending_epoch != st.epoch || !st.running {
+            // The frontend stopped the ring meanwhile; the next start reads them again.
+            self.pending.clear();
+            return;
+        }
+        let Some(mem) = st.mem.clone() else {
+            self.pending.clear();
+            return;
+        };
+        let mut fault = None;
+        let mut done: u16 = 0;
+        for head in self.pending.drain(..) {
+            if st.queue.add_used(&*mem, head, 0).is_err() {
+                fault = Some(QueueFault::RingInaccessible);
+                break;
+            }
+            done = done.wrapping_add(1);
+            if done == 1 {
+                // Optimistic policy: the first completion is visible, ask early.
+                vring.first_visible(st, now);
+            }
+        }
+        self.pending.clear();
+        st.in_flight = st.in_flight.saturating_sub(done);
+        if let Some(f) = fault {
+            st.fault(f, &vring.counters, vring.name);
+        }
+        let after_early = if st.notifier.early() {
+            done.saturating_sub(1)
+        } else {
+            done
+        };
+        // Completions carry no bytes: the density of transmit completions is theirs alone.
+        vring.burst_done(st, now, u64::from(after_early), 0);
+    }
+
+    /// Takes up to `limit` chains into the batch; returns how many chains were taken.
+    /// `index` is this queue's place in the receive half (recorded with each frame).
+    pub(super) fn take_chains(
+        &mut self,
+        vring: &Vring,
+        st: &mut VringState,
+        frames: &mut BatchFrames,
+        batch: &mut RxBatch,
+        index: usize,
+        limit: usize,
+    ) -> usize {
+        let Some(mem) = self.mem.clone() else {
+            return 0;
+        };
+        let counters = &vring.counters;
+        let hdr_len = st.features.header_len();
+        let features = st.features;
+        let table = TableRef {
+            desc_table: GuestAddress(st.queue.desc_table()),
+            size: st.queue.size(),
+        };
+        let mut fault = None;
+        let mut last_drop = None;
+        let (mut taken, mut bytes, mut lent, mut bounced) = (0usize, 0u64, 0u64, 0u64);
+        match st.queue.iter(&*mem) {
+            Err(e) => {
+                fault = Some(match e {
+                    QueueError::InvalidAvailRingIndex => QueueFault::AvailIndexOutOfRange,
+                    _ => QueueFault::RingInaccessible,
+                });
+            }
+            Ok(mut iter) => {
+                while batch.room() > 0 && taken < limit && self.heads.len() < MAX_BATCH {
+                    let Some(chain) = iter.next() else {
+                        break;
+                    };
+                    let head = chain.head_index();
+                    let read =
+                        read_tx_chain(chain, &mem, table, hdr_len, &mut frames.bounce, frames.lend);
+                    let read = match read {
+                        Ok(read) => read,
+                        Err(ChainError::NoRoom) => {
+                            iter.go_to_previous_position();
+                            break;
+                        }
+                        Err(ChainError::Fault(f)) => {
+                            // The chain is not returned: the ring is broken anyway.
+                            fault = Some(f);
+                            break;
+                        }
+                        Err(ChainError::Drop(reason)) => {
+                            counters.dropped(reason);
+                            last_drop = Some(reason);
+                            self.heads.push(head);
+                            taken += 1;
+                            continue;
+                        }
+                    };
+                    taken += 1;
+                    self.heads.push(head);
+                    let header = VirtioNetHeader::new_unchecked(
+                        read.header.get(..hdr_len).unwrap_or(&read.header),
+                    );
+                    let refused = match header.to_offload_info(read.len) {
+                        Ok(info) if features.guest_may_send(&info) => {
+                            let handle = u32::try_from(frames.frames.len()).unwrap_or(u32::MAX);
+                            let desc = RxDesc {
+                                handle: FrameHandle(handle),
+                                offload: info,
+                            };
+                            if batch.push(desc).is_ok() {
+                                frames.frames.push((read.loc, index));
+                                bytes += read.len as u64;
+                                match read.loc {
+                                    FrameLoc::Guest(..) => lent += 1,
+                                    FrameLoc::Bounce(..) => bounced += 1,
+                                }
+                                None
+                            } else {
+                                // Cannot happen (room was checked): drop rather than lose it.
+                                Some(FrameDrop::FrameTooShort)
+                            }
+                        }
+                        Ok(_) => Some(FrameDrop::OffloadNotNegotiated),
+                        Err(e) => Some(FrameDrop::BadHeader(e)),
+                    };
+                    if let Some(reason) = refused {
+                        if let FrameLoc::Bounce(start, _) = read.loc {
+                            frames.bounce.truncate(start);
+                        }
+                        counters.dropped(reason);
+                        last_drop = Some(reason);
+                    }
+                }
+            }
+        }
+        let taken_u16 = u16::try_from(taken).unwrap_or(u16::MAX);
+        st.in_flight = st.in_flight.saturating_add(taken_u16);
+        counters.add_frames(lent + bounced, bytes);
+        counters.add_lent(lent, bounced);
+        if let Some(reason) = last_drop {
+            // Counted above; this only logs (rate-limited).
+            st.log_drop(reason, vring.name);
+        }
+        if let Some(f) = fault {
+            st.fault(f, counters, vring.name);
+        }
+        taken
+    }
+}

@@ -1,0 +1,152 @@
+//! Writing frames into the guest's receive chains: one frame over as many chains as it
+//! takes (mergeable buffers), its virtio-net header, and offloads done in software.
+
+use virtio_queue::AvailIter;
+use vm_memory::GuestMemoryMmap;
+use weft_packet::{OffloadInfo, Segmenter, VirtioNetHeader};
+use weft_switch::TxFrame;
+
+use crate::chain::{write_rx_chain, ChainError, FrameSource, TableRef};
+use crate::config::MAX_FRAME_LEN;
+use crate::counters::{FrameDrop, QueueFault};
+use crate::features::Features;
+
+/// What the guest is told about a frame: `DATA_VALID` only if it negotiated checksums.
+fn offload_for_guest(mut info: OffloadInfo, features: Features) -> OffloadInfo {
+    if !features.guest_csum() {
+        info.data_valid = false;
+    }
+    info
+}
+
+/// Gives the chains a frame took (from `first` on) back to the available ring.
+fn rewind(iter: &mut AvailIter<'_, &GuestMemoryMmap>, used: &mut Vec<(u16, u32)>, first: usize) {
+    for _ in first..used.len() {
+        iter.go_to_previous_position();
+    }
+    used.truncate(first);
+}
+
+/// How putting one frame into the ring went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Put {
+    Done,
+    /// The guest has no buffer left: stop the burst.
+    NoBuffers,
+    /// This frame cannot go in; the next may.
+    Dropped(FrameDrop),
+    /// The ring is broken.
+    Fault(QueueFault),
+}
+
+/// Fills the guest's receive ring for one burst.
+pub(super) struct RingWriter<'q, 'm> {
+    pub(super) iter: AvailIter<'q, &'m GuestMemoryMmap>,
+    pub(super) mem: &'m GuestMemoryMmap,
+    pub(super) table: TableRef,
+    pub(super) features: Features,
+    pub(super) used: &'q mut Vec<(u16, u32)>,
+    pub(super) delivered: u64,
+    pub(super) bytes: u64,
+}
+
+impl RingWriter<'_, '_> {
+    /// Writes `head` + `body` behind a header saying `info` into as many chains as it
+    /// takes (one without mergeable buffers); on failure gives the chains back.
+    pub(super) fn put(&mut self, head: &[u8], body: &[u8], info: &OffloadInfo) -> Put {
+        let hdr_len = self.features.header_len();
+        let mut src = FrameSource::new(head, body);
+        let first = self.used.len();
+        let mut header = None;
+        loop {
+            let Some(chain) = self.iter.next() else {
+                rewind(&mut self.iter, self.used, first);
+                return Put::NoBuffers;
+            };
+            let is_first = self.used.len() == first;
+            let want_header = if is_first { hdr_len } else { 0 };
+            match write_rx_chain(chain, self.mem, self.table, want_header, &mut src) {
+                Ok(w) => {
+                    if is_first {
+                        header = w.header;
+                    }
+                    self.used.push((w.head, w.len));
+                }
+                Err(ChainError::Drop(reason)) => {
+                    self.iter.go_to_previous_position();
+                    rewind(&mut self.iter, self.used, first);
+                    return Put::Dropped(reason);
+                }
+                Err(ChainError::Fault(fault)) => {
+                    self.used.truncate(first);
+                    return Put::Fault(fault);
+                }
+                Err(ChainError::NoRoom) => {
+                    self.used.truncate(first);
+                    return Put::Fault(QueueFault::MalformedChain);
+                }
+            }
+            if src.remaining() == 0 {
+                break;
+            }
+            if !self.features.mergeable_rx() || self.used.len() - first >= usize::from(u16::MAX) {
+                // Without mergeable buffers a frame must fit one chain.
+                rewind(&mut self.iter, self.used, first);
+                return Put::Dropped(FrameDrop::GuestBufferTooSmall);
+            }
+        }
+        let buffers = u16::try_from(self.used.len() - first).unwrap_or(u16::MAX);
+        let mut hdr = VirtioNetHeader::from_offload_info(&offload_for_guest(*info, self.features));
+        // A 10-byte legacy header has no num_buffers; the 12-byte one always does.
+        let _ = hdr.set_num_buffers(buffers);
+        let bytes = hdr.into_inner();
+        if let (Some(slot), Some(b)) = (header, bytes.get(..hdr_len)) {
+            slot.copy_from(b);
+        }
+        self.delivered += 1;
+        self.bytes += (head.len() + body.len()) as u64;
+        Put::Done
+    }
+}
+
+/// Buffers for offloads done in software, allocated on first use.
+#[derive(Default)]
+pub(super) struct SoftwareOffload {
+    frame: Vec<u8>,
+    segment: Vec<u8>,
+}
+
+impl SoftwareOffload {
+    /// Completes the checksum of, or segments, a frame the guest cannot take as it is, and
+    /// puts the result into the ring. Segments already put stay there if a later one fails.
+    pub(super) fn put(
+        &mut self,
+        w: &mut RingWriter<'_, '_>,
+        f: &TxFrame<'_>,
+        max_frame_len: usize,
+    ) -> Put {
+        if self.frame.len() < MAX_FRAME_LEN {
+            self.frame.resize(MAX_FRAME_LEN, 0);
+            self.segment.resize(MAX_FRAME_LEN, 0);
+        }
+        let Some(len) = f.copy_to(&mut self.frame) else {
+            return Put::Dropped(FrameDrop::FrameTooLong);
+        };
+        let Some(frame) = self.frame.get(..len) else {
+            return Put::Dropped(FrameDrop::FrameTooLong);
+        };
+        let Ok(mut segments) = Segmenter::new(frame, &f.offload, max_frame_len) else {
+            return Put::Dropped(FrameDrop::OffloadFailed);
+        };
+        while let Some(next) = segments.next_segment(&mut self.segment) {
+            let Some(segment) = next.ok().and_then(|n| self.segment.get(..n)) else {
+                return Put::Dropped(FrameDrop::OffloadFailed);
+            };
+            match w.put(&[], segment, &OffloadInfo::default()) {
+                Put::Done => {}
+                other => return other,
+            }
+        }
+        Put::Done
+    }
+}
