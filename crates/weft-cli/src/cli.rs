@@ -351,6 +351,10 @@ pub enum PortKindCmd {
         /// (32 frames or 50 µs) or coalesced:FRAMES,MAX_DELAY_US.
         #[arg(long, value_name = "POLICY")]
         notify: Option<weft_control::state::VhostNotify>,
+        /// Queue pairs to offer (virtio-net multiqueue above 1; the VM asks for as many with
+        /// `-netdev vhost-user,queues=N` and `-device virtio-net-pci,mq=on`), 1 to 16.
+        #[arg(long, value_name = "N", default_value_t = 1)]
+        queues: u16,
         /// Switch-side options.
         #[command(flatten)]
         options: PortOptionArgs,

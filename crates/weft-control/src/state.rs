@@ -161,6 +161,10 @@ pub enum PortKind {
         /// Notification policy; absent: immediate.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         notify: Option<VhostNotify>,
+        /// Queue pairs offered (virtio-net `MQ` above 1), 1 to 16; all served by the
+        /// switch's worker.
+        #[serde(default = "one", skip_serializing_if = "is_one_queue_pair")]
+        queues: u16,
     },
     /// A VXLAN tunnel endpoint (one VNI) over a UDP socket.
     Vxlan {
@@ -222,6 +226,11 @@ pub struct RemoteMac {
 fn one() -> u16 {
     1
 }
+
+fn is_one_queue_pair(queues: &u16) -> bool {
+    *queues == 1
+}
+
 fn default_mtu() -> u32 {
     1500
 }

@@ -245,6 +245,7 @@ pub fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Device,
             mtu,
             dispatch,
             notify,
+            queues,
         } => {
             check(ctx, port, kind)?;
             let path = vhost_socket_path(ctx, port, socket.as_deref());
@@ -252,6 +253,7 @@ pub fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Device,
                 mtu: usize::try_from(*mtu).map_err(|_| "the MTU is out of range")?,
                 dispatch: dispatch.map(vhost_dispatch).unwrap_or_default(),
                 notify: notify.map(vhost_notify).unwrap_or_default(),
+                queue_pairs: *queues,
                 ..VhostPortConfig::default()
             };
             // In client mode the frontend owns the socket: weft connects (retrying until it is

@@ -38,6 +38,7 @@ pub fn port_add_request(target: &PortRef, kind: &PortKindCmd) -> Request {
             mtu,
             dispatch,
             notify,
+            queues,
             options,
         } => (
             PortKind::VhostUser {
@@ -49,6 +50,7 @@ pub fn port_add_request(target: &PortRef, kind: &PortKindCmd) -> Request {
                 mtu: *mtu,
                 dispatch: *dispatch,
                 notify: *notify,
+                queues: *queues,
             },
             options,
         ),

@@ -193,14 +193,17 @@ fn kind_detail(port: &PortInfo) -> String {
             mtu,
             dispatch,
             notify,
+            queues,
         } => format!(
-            "vhost-user, {} mode, socket {}, mtu {mtu}, dispatch {}, notify {}",
+            "vhost-user, {} mode, socket {}, mtu {mtu}, dispatch {}, notify {}, {queues} queue \
+             pair{}",
             mode.name(),
             socket
                 .as_deref()
                 .unwrap_or("(default, in the runtime directory)"),
             dispatch.map_or_else(|| "adaptive (default)".to_string(), |d| d.to_string()),
-            notify.map_or_else(|| "immediate (default)".to_string(), |n| n.to_string())
+            notify.map_or_else(|| "immediate (default)".to_string(), |n| n.to_string()),
+            if *queues == 1 { "" } else { "s" }
         ),
         PortKind::Vxlan {
             local,

@@ -167,6 +167,7 @@ fn vhost_user_and_vxlan_port_kinds_round_trip() {
             mtu: 9000,
             dispatch: None,
             notify: None,
+            queues: 1,
         },
         PortKind::VhostUser {
             socket: None,
@@ -174,6 +175,7 @@ fn vhost_user_and_vxlan_port_kinds_round_trip() {
             mtu: 1500,
             dispatch: None,
             notify: None,
+            queues: 1,
         },
         PortKind::VhostUser {
             socket: Some("/run/qemu/vm2.sock".into()),
@@ -181,6 +183,7 @@ fn vhost_user_and_vxlan_port_kinds_round_trip() {
             mtu: 1500,
             dispatch: None,
             notify: None,
+            queues: 1,
         },
         PortKind::Vxlan {
             local: "10.0.0.1".into(),
@@ -219,6 +222,7 @@ fn new_port_kinds_take_their_defaults_and_snake_case_names() {
             mtu: 1500,
             dispatch: None,
             notify: None,
+            queues: 1,
         }
     );
     assert_eq!(
@@ -229,6 +233,7 @@ fn new_port_kinds_take_their_defaults_and_snake_case_names() {
             mtu: 1500,
             dispatch: None,
             notify: None,
+            queues: 1,
         }
     );
     assert_eq!(

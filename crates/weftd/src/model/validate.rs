@@ -99,8 +99,15 @@ pub fn port_kind(port_name: &str, kind: &PortKind) -> Result<(), ControlError> {
             mtu,
             dispatch,
             notify,
+            queues,
             ..
         } => {
+            if !(1..=weft_vhost::MAX_QUEUE_PAIRS).contains(queues) {
+                return Err(ControlError::invalid(format!(
+                    "{queues} queue pairs: give 1 to {} (--queues)",
+                    weft_vhost::MAX_QUEUE_PAIRS
+                )));
+            }
             if let Some(d) = dispatch {
                 d.validate()
                     .map_err(|e| ControlError::invalid(e.to_string()))?;

@@ -18,6 +18,7 @@ fn vhost_user_takes_the_default_socket_and_mtu_unless_given() {
                 mtu: 1500,
                 dispatch: None,
                 notify: None,
+                queues: 1,
             },
             options: PortSettings::default(),
         }
@@ -44,6 +45,7 @@ fn vhost_user_takes_the_default_socket_and_mtu_unless_given() {
                 mtu: 9000,
                 dispatch: None,
                 notify: None,
+                queues: 1,
             },
             options: PortSettings {
                 vlan: VlanMode::Access { vlan: 10 },
@@ -75,9 +77,23 @@ fn vhost_user_client_mode_is_asked_for_with_vhost_mode() {
                 mtu: 1500,
                 dispatch: None,
                 notify: None,
+                queues: 1,
             },
             options: PortSettings::default(),
         }
+    );
+}
+
+#[test]
+fn vhost_user_queue_pairs_are_asked_for_with_queues() {
+    let Request::PortAdd { kind, .. } =
+        request(&["port", "add", "br0:vm3", "vhost-user", "--queues", "4"])
+    else {
+        panic!("not a port add")
+    };
+    assert!(
+        matches!(kind, PortKind::VhostUser { queues: 4, .. }),
+        "{kind:?}"
     );
 }
 

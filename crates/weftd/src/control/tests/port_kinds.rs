@@ -13,6 +13,7 @@ fn vhost(socket: Option<String>) -> PortKind {
         mtu: 1500,
         dispatch: None,
         notify: None,
+        queues: 1,
     }
 }
 
@@ -84,6 +85,7 @@ fn a_client_mode_vhost_user_port_waits_for_the_frontends_socket_and_never_remove
         mtu: 1500,
         dispatch: None,
         notify: None,
+        queues: 1,
     };
     // No frontend yet: the port is created all the same, disconnected, creating nothing.
     add(&mut f, "vm1", kind.clone()).unwrap();
@@ -176,6 +178,7 @@ fn vhost_user_sockets_that_cannot_be_bound_are_invalid() {
             mtu: 10,
             dispatch: None,
             notify: None,
+            queues: 1,
         },
     )
     .unwrap_err();
@@ -286,6 +289,7 @@ fn a_vhost_user_port_keeps_its_dispatch_mode_and_notification_policy() {
             frames: 16,
             max_delay_us: 100,
         }),
+        queues: 1,
     };
     add(&mut f, "vm1", kind.clone()).unwrap();
     let Response::Ports { ports } = f.ok(Request::PortList { switch: None }) else {
@@ -303,6 +307,7 @@ fn a_vhost_user_port_keeps_its_dispatch_mode_and_notification_policy() {
             window_us: 5_000,
         }),
         notify: None,
+        queues: 1,
     };
     let e = add(&mut f, "vm2", bad).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Invalid);
@@ -316,6 +321,7 @@ fn a_vhost_user_port_keeps_its_dispatch_mode_and_notification_policy() {
             frames: 0,
             max_delay_us: 100,
         }),
+        queues: 1,
     };
     let e = add(&mut f, "vm2", bad).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Invalid, "{}", e.message);
@@ -334,11 +340,38 @@ fn old_state_without_dispatch_or_notify_still_loads() {
             mtu: 9000,
             dispatch: None,
             notify: None,
+            queues: 1,
         }
     );
     let json = serde_json::to_string(&kind).unwrap();
     assert!(
-        !json.contains("dispatch") && !json.contains("notify"),
+        !json.contains("dispatch") && !json.contains("notify") && !json.contains("queues"),
         "{json}"
     );
+}
+
+#[test]
+fn a_vhost_user_port_takes_1_to_16_queue_pairs() {
+    let mut f = fixture(vec![switch("br0", &[])]);
+    std::fs::create_dir(f.dir.path().join("vhost")).unwrap();
+    let kind = |queues| PortKind::VhostUser {
+        socket: None,
+        mode: VhostMode::Server,
+        mtu: 1500,
+        dispatch: None,
+        notify: None,
+        queues,
+    };
+    for bad in [0, 17] {
+        let e = add(&mut f, "vm1", kind(bad)).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Invalid);
+        assert!(e.message.contains("give 1 to 16"), "{}", e.message);
+    }
+    add(&mut f, "vm1", kind(4)).unwrap();
+    let Response::Ports { ports } = f.ok(Request::PortList { switch: None }) else {
+        panic!("not a port list")
+    };
+    assert_eq!(ports[0].kind, kind(4));
+    let json = serde_json::to_string(&kind(4)).unwrap();
+    assert!(json.contains(r#""queues":4"#), "{json}");
 }
