@@ -240,7 +240,8 @@ pub struct WorkersConfig {
     pub idle: IdleMode,
     /// `adaptive`: how long an idle worker keeps polling before it sleeps (µs, default 50).
     pub spin_us: Bounded<0, 1_000_000>,
-    /// `sleep`: how long it sleeps; `adaptive`: the longest it sleeps (µs, default 1000).
+    /// `sleep`: how long it sleeps; `adaptive`: the longest it sleeps (µs, default 100 000).
+    /// A port's frames or a command wake a sleeping worker sooner.
     pub sleep_us: Bounded<1, 1_000_000>,
 }
 
@@ -251,7 +252,7 @@ impl Default for WorkersConfig {
             cpus: Spanned::new(0..0, Vec::new()),
             idle: IdleMode::Adaptive,
             spin_us: Bounded(50),
-            sleep_us: Bounded(1000),
+            sleep_us: Bounded(100_000),
         }
     }
 }
