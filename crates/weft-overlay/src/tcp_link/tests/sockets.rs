@@ -139,7 +139,9 @@ fn a_connecting_port_reconnects_after_its_peer_dies_and_counts_drops_meanwhile()
     });
     exchange(&mut a, &mut b, 200);
     let s = b.stats.snapshot();
-    assert_eq!(s.connects, 2);
+    // At least the first connection and the one after the peer came back (a loaded machine
+    // may see one more attempt land on the old listener while it closes).
+    assert!(s.connects >= 2, "{s:?}");
     assert!(s.disconnects >= 1);
 }
 
