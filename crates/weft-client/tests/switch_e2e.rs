@@ -1,17 +1,20 @@
-//! End to end: two weft-client endpoints on two weft vhost-user ports of one weft switch,
-//! the switch run by a weft worker thread as weftd runs it. One endpoint sends a million
+//! End to end: two weft-client endpoints, in two processes, on two weft vhost-user ports of
+//! one weft switch, the switch run by a weft worker thread as weftd runs it. One endpoint (a
+//! child process: this test binary run again with [`SENDER_SOCKET`] set) sends a million
 //! frames of mixed sizes, 60 B to 64 KB (frames above the MTU as TCP/IPv4 TSO super-frames
 //! with valid headers, which the switch hands whole to the TSO-capable receiver); the other
 //! checks every frame's length, content, offload state and order.
 //!
 //! "The receiver keeps up": the sender keeps no more frames (and receive buffers' worth of
 //! bytes) in flight than the receiver's ring holds, learning what arrived from the
-//! receiver through a shared counter. Within that window nothing may be lost: the switch
+//! receiver through its standard input (one count per line). Within that window nothing may be lost: the switch
 //! and both ports must count no drop, the clients no fault.
 
 mod common;
 
+use std::io::{BufRead, Write};
 use std::net::Ipv4Addr;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,6 +25,9 @@ use weft_runtime::WorkerConfig;
 use weft_vhost::VhostPortConfig;
 
 const FRAMES: u64 = 1_000_000;
+/// Set in the sender's process: the vhost-user socket it connects to.
+const SENDER_SOCKET: &str = "WEFT_CLIENT_E2E_SENDER_SOCKET";
+const TEST_NAME: &str = "a_million_mixed_frames_pass_between_two_clients_whole_and_in_order";
 const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
 const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
 /// Largest super-frame: a 65535-byte IPv4 packet behind an Ethernet header.
@@ -188,22 +194,68 @@ fn sender(mut client: WeftClient, received: Arc<AtomicU64>) -> (WeftClient, Dura
     (client, waited)
 }
 
-#[test]
-fn a_million_mixed_frames_pass_between_two_clients_whole_and_in_order() {
-    let port_config = VhostPortConfig {
-        max_queue_size: RX_QUEUE,
-        ..VhostPortConfig::default()
-    };
-    let rig = common::Rig::new("e2e", 2, port_config, WorkerConfig::default());
+/// The sender's process: connects to the socket it was given, learns what the receiver got
+/// from its standard input, sends every frame, and reports its counters on one line.
+fn sender_process(socket: &str) {
     let ev = std::env::var("EV").is_err();
     let a = WeftClient::connect(
-        &rig.sockets[0],
+        socket,
         ClientConfig {
             event_idx: ev,
             ..ClientConfig::default()
         },
     )
     .unwrap();
+    let received = Arc::new(AtomicU64::new(0));
+    {
+        let received = Arc::clone(&received);
+        std::thread::spawn(move || {
+            for line in std::io::stdin().lock().lines() {
+                let Ok(n) = line.unwrap_or_default().trim().parse::<u64>() else {
+                    return;
+                };
+                received.store(n, Ordering::Release);
+            }
+        });
+    }
+    let (a, waited) = sender(a, Arc::clone(&received));
+    // Frames handed to the ring are not yet received: closing now would stop the ring under
+    // them. Stay until the receiver has them all.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while received.load(Ordering::Acquire) < FRAMES && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let s = a.stats();
+    println!(
+        "SENDER frames={} faults={} waited_ms={}",
+        s.tx.frames,
+        s.tx.total_faults() + s.rx.total_faults(),
+        waited.as_millis()
+    );
+    a.close().unwrap();
+}
+
+#[test]
+fn a_million_mixed_frames_pass_between_two_clients_whole_and_in_order() {
+    if let Ok(socket) = std::env::var(SENDER_SOCKET) {
+        sender_process(&socket);
+        return;
+    }
+    let port_config = VhostPortConfig {
+        max_queue_size: RX_QUEUE,
+        ..VhostPortConfig::default()
+    };
+    let rig = common::Rig::new("e2e", 2, port_config, WorkerConfig::default());
+    let ev = std::env::var("EV").is_err();
+    // The sender: this test again, in its own process.
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([TEST_NAME, "--exact", "--nocapture", "--test-threads=1"])
+        .env(SENDER_SOCKET, &rig.sockets[0])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut to_sender = child.stdin.take().unwrap();
     let mut b = WeftClient::connect(
         &rig.sockets[1],
         ClientConfig {
@@ -218,12 +270,6 @@ fn a_million_mixed_frames_pass_between_two_clients_whole_and_in_order() {
     assert!(b.negotiated().mergeable_rx() && b.negotiated().rx_tso());
 
     let started = Instant::now();
-    let received = Arc::new(AtomicU64::new(0));
-    let sender = {
-        let received = Arc::clone(&received);
-        std::thread::spawn(move || sender(a, received))
-    };
-
     let pattern = pattern();
     let mut expect = Vec::with_capacity(MAX_TSO_FRAME);
     let mut batch = RecvBatch::with_capacity(256, 4 << 20);
@@ -273,24 +319,32 @@ fn a_million_mixed_frames_pass_between_two_clients_whole_and_in_order() {
             bytes += f.bytes.len() as u64;
             seq += 1;
         }
-        received.store(seq, Ordering::Release);
+        writeln!(to_sender, "{seq}").unwrap();
     }
-    let (a, sender_waited) = sender.join().unwrap();
+    drop(to_sender);
+    let out = child.wait_with_output().unwrap();
     let elapsed = started.elapsed();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "the sender failed: {report}");
+    let sender_line = report
+        .lines()
+        .find_map(|l| l.find("SENDER ").and_then(|i| l.get(i..)))
+        .unwrap_or_else(|| panic!("no report from the sender: {report}"));
     eprintln!(
-        "{FRAMES} frames ({tso_frames} TSO super-frames, {:.1} MB) in {elapsed:.2?} ({:.0} frames/s); sender waited {sender_waited:.2?}\nsender {:?}\nreceiver {:?}",
+        "{FRAMES} frames ({tso_frames} TSO super-frames, {:.1} MB) in {elapsed:.2?} ({:.0} frames/s)\n{sender_line}\nreceiver {:?}",
         bytes as f64 / 1e6,
         FRAMES as f64 / elapsed.as_secs_f64(),
-        a.stats(),
         b.stats()
+    );
+    assert!(
+        sender_line.contains(&format!("frames={FRAMES} ")) && sender_line.contains(" faults=0 "),
+        "{sender_line}"
     );
     assert!(
         b.recv_batch(&mut batch, 256).unwrap() == 0,
         "no frame beyond the last"
     );
     assert!(tso_frames > FRAMES / 20);
-    assert_eq!(a.stats().tx.frames, FRAMES);
-    assert_eq!(a.stats().tx.total_faults() + a.stats().rx.total_faults(), 0);
     assert_eq!(b.stats().rx.total_faults(), 0);
     assert_eq!(rig.switch_drops(), 0);
     for p in &rig.ports {
@@ -306,6 +360,5 @@ fn a_million_mixed_frames_pass_between_two_clients_whole_and_in_order() {
             "{s:?}"
         );
     }
-    a.close().unwrap();
     b.close().unwrap();
 }
