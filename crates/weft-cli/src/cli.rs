@@ -396,18 +396,19 @@ pub enum PortKindCmd {
     /// the other connects (and connects again whenever the connection is lost).
     #[command(after_help = "EXAMPLES:\n  \
         weft port add br0:t1 tcp-link --listen 192.0.2.1:7000\n  \
-        weft port add br0:t1 tcp-link --connect 192.0.2.1:7000 --link-id 3 --netns under")]
+        weft port add br0:t1 tcp-link --peer 192.0.2.1:7000 --link-id 3 --netns under")]
     TcpLink {
         /// Accept the peer's connections on IP:PORT.
         #[arg(
             long,
             value_name = "IP:PORT",
-            required_unless_present = "connect",
-            conflicts_with = "connect"
+            required_unless_present = "peer",
+            conflicts_with = "peer"
         )]
         listen: Option<String>,
-        /// Connect to the peer at IP:PORT.
-        #[arg(long, value_name = "IP:PORT")]
+        /// Connect to the peer at IP:PORT. (Not `--connect`, and not the id `connect`: clap
+        /// would merge it with the global option naming weftd's own TCP control listener.)
+        #[arg(long = "peer", id = "peer", value_name = "IP:PORT")]
         connect: Option<String>,
         /// Network namespace (a name under /run/netns) to open the sockets in.
         #[arg(long, value_name = "NS")]

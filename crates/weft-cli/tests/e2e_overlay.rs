@@ -487,3 +487,81 @@ fn three_weftd_hosts_join_two_vnis_that_never_leak_into_each_other() {
     drop(host_ns);
     drop(underlay);
 }
+
+/// Pings from `from` to `ip` until one answers or `limit` passes; how long it took.
+fn ping_within(from: &Netns, ip: &str, limit: Duration) -> Option<Duration> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if from.ping(ip, 1, 56) {
+            return Some(start.elapsed());
+        }
+    }
+    None
+}
+
+#[test]
+fn two_weftd_hosts_over_a_tcp_link_resume_on_their_own_after_the_underlay_is_cut() {
+    if !lab::can_run(
+        "two_weftd_hosts_over_a_tcp_link_resume_on_their_own_after_the_underlay_is_cut",
+    ) {
+        return;
+    }
+    let _serial = lab::serial();
+    let binary = weftd_binary();
+    let underlay = Netns::new("u");
+    underlay.ip(&["link", "add", "ub", "type", "bridge"]);
+    underlay.ip(&["link", "set", "ub", "up"]);
+    let host_ns: Vec<Netns> = (0..2).map(|_| Netns::new("h")).collect();
+    for (i, ns) in host_ns.iter().enumerate() {
+        let peer = format!("uh{i}");
+        underlay.ip(&["link", "add", &peer, "type", "veth", "peer", "name", "u0"]);
+        underlay.ip(&["link", "set", "u0", "netns", &ns.name]);
+        underlay.ip(&["link", "set", &peer, "master", "ub", "up"]);
+        ns.ip(&["addr", "add", &format!("{}/24", UNDERLAY[i]), "dev", "u0"]);
+        ns.ip(&["link", "set", "u0", "up"]);
+    }
+    let hosts: Vec<Host> = host_ns.iter().map(|ns| Host::start(&binary, ns)).collect();
+    let listen = format!("{}:4795", UNDERLAY[0]);
+    hosts[0].json(&["port", "add", "br0:t1", "tcp-link", "--listen", &listen]);
+    hosts[1].json(&["port", "add", "br0:t1", "tcp-link", "--peer", &listen]);
+    let endpoints: Vec<(Netns, String)> = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, host)| {
+            let ns = Netns::new("e");
+            host.json(&["port", "add", "br0:ep", "tap", "--netns", &ns.name]);
+            let ip = format!("10.150.0.{}", i + 1);
+            ns.ip(&["addr", "add", &format!("{ip}/24"), "dev", "ep"]);
+            ns.ip(&["link", "set", "ep", "up"]);
+            (ns, ip)
+        })
+        .collect();
+    let (e0, e1) = (&endpoints[0], &endpoints[1]);
+    assert!(
+        ping_within(&e0.0, &e1.1, Duration::from_secs(15)).is_some(),
+        "no ping over the TCP link:\n{}\n{}",
+        hosts[0].log(),
+        hosts[1].log()
+    );
+    assert!(e1.0.ping(&e0.1, 3, 1400), "full-size pings the other way");
+
+    // Cut the underlay long enough for pings to fail, then restore it: the link comes back
+    // by itself (the connecting side retries with backoff).
+    host_ns[1].ip(&["link", "set", "u0", "down"]);
+    assert!(!e0.0.ping(&e1.1, 2, 56), "pings crossed a cut underlay");
+    std::thread::sleep(Duration::from_secs(3));
+    host_ns[1].ip(&["link", "set", "u0", "up"]);
+    let resumed = ping_within(&e0.0, &e1.1, Duration::from_secs(20));
+    eprintln!("traffic resumed {resumed:?} after the underlay came back");
+    assert!(
+        resumed.is_some(),
+        "traffic did not resume:\n{}\n{}",
+        hosts[0].log(),
+        hosts[1].log()
+    );
+    assert!(e1.0.ping(&e0.1, 3, 56));
+    drop(hosts);
+    drop(endpoints);
+    drop(host_ns);
+    drop(underlay);
+}

@@ -183,7 +183,7 @@ pub fn port_kind(port_name: &str, kind: &PortKind) -> Result<(), ControlError> {
                         "a TCP link either listens or connects: give exactly one of listen \
                          and connect",
                     )
-                    .with_hint("one end: --listen IP:PORT, the other: --connect IP:PORT"))
+                    .with_hint("one end: --listen IP:PORT, the other: --peer IP:PORT"))
                 }
             }
             if let Some(ns) = netns {

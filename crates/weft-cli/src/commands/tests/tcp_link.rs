@@ -33,7 +33,7 @@ fn tcp_link_listens_or_connects_with_its_options() {
             "add",
             "br0:t1",
             "tcp-link",
-            "--connect",
+            "--peer",
             "[fd00::1]:7000",
             "--netns",
             "under",
@@ -74,9 +74,24 @@ fn tcp_link_needs_exactly_one_of_listen_and_connect() {
             "tcp-link",
             "--listen",
             "0.0.0.0:1",
-            "--connect",
+            "--peer",
             "10.0.0.1:1"
         ]),
         ArgumentConflict
     );
+}
+
+#[test]
+fn a_tcp_link_peer_is_not_taken_for_weftds_tcp_listener() {
+    // The global `--connect` names weftd's control listener; a tcp-link's peer must not set
+    // it (it did when both were clap id `connect`: `weft` then asked for --token-file).
+    let cli = parse(&[
+        "port",
+        "add",
+        "br0:t1",
+        "tcp-link",
+        "--peer",
+        "10.0.0.1:7000",
+    ]);
+    assert_eq!(cli.global.connect, None);
 }
