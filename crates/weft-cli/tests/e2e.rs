@@ -16,21 +16,6 @@ use weft_control::response::RuleInfo;
 use weft_control::state::State;
 use weft_control::Response;
 
-/// The weftd binary of this workspace, built (or brought up to date) on first use so the
-/// test never runs a stale daemon.
-fn weftd_binary() -> PathBuf {
-    let weft = PathBuf::from(env!("CARGO_BIN_EXE_weft"));
-    let dir = weft.parent().expect("weft lives in a directory");
-    let mut build = Command::new(env!("CARGO"));
-    build.args(["build", "--quiet", "-p", "weftd", "--bin", "weftd"]);
-    if dir.ends_with("release") {
-        build.arg("--release");
-    }
-    let status = build.status().expect("running cargo to build weftd");
-    assert!(status.success(), "cargo build -p weftd failed");
-    dir.join("weftd")
-}
-
 /// A weftd with its runtime directory and state file in a temporary directory; killed when
 /// dropped.
 struct Weftd {
@@ -61,7 +46,7 @@ impl Weftd {
             .append(true)
             .open(self.dir.path().join("weftd.log"))
             .unwrap();
-        let child = Command::new(weftd_binary())
+        let child = Command::new(common::weftd_binary())
             .arg("--foreground")
             .arg("--runtime-dir")
             .arg(self.dir.path().join("run"))

@@ -11,7 +11,9 @@
 //!
 //! Needs root and `/dev/net/tun`; prints SKIP otherwise.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -26,19 +28,6 @@ const UNDERLAY: [&str; 3] = ["10.99.0.1", "10.99.0.2", "10.99.0.3"];
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// The weftd binary of this workspace, built (or brought up to date) on first use.
-fn weftd_binary() -> PathBuf {
-    let weft = PathBuf::from(env!("CARGO_BIN_EXE_weft"));
-    let dir = weft.parent().expect("weft lives in a directory");
-    let mut build = Command::new(env!("CARGO"));
-    build.args(["build", "--quiet", "-p", "weftd", "--bin", "weftd"]);
-    if dir.ends_with("release") {
-        build.arg("--release");
-    }
-    assert!(build.status().unwrap().success(), "cargo build -p weftd");
-    dir.join("weftd")
 }
 
 /// One host: a weftd process running inside the host's namespace, with its own runtime
@@ -403,7 +392,7 @@ fn three_weftd_hosts_join_two_vnis_that_never_leak_into_each_other() {
     }
     let _serial = lab::serial();
     let started = Instant::now();
-    let binary = weftd_binary();
+    let binary = common::weftd_binary();
 
     // The underlay: one bridge, a veth to each host.
     let underlay = Netns::new("u");
@@ -507,7 +496,7 @@ fn two_weftd_hosts_over_a_tcp_link_resume_on_their_own_after_the_underlay_is_cut
         return;
     }
     let _serial = lab::serial();
-    let binary = weftd_binary();
+    let binary = common::weftd_binary();
     let underlay = Netns::new("u");
     underlay.ip(&["link", "add", "ub", "type", "bridge"]);
     underlay.ip(&["link", "set", "ub", "up"]);

@@ -5,6 +5,8 @@
 //! Needs root and `/dev/net/tun`; prints SKIP otherwise. Every external command runs under
 //! `timeout`; the namespaces are deleted and weftd is killed even when the test fails.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -100,19 +102,6 @@ impl Drop for Netns {
     }
 }
 
-/// The weftd binary of this workspace, built (or brought up to date) on first use.
-fn weftd_binary() -> PathBuf {
-    let weft = PathBuf::from(env!("CARGO_BIN_EXE_weft"));
-    let dir = weft.parent().expect("weft lives in a directory");
-    let mut build = Command::new(env!("CARGO"));
-    build.args(["build", "--quiet", "-p", "weftd", "--bin", "weftd"]);
-    if dir.ends_with("release") {
-        build.arg("--release");
-    }
-    assert!(build.status().unwrap().success(), "cargo build -p weftd");
-    dir.join("weftd")
-}
-
 /// A weftd (embedded default: switch br0) in a temporary directory, killed when dropped.
 struct Weftd {
     dir: tempfile::TempDir,
@@ -131,7 +120,7 @@ impl Weftd {
             .to_string();
         Weftd {
             dir: tempfile::tempdir().unwrap(),
-            binary: weftd_binary(),
+            binary: common::weftd_binary(),
             metrics,
             child: None,
         }

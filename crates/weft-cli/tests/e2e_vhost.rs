@@ -21,20 +21,6 @@ use common::{code, stderr, stdout, weft_cmd};
 use weft_control::Response;
 use weft_testlab::{lab, qemu, testpmd};
 
-/// The weftd binary of this workspace, built (or brought up to date) on first use.
-fn weftd_binary() -> PathBuf {
-    let weft = PathBuf::from(env!("CARGO_BIN_EXE_weft"));
-    let dir = weft.parent().expect("weft lives in a directory");
-    let mut build = Command::new(env!("CARGO"));
-    build.args(["build", "--quiet", "-p", "weftd", "--bin", "weftd"]);
-    if dir.ends_with("release") {
-        build.arg("--release");
-    }
-    let status = build.status().expect("running cargo to build weftd");
-    assert!(status.success(), "cargo build -p weftd failed");
-    dir.join("weftd")
-}
-
 /// Why this machine cannot run the test, if it cannot.
 fn skip_reason() -> Option<String> {
     if !nix::unistd::geteuid().is_root() {
@@ -65,7 +51,7 @@ impl Weftd {
             .append(true)
             .open(dir.join("weftd.log"))
             .unwrap();
-        Command::new(weftd_binary())
+        Command::new(common::weftd_binary())
             .arg("--foreground")
             .arg("--runtime-dir")
             .arg(dir.join("run"))

@@ -180,3 +180,18 @@ pub(crate) fn stderr(o: &Output) -> String {
 pub(crate) fn code(o: &Output) -> i32 {
     o.status.code().unwrap_or(-1)
 }
+
+/// The weftd binary of this workspace, built (or brought up to date) on first use, in the
+/// profile the `weft` binary under test was built in.
+pub(crate) fn weftd_binary() -> PathBuf {
+    let weft = PathBuf::from(env!("CARGO_BIN_EXE_weft"));
+    let dir = weft.parent().expect("weft lives in a directory");
+    let mut build = Command::new(env!("CARGO"));
+    build.args(["build", "--quiet", "-p", "weftd", "--bin", "weftd"]);
+    if dir.ends_with("release") {
+        build.arg("--release");
+    }
+    let status = build.status().expect("running cargo to build weftd");
+    assert!(status.success(), "cargo build -p weftd failed");
+    dir.join("weftd")
+}
