@@ -1,9 +1,9 @@
 //! Walking descriptor chains in guest memory: reading a frame the guest transmits, writing
 //! a frame into the guest's receive buffers.
 //!
-//! The walk itself is `virtio-queue`'s iterator, which bounds a chain by its table size
-//! (no loops), reads indirect tables and refuses nested ones, and caps a chain at 4 GiB.
-//! It ends silently on any of these; a chain that ends on a descriptor still flagged NEXT
+//! The walk itself is [`DescChain`] (`ring_access.rs`, the same checks as `virtio-queue`'s
+//! iterator), which bounds a chain by its table size (no loops), reads indirect tables and
+//! refuses nested ones, and caps a chain at 4 GiB. It ends silently on any of these; a chain that ends on a descriptor still flagged NEXT
 //! (or yields nothing) has therefore been cut short, and a second, cold look
 //! ([`diagnose`]) names the reason for the counters. Every buffer is translated through
 //! the guest memory map, so a buffer outside guest memory, or wrapping past the end of the
@@ -11,7 +11,6 @@
 
 use virtio_bindings::bindings::virtio_ring::{VRING_DESC_F_INDIRECT, VRING_DESC_F_NEXT};
 use virtio_queue::desc::split::Descriptor;
-use virtio_queue::DescriptorChain;
 use vm_memory::guest_memory::GuestMemoryBackendSliceIterator;
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, VolatileSlice};
 use weft_packet::{ethernet, virtio_net};
@@ -19,9 +18,7 @@ use weft_packet::{ethernet, virtio_net};
 use crate::bounce::Bounce;
 use crate::config::MAX_FRAME_LEN;
 use crate::counters::{FrameDrop, QueueFault};
-
-/// A chain over mapped guest memory.
-pub(crate) type Chain<'m> = DescriptorChain<&'m GuestMemoryMmap>;
+use crate::ring_access::{DescChain, GuestView};
 
 /// The descriptor table a chain comes from (for [`diagnose`]).
 #[derive(Debug, Clone, Copy)]
@@ -73,15 +70,14 @@ pub(crate) struct TxFrameRead {
 /// private copy, and its bytes either lent in place (when they are contiguous and `lend`)
 /// or copied into `bounce`.
 pub(crate) fn read_tx_chain<'m>(
-    chain: Chain<'m>,
-    mem: &'m GuestMemoryMmap,
+    chain: DescChain<'_, 'm>,
     table: TableRef,
     hdr_len: usize,
     bounce: &mut Bounce,
     lend: bool,
 ) -> Result<TxFrameRead, ChainError> {
     let start = bounce.used();
-    let result = walk_tx_chain(chain, mem, table, hdr_len, bounce, lend, start);
+    let result = walk_tx_chain(chain, table, hdr_len, bounce, lend, start);
     if result.is_err() {
         bounce.truncate(start);
     }
@@ -139,8 +135,7 @@ impl<'m> TxWalk<'m> {
 }
 
 fn walk_tx_chain<'m>(
-    chain: Chain<'m>,
-    mem: &'m GuestMemoryMmap,
+    chain: DescChain<'_, 'm>,
     table: TableRef,
     hdr_len: usize,
     bounce: &mut Bounce,
@@ -148,6 +143,7 @@ fn walk_tx_chain<'m>(
     start: usize,
 ) -> Result<TxFrameRead, ChainError> {
     let head = chain.head_index();
+    let view = chain.view();
     let mut walk = TxWalk {
         header: [0; virtio_net::HEADER_LEN],
         hdr_got: 0,
@@ -168,13 +164,13 @@ fn walk_tx_chain<'m>(
             zero_len = true;
             continue;
         }
-        for slice in buffer_slices(mem, &desc)? {
+        for slice in buffer_slices(view, &desc)? {
             let slice = slice.map_err(|_| ChainError::Fault(QueueFault::AddressOutOfRange))?;
             walk.take(slice, bounce)?;
         }
     }
     if !ended {
-        return Err(ChainError::Fault(diagnose(mem, table, head)));
+        return Err(ChainError::Fault(diagnose(view.mem(), table, head)));
     }
     if walk.hdr_got < walk.hdr_len {
         return Err(ChainError::Drop(FrameDrop::HeaderTooShort));
@@ -207,7 +203,7 @@ fn walk_tx_chain<'m>(
 
 /// The mapped slices of one descriptor's buffer (several when it spans adjacent regions).
 fn buffer_slices<'m>(
-    mem: &'m GuestMemoryMmap,
+    view: &GuestView<'m>,
     desc: &Descriptor,
 ) -> Result<BufferSlices<'m>, ChainError> {
     let len =
@@ -217,11 +213,12 @@ fn buffer_slices<'m>(
     if desc.addr().0.checked_add(u64::from(desc.len())).is_none() {
         return Err(ChainError::Fault(QueueFault::AddressOutOfRange));
     }
-    // Nearly every buffer lies inside one region: one region lookup, no general iterator
-    // (which cost a quarter of a busy worker's time in the vhost benchmark's profile).
-    Ok(match GuestMemoryBackend::get_slice(mem, desc.addr(), len) {
-        Ok(slice) => BufferSlices::One(Some(slice)),
-        Err(_) => BufferSlices::Many(GuestMemoryBackend::get_slices(mem, desc.addr(), len)),
+    // Nearly every buffer lies inside one region, usually the previous buffer's: no region
+    // search, no general iterator (which cost a quarter of a busy worker's time in the vhost
+    // benchmark's profile).
+    Ok(match view.slice(desc.addr(), len) {
+        Some(slice) => BufferSlices::One(Some(slice)),
+        None => BufferSlices::Many(GuestMemoryBackend::get_slices(view.mem(), desc.addr(), len)),
     })
 }
 
@@ -317,13 +314,13 @@ pub(crate) struct RxChainWritten<'m> {
 /// chain is a frame's first: its first `hdr_len` bytes are kept for the header, which must
 /// fit in its first buffer.
 pub(crate) fn write_rx_chain<'m>(
-    chain: Chain<'m>,
-    mem: &'m GuestMemoryMmap,
+    chain: DescChain<'_, 'm>,
     table: TableRef,
     hdr_len: usize,
     src: &mut FrameSource<'_>,
 ) -> Result<RxChainWritten<'m>, ChainError> {
     let head = chain.head_index();
+    let view = chain.view();
     let mut written = 0usize;
     let mut need_header = hdr_len;
     let mut header = None;
@@ -336,7 +333,7 @@ pub(crate) fn write_rx_chain<'m>(
         if desc.len() == 0 {
             continue;
         }
-        for slice in buffer_slices(mem, &desc)? {
+        for slice in buffer_slices(view, &desc)? {
             let mut slice = slice.map_err(|_| ChainError::Fault(QueueFault::AddressOutOfRange))?;
             if need_header > 0 {
                 if slice.len() < need_header {
@@ -361,7 +358,7 @@ pub(crate) fn write_rx_chain<'m>(
         }
     }
     if !ended {
-        return Err(ChainError::Fault(diagnose(mem, table, head)));
+        return Err(ChainError::Fault(diagnose(view.mem(), table, head)));
     }
     if need_header > 0 {
         return Err(ChainError::Drop(FrameDrop::GuestBufferTooSmall));
@@ -401,6 +398,13 @@ pub(crate) fn diagnose(mem: &GuestMemoryMmap, table: TableRef, head: u16) -> Que
         let flags = u32::from(desc.flags());
         if flags & VRING_DESC_F_INDIRECT != 0 {
             if indirect || desc.len() == 0 || desc.len() % 16 != 0 || desc.len() / 16 > 0xffff {
+                return QueueFault::BadIndirectTable;
+            }
+            // A table starting in guest memory must lie wholly inside one region (the walk
+            // maps it whole); one starting outside is unreadable, found below.
+            let whole = usize::try_from(desc.len())
+                .is_ok_and(|len| GuestMemoryBackend::get_slice(mem, desc.addr(), len).is_ok());
+            if !whole && mem.find_region(desc.addr()).is_some() {
                 return QueueFault::BadIndirectTable;
             }
             desc_table = desc.addr();

@@ -43,6 +43,7 @@ mod flow_hash;
 mod memory;
 mod modes;
 mod notify;
+mod ring_access;
 mod rx;
 mod server;
 mod tx;

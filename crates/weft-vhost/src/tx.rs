@@ -25,7 +25,7 @@
 use std::sync::{Arc, MutexGuard};
 use std::time::Instant;
 
-use virtio_queue::{Error as QueueError, QueueOwnedT, QueueT};
+use virtio_queue::QueueT;
 use vm_memory::{GuestAddress, GuestMemoryMmap};
 use weft_switch::{PortCaps, PortTx, TxFrame};
 
@@ -34,6 +34,7 @@ use crate::config::{MAX_FRAME_LEN, MAX_QUEUE_PAIRS};
 use crate::counters::{FrameDrop, QueueFault};
 use crate::device::DeviceShared;
 use crate::flow_hash::flow_hash;
+use crate::ring_access::{GuestView, SplitRing};
 use crate::vring::VringState;
 
 mod ring_writer;
@@ -295,19 +296,19 @@ impl VhostPortTx {
             desc_table: GuestAddress(st.queue.desc_table()),
             size: st.queue.size(),
         };
-        let iter = match st.queue.iter(mem) {
-            Ok(iter) => iter,
-            Err(e) => {
-                burst.fault = Some(match e {
-                    QueueError::InvalidAvailRingIndex => QueueFault::AvailIndexOutOfRange,
-                    _ => QueueFault::RingInaccessible,
-                });
+        let view = GuestView::new(mem);
+        let ring = SplitRing::new(&view, &st.queue).ok_or(QueueFault::RingInaccessible);
+        let (ring, cursor) = match ring.and_then(|r| Ok((r.cursor(st.queue.next_avail())?, r))) {
+            Ok((cursor, ring)) => (ring, cursor),
+            Err(fault) => {
+                burst.fault = Some(fault);
                 return 0;
             }
         };
         let mut w = RingWriter {
-            iter,
-            mem,
+            ring,
+            cursor,
+            view: &view,
             table,
             features,
             used,
@@ -346,6 +347,7 @@ impl VhostPortTx {
                 }
             }
         }
+        st.queue.set_next_avail(w.cursor.position());
         burst.delivered += w.delivered;
         burst.bytes += w.bytes;
         taken

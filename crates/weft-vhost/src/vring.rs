@@ -21,6 +21,7 @@ use crate::counters::{FrameDrop, LogLimiter, QueueCounters, QueueFault};
 use crate::features::Features;
 use crate::modes::NotifyPolicy;
 use crate::notify::{Decision, Notifier};
+use crate::ring_access::{GuestView, SplitRing};
 
 /// Queue index of the guest's first receive queue (the device writes it: the port's
 /// transmit half). Pair `k`'s receive queue is `2k`.
@@ -208,19 +209,16 @@ impl VringState {
         mem: &GuestMemoryMmap,
         entries: impl IntoIterator<Item = (u16, u32)>,
     ) -> Result<usize, usize> {
+        let view = GuestView::new(mem);
+        let Some(ring) = SplitRing::new(&view, &self.queue) else {
+            return Err(0);
+        };
         let size = self.queue.size();
-        let used = GuestAddress(self.queue.used_ring());
         let mut next = self.queue.next_used();
         let mut written = 0usize;
         let mut failed = false;
         for (head, len) in entries {
-            let slot = 4 + 8 * u64::from(next % size.max(1));
-            let ok = head < size
-                && used.checked_add(slot).is_some_and(|at| {
-                    mem.write_obj(u32::from(head).to_le(), at).is_ok()
-                        && mem.write_obj(len.to_le(), GuestAddress(at.0 + 4)).is_ok()
-                });
-            if !ok {
+            if head >= size || !ring.write_used(next, head, len) {
                 failed = true;
                 break;
             }
@@ -228,11 +226,7 @@ impl VringState {
             written += 1;
         }
         if written > 0 {
-            // The elements before the index (Release), as add_used orders them.
-            let stored = used
-                .checked_add(2)
-                .is_some_and(|at| mem.store(next.to_le(), at, Ordering::Release).is_ok());
-            if !stored {
+            if !ring.store_used_idx(next) {
                 return Err(0);
             }
             self.queue.set_next_used(next);

@@ -191,6 +191,24 @@ fn indirect_table_outside_guest_memory_faults_the_queue() {
 }
 
 #[test]
+fn indirect_table_running_past_the_end_of_guest_memory_faults_the_queue() {
+    let (mut rig, mut rx, mut tx) = rig();
+    // Its first descriptor is a whole frame, but the table's second one lies outside memory.
+    let a = good_buffer(&mut rig);
+    let at = GUEST_MEM - 16;
+    rig.txq
+        .mem
+        .write_obj(
+            virtio_queue::desc::split::Descriptor::new(a, 72, 0, 0),
+            GuestAddress(at),
+        )
+        .unwrap();
+    rig.txq.set_desc(0, at, 32, INDIRECT, 0);
+    rig.txq.publish(0);
+    assert_faults(&mut rig, &mut rx, &mut tx, QueueFault::BadIndirectTable);
+}
+
+#[test]
 fn indirect_loop_faults_the_queue() {
     let (mut rig, mut rx, mut tx) = rig();
     let a = good_buffer(&mut rig);

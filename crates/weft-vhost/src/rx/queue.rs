@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use virtio_queue::{Error as QueueError, QueueOwnedT, QueueT};
+use virtio_queue::QueueT;
 use vm_memory::{GuestAddress, GuestMemoryMmap};
 use weft_packet::VirtioNetHeader;
 use weft_switch::port::MAX_BATCH;
@@ -14,6 +14,7 @@ use crate::chain::{read_tx_chain, ChainError, FrameLoc, TableRef};
 use crate::config::MAX_QUEUE_PAIRS;
 use crate::counters::{FrameDrop, QueueFault};
 use crate::dispatch::Dispatch;
+use crate::ring_access::{GuestView, SplitRing};
 use crate::vring::{Vring, VringState};
 
 /// Where the frames of the current batch are, whichever queue they came from.
@@ -72,19 +73,40 @@ impl RxQueue {
             self.pending.clear();
             return;
         };
+        // With the optimistic policy the first completion is made visible alone and the
+        // guest asked early; then the rest, all with one used-index store.
+        let early = usize::from(st.notifier.early());
+        let entries = |range: std::ops::Range<usize>| {
+            self.pending
+                .get(range)
+                .unwrap_or_default()
+                .iter()
+                .map(|head| (*head, 0u32))
+        };
         let mut fault = None;
-        let mut done: u16 = 0;
-        for head in self.pending.drain(..) {
-            if st.queue.add_used(&*mem, head, 0).is_err() {
-                fault = Some(QueueFault::RingInaccessible);
-                break;
+        let mut published = 0usize;
+        if early > 0 {
+            match st.publish_used(&mem, entries(0..1)) {
+                Ok(n) => published = n,
+                Err(n) => {
+                    published = n;
+                    fault = Some(QueueFault::RingInaccessible);
+                }
             }
-            done = done.wrapping_add(1);
-            if done == 1 {
-                // Optimistic policy: the first completion is visible, ask early.
+            if published > 0 {
                 vring.first_visible(st, now);
             }
         }
+        if fault.is_none() {
+            match st.publish_used(&mem, entries(early..self.pending.len())) {
+                Ok(n) => published += n,
+                Err(n) => {
+                    published += n;
+                    fault = Some(QueueFault::RingInaccessible);
+                }
+            }
+        }
+        let done = u16::try_from(published).unwrap_or(u16::MAX);
         self.pending.clear();
         st.in_flight = st.in_flight.saturating_sub(done);
         if let Some(f) = fault {
@@ -123,25 +145,24 @@ impl RxQueue {
         let mut fault = None;
         let mut last_drop = None;
         let (mut taken, mut bytes, mut lent, mut bounced) = (0usize, 0u64, 0u64, 0u64);
-        match st.queue.iter(&*mem) {
-            Err(e) => {
-                fault = Some(match e {
-                    QueueError::InvalidAvailRingIndex => QueueFault::AvailIndexOutOfRange,
-                    _ => QueueFault::RingInaccessible,
-                });
-            }
-            Ok(mut iter) => {
+        let view = GuestView::new(&mem);
+        let cursor = SplitRing::new(&view, &st.queue)
+            .ok_or(QueueFault::RingInaccessible)
+            .and_then(|ring| Ok((ring.cursor(st.queue.next_avail())?, ring)));
+        match cursor {
+            Err(f) => fault = Some(f),
+            Ok((mut cursor, ring)) => {
                 while batch.room() > 0 && taken < limit && self.heads.len() < MAX_BATCH {
-                    let Some(chain) = iter.next() else {
+                    let Some(head) = cursor.next_head(&ring) else {
                         break;
                     };
-                    let head = chain.head_index();
+                    let chain = ring.chain(&view, head);
                     let read =
-                        read_tx_chain(chain, &mem, table, hdr_len, &mut frames.bounce, frames.lend);
+                        read_tx_chain(chain, table, hdr_len, &mut frames.bounce, frames.lend);
                     let read = match read {
                         Ok(read) => read,
                         Err(ChainError::NoRoom) => {
-                            iter.go_to_previous_position();
+                            cursor.back();
                             break;
                         }
                         Err(ChainError::Fault(f)) => {
@@ -193,6 +214,7 @@ impl RxQueue {
                         last_drop = Some(reason);
                     }
                 }
+                st.queue.set_next_avail(cursor.position());
             }
         }
         let taken_u16 = u16::try_from(taken).unwrap_or(u16::MAX);

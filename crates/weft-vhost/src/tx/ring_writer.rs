@@ -1,8 +1,6 @@
 //! Writing frames into the guest's receive chains: one frame over as many chains as it
 //! takes (mergeable buffers), its virtio-net header, and offloads done in software.
 
-use virtio_queue::AvailIter;
-use vm_memory::GuestMemoryMmap;
 use weft_packet::{OffloadInfo, Segmenter, VirtioNetHeader};
 use weft_switch::TxFrame;
 
@@ -10,6 +8,7 @@ use crate::chain::{write_rx_chain, ChainError, FrameSource, TableRef};
 use crate::config::MAX_FRAME_LEN;
 use crate::counters::{FrameDrop, QueueFault};
 use crate::features::Features;
+use crate::ring_access::{AvailCursor, GuestView, SplitRing};
 
 /// What the guest is told about a frame: `DATA_VALID` only if it negotiated checksums.
 fn offload_for_guest(mut info: OffloadInfo, features: Features) -> OffloadInfo {
@@ -20,9 +19,9 @@ fn offload_for_guest(mut info: OffloadInfo, features: Features) -> OffloadInfo {
 }
 
 /// Gives the chains a frame took (from `first` on) back to the available ring.
-fn rewind(iter: &mut AvailIter<'_, &GuestMemoryMmap>, used: &mut Vec<(u16, u32)>, first: usize) {
+fn rewind(cursor: &mut AvailCursor, used: &mut Vec<(u16, u32)>, first: usize) {
     for _ in first..used.len() {
-        iter.go_to_previous_position();
+        cursor.back();
     }
     used.truncate(first);
 }
@@ -41,8 +40,9 @@ pub(super) enum Put {
 
 /// Fills the guest's receive ring for one burst.
 pub(super) struct RingWriter<'q, 'm> {
-    pub(super) iter: AvailIter<'q, &'m GuestMemoryMmap>,
-    pub(super) mem: &'m GuestMemoryMmap,
+    pub(super) ring: SplitRing<'m>,
+    pub(super) cursor: AvailCursor,
+    pub(super) view: &'q GuestView<'m>,
     pub(super) table: TableRef,
     pub(super) features: Features,
     pub(super) used: &'q mut Vec<(u16, u32)>,
@@ -59,13 +59,14 @@ impl RingWriter<'_, '_> {
         let first = self.used.len();
         let mut header = None;
         loop {
-            let Some(chain) = self.iter.next() else {
-                rewind(&mut self.iter, self.used, first);
+            let Some(head) = self.cursor.next_head(&self.ring) else {
+                rewind(&mut self.cursor, self.used, first);
                 return Put::NoBuffers;
             };
+            let chain = self.ring.chain(self.view, head);
             let is_first = self.used.len() == first;
             let want_header = if is_first { hdr_len } else { 0 };
-            match write_rx_chain(chain, self.mem, self.table, want_header, &mut src) {
+            match write_rx_chain(chain, self.table, want_header, &mut src) {
                 Ok(w) => {
                     if is_first {
                         header = w.header;
@@ -73,8 +74,8 @@ impl RingWriter<'_, '_> {
                     self.used.push((w.head, w.len));
                 }
                 Err(ChainError::Drop(reason)) => {
-                    self.iter.go_to_previous_position();
-                    rewind(&mut self.iter, self.used, first);
+                    self.cursor.back();
+                    rewind(&mut self.cursor, self.used, first);
                     return Put::Dropped(reason);
                 }
                 Err(ChainError::Fault(fault)) => {
@@ -91,7 +92,7 @@ impl RingWriter<'_, '_> {
             }
             if !self.features.mergeable_rx() || self.used.len() - first >= usize::from(u16::MAX) {
                 // Without mergeable buffers a frame must fit one chain.
-                rewind(&mut self.iter, self.used, first);
+                rewind(&mut self.cursor, self.used, first);
                 return Put::Dropped(FrameDrop::GuestBufferTooSmall);
             }
         }
