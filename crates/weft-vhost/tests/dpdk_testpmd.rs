@@ -10,9 +10,8 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use weft_runtime::{spawn_worker, WorkerConfig};
-use weft_switch::{PortOptions, SwitchConfig};
 use weft_testlab::testpmd;
+use weft_testlab::worker_switch::WorkerSwitch;
 use weft_vhost::{VhostPortConfig, VhostUserPort};
 
 /// Two testpmds at once would compete for the hugepages and the two cores: one at a time.
@@ -53,26 +52,7 @@ fn testpmd_virtio_user_ports_exchange_traffic_through_a_weft_switch() {
 
     // The switch is in place before any frontend connects: the worker sleeps on the
     // ports' readiness descriptors until the rings start.
-    let worker = spawn_worker(WorkerConfig::default()).unwrap();
-    worker
-        .exec(move |reg, _| {
-            reg.create("br0", SwitchConfig::default()).unwrap();
-            reg.add_port(
-                "br0:a",
-                Some(Box::new(rx_a)),
-                Box::new(tx_a),
-                PortOptions::default(),
-            )
-            .unwrap();
-            reg.add_port(
-                "br0:b",
-                Some(Box::new(rx_b)),
-                Box::new(tx_b),
-                PortOptions::default(),
-            )
-            .unwrap();
-        })
-        .unwrap();
+    let worker = WorkerSwitch::with_ports("br0", [("a", rx_a, tx_a), ("b", rx_b, tx_b)]);
 
     let mut testpmd = testpmd::spawn(
         &format!("weft-e2e-{}", std::process::id()),
@@ -119,15 +99,20 @@ fn testpmd_virtio_user_ports_exchange_traffic_through_a_weft_switch() {
         );
     }
     // testpmd quit: the ports are free for the next frontend.
-    let wait_disconnect = Instant::now() + Duration::from_secs(10);
-    while (port_a.is_connected() || port_b.is_connected()) && Instant::now() < wait_disconnect {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(!port_a.is_connected() && !port_b.is_connected());
-    let registry = worker.shutdown().unwrap();
+    assert_disconnected(&port_a, &port_b);
+    let registry = worker.shutdown();
     assert!(registry.get("br0").is_some());
     drop((port_a, port_b));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Both ports lose their frontend (testpmd quit) within 10 s.
+fn assert_disconnected(port_a: &VhostUserPort, port_b: &VhostUserPort) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while (port_a.is_connected() || port_b.is_connected()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!port_a.is_connected() && !port_b.is_connected());
 }
 
 /// True once every queue of the port runs and is enabled.
@@ -161,19 +146,7 @@ fn testpmd_with_two_queue_pairs_carries_traffic_on_both_pairs() {
     let mut port_b = VhostUserPort::listen(sock("b"), config).unwrap();
     let (rx_a, tx_a) = port_a.take_halves().unwrap();
     let (rx_b, tx_b) = port_b.take_halves().unwrap();
-    let worker = spawn_worker(WorkerConfig::default()).unwrap();
-    worker
-        .exec(move |reg, _| {
-            reg.create("br0", SwitchConfig::default()).unwrap();
-            for (name, rx, tx) in [
-                ("br0:a", Box::new(rx_a), Box::new(tx_a)),
-                ("br0:b", Box::new(rx_b), Box::new(tx_b)),
-            ] {
-                reg.add_port(name, Some(rx), tx, PortOptions::default())
-                    .unwrap();
-            }
-        })
-        .unwrap();
+    let worker = WorkerSwitch::with_ports("br0", [("a", rx_a, tx_a), ("b", rx_b, tx_b)]);
 
     let mut testpmd = testpmd::spawn_with_queues(
         &format!("weft-e2e-mq-{}", std::process::id()),
@@ -229,12 +202,8 @@ fn testpmd_with_two_queue_pairs_carries_traffic_on_both_pairs() {
             "{s:?}"
         );
     }
-    let wait_disconnect = Instant::now() + Duration::from_secs(10);
-    while (port_a.is_connected() || port_b.is_connected()) && Instant::now() < wait_disconnect {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(!port_a.is_connected() && !port_b.is_connected());
-    worker.shutdown().unwrap();
+    assert_disconnected(&port_a, &port_b);
+    worker.shutdown();
     drop((port_a, port_b));
     let _ = std::fs::remove_dir_all(&dir);
 }

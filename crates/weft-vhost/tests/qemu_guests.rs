@@ -15,9 +15,8 @@
 
 use std::time::Duration;
 
-use weft_runtime::{spawn_worker, WorkerConfig};
-use weft_switch::{PortOptions, SwitchConfig};
 use weft_testlab::qemu::{initramfs, kernel, wait_until, Guest, SocketSide};
+use weft_testlab::worker_switch::WorkerSwitch;
 use weft_vhost::{
     DispatchMode, NotifyPolicy, VhostMode, VhostPortConfig, VhostPortStats, VhostUserPort,
 };
@@ -180,19 +179,7 @@ fn run_two_guests(
     let mut port2 = VhostUserPort::open(&sock2, mode, config2).unwrap();
     let (rx1, tx1) = port1.take_halves().unwrap();
     let (rx2, tx2) = port2.take_halves().unwrap();
-    let worker = spawn_worker(WorkerConfig::default()).unwrap();
-    worker
-        .exec(move |reg, _| {
-            reg.create("br0", SwitchConfig::default()).unwrap();
-            reg.add_port(
-                "br0:g1",
-                Some(Box::new(rx1)),
-                Box::new(tx1),
-                PortOptions::default(),
-            )
-            .unwrap();
-        })
-        .unwrap();
+    let worker = WorkerSwitch::with_ports("br0", [("g1", rx1, tx1)]);
 
     let (q1, q2) = (config1.queue_pairs, config2.queue_pairs);
     let mut g1 = Guest::start_with_queues(1, &sock1, side, &dir, &kernel, &initrd, q1, cpus);
@@ -224,17 +211,7 @@ fn run_two_guests(
         caps2.tso4 && caps2.partial_csum,
         "Linux takes TSO: {caps2:?}"
     );
-    worker
-        .exec(move |reg, _| {
-            reg.add_port(
-                "br0:g2",
-                Some(Box::new(rx2)),
-                Box::new(tx2),
-                PortOptions::default(),
-            )
-            .unwrap();
-        })
-        .unwrap();
+    worker.add_port("g2", rx2, tx2);
 
     let back = wait_until(Duration::from_secs(240), || g1.marker("WEFT-BACK"));
     let got = g2.marker("WEFT-GOT");
@@ -279,7 +256,7 @@ fn run_two_guests(
         eprintln!("queues: {status:?}");
     }
     drop((g1, g2));
-    let _ = worker.shutdown();
+    worker.shutdown();
     let stats = [port1.stats(), port2.stats()];
     drop((port1, port2));
     let _ = std::fs::remove_dir_all(&dir);
