@@ -10,6 +10,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use weft_switch::SwitchRegistry;
 use weft_testlab::testpmd;
 use weft_testlab::worker_switch::WorkerSwitch;
 use weft_vhost::{VhostPortConfig, VhostUserPort};
@@ -35,29 +36,59 @@ fn rx_packets(output: &str) -> Vec<u64> {
         .collect()
 }
 
+/// Two weft vhost-user ports listening on `a.sock` and `b.sock` in a fresh directory, on
+/// switch `br0` of a worker before any frontend connects (the worker sleeps on the ports'
+/// readiness descriptors until the rings start).
+struct TwoPorts {
+    dir: PathBuf,
+    a: VhostUserPort,
+    b: VhostUserPort,
+    worker: WorkerSwitch,
+}
+
+impl TwoPorts {
+    fn listen(tag: &str, config: VhostPortConfig) -> TwoPorts {
+        let dir = std::env::temp_dir().join(format!("weft-e2e-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut a = VhostUserPort::listen(dir.join("a.sock"), config).unwrap();
+        let mut b = VhostUserPort::listen(dir.join("b.sock"), config).unwrap();
+        let (rx_a, tx_a) = a.take_halves().unwrap();
+        let (rx_b, tx_b) = b.take_halves().unwrap();
+        let worker = WorkerSwitch::with_ports("br0", [("a", rx_a, tx_a), ("b", rx_b, tx_b)]);
+        TwoPorts { dir, a, b, worker }
+    }
+
+    fn sock(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.sock"))
+    }
+
+    /// testpmd quit: both ports are free for the next frontend within 10 s. Stops the
+    /// worker, closes the ports and removes the directory; gives the switches back.
+    fn finish(self) -> SwitchRegistry {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while (self.a.is_connected() || self.b.is_connected()) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!self.a.is_connected() && !self.b.is_connected());
+        let registry = self.worker.shutdown();
+        drop((self.a, self.b));
+        let _ = std::fs::remove_dir_all(&self.dir);
+        registry
+    }
+}
+
 #[test]
 fn testpmd_virtio_user_ports_exchange_traffic_through_a_weft_switch() {
     let _serial = ONE_TESTPMD_AT_A_TIME
         .lock()
         .unwrap_or_else(|p| p.into_inner());
     require_testpmd();
-    let dir = std::env::temp_dir().join(format!("weft-e2e-testpmd-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let sock = |n: &str| -> PathBuf { dir.join(format!("{n}.sock")) };
-    let config = VhostPortConfig::default();
-    let mut port_a = VhostUserPort::listen(sock("a"), config).unwrap();
-    let mut port_b = VhostUserPort::listen(sock("b"), config).unwrap();
-    let (rx_a, tx_a) = port_a.take_halves().unwrap();
-    let (rx_b, tx_b) = port_b.take_halves().unwrap();
-
-    // The switch is in place before any frontend connects: the worker sleeps on the
-    // ports' readiness descriptors until the rings start.
-    let worker = WorkerSwitch::with_ports("br0", [("a", rx_a, tx_a), ("b", rx_b, tx_b)]);
-
+    let rig = TwoPorts::listen("testpmd", VhostPortConfig::default());
+    let (port_a, port_b) = (&rig.a, &rig.b);
     let mut testpmd = testpmd::spawn(
         &format!("weft-e2e-{}", std::process::id()),
-        &sock("a"),
-        &sock("b"),
+        &rig.sock("a"),
+        &rig.sock("b"),
     );
 
     let running = port_a.wait_running(Duration::from_secs(60))
@@ -98,21 +129,8 @@ fn testpmd_virtio_user_ports_exchange_traffic_through_a_weft_switch() {
             "{s:?}"
         );
     }
-    // testpmd quit: the ports are free for the next frontend.
-    assert_disconnected(&port_a, &port_b);
-    let registry = worker.shutdown();
+    let registry = rig.finish();
     assert!(registry.get("br0").is_some());
-    drop((port_a, port_b));
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// Both ports lose their frontend (testpmd quit) within 10 s.
-fn assert_disconnected(port_a: &VhostUserPort, port_b: &VhostUserPort) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while (port_a.is_connected() || port_b.is_connected()) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(!port_a.is_connected() && !port_b.is_connected());
 }
 
 /// True once every queue of the port runs and is enabled.
@@ -135,27 +153,20 @@ fn testpmd_with_two_queue_pairs_carries_traffic_on_both_pairs() {
         .lock()
         .unwrap_or_else(|p| p.into_inner());
     require_testpmd();
-    let dir = std::env::temp_dir().join(format!("weft-e2e-testpmd-mq-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let sock = |n: &str| -> PathBuf { dir.join(format!("{n}.sock")) };
     let config = VhostPortConfig {
         queue_pairs: 2,
         ..VhostPortConfig::default()
     };
-    let mut port_a = VhostUserPort::listen(sock("a"), config).unwrap();
-    let mut port_b = VhostUserPort::listen(sock("b"), config).unwrap();
-    let (rx_a, tx_a) = port_a.take_halves().unwrap();
-    let (rx_b, tx_b) = port_b.take_halves().unwrap();
-    let worker = WorkerSwitch::with_ports("br0", [("a", rx_a, tx_a), ("b", rx_b, tx_b)]);
-
+    let rig = TwoPorts::listen("testpmd-mq", config);
+    let (port_a, port_b) = (&rig.a, &rig.b);
     let mut testpmd = testpmd::spawn_with_queues(
         &format!("weft-e2e-mq-{}", std::process::id()),
-        &sock("a"),
-        &sock("b"),
+        &rig.sock("a"),
+        &rig.sock("b"),
         2,
     );
-    let running = all_queues_running(&port_a, Duration::from_secs(60))
-        && all_queues_running(&port_b, Duration::from_secs(60));
+    let running = all_queues_running(port_a, Duration::from_secs(60))
+        && all_queues_running(port_b, Duration::from_secs(60));
     let (out, err) = testpmd::run_and_quit(&mut testpmd, running);
     assert!(
         running,
@@ -202,8 +213,5 @@ fn testpmd_with_two_queue_pairs_carries_traffic_on_both_pairs() {
             "{s:?}"
         );
     }
-    assert_disconnected(&port_a, &port_b);
-    worker.shutdown();
-    drop((port_a, port_b));
-    let _ = std::fs::remove_dir_all(&dir);
+    rig.finish();
 }

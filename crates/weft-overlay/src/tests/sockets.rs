@@ -4,17 +4,13 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use weft_packet::{MacAddr, OffloadInfo, Vni};
-use weft_switch::memory_port::memory_port;
-use weft_switch::{
-    DropReason, PortCaps, PortOptions, PortRx, PortTx, RxBatch, Switch, SwitchConfig, Timestamp,
-    TxFrame,
-};
+use weft_switch::{PortRx, PortTx, RxBatch, TxFrame};
 
 use crate::encap::{flow_hash, source_port};
 use crate::stats::DecapDrop;
 use crate::{VxlanConfig, VxlanPort, VxlanRx};
 
-fn can_run(test: &str) -> bool {
+pub(super) fn can_run(test: &str) -> bool {
     // SAFETY: geteuid has no arguments and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         println!("SKIP {test}: needs root (raw socket)");
@@ -23,13 +19,13 @@ fn can_run(test: &str) -> bool {
     true
 }
 
-/// A UDP port unique to this process and test.
-fn port(offset: u16) -> u16 {
-    let pid = u16::try_from(std::process::id() % 2500).unwrap();
-    20_000 + pid * 16 + offset
+/// A UDP port unique to this process and test (offsets below 32).
+pub(super) fn port(offset: u16) -> u16 {
+    let pid = u16::try_from(std::process::id() % 1400).unwrap();
+    20_000 + pid * 32 + offset
 }
 
-fn lo(last: u8) -> IpAddr {
+pub(super) fn lo(last: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, 0, 0, last))
 }
 
@@ -43,7 +39,7 @@ fn frame(dst: [u8; 6], sport: u16) -> Vec<u8> {
     out
 }
 
-fn config(local: IpAddr, local_port: u16, remote_port: u16) -> VxlanConfig {
+pub(super) fn config(local: IpAddr, local_port: u16, remote_port: u16) -> VxlanConfig {
     let mut c = VxlanConfig::new(SocketAddr::new(local, local_port), Vni::new(42).unwrap());
     c.remote_port = remote_port;
     c
@@ -340,141 +336,4 @@ fn the_inner_mtu_is_the_route_mtu_minus_the_overlay_cost() {
     // Without a remote there is no route to ask: the configured MTU stays.
     let lonely = VxlanPort::open(&config(lo(1), port(13), port(13))).unwrap();
     assert_eq!(lonely.mtu(), 1450);
-}
-
-#[test]
-fn an_oversize_frame_given_to_the_hook_is_answered_through_the_receive_half_and_counted() {
-    if !can_run(
-        "an_oversize_frame_given_to_the_hook_is_answered_through_the_receive_half_and_counted",
-    ) {
-        return;
-    }
-    let mut c = config(lo(1), port(14), port(15)).remote(lo(2));
-    c.mtu_from_underlay = false;
-    let (mut rx, mut tx, stats) = VxlanPort::open(&c).unwrap().split();
-    let big = oversize_df_frame();
-    tx.too_big(&TxFrame::whole(&big, OffloadInfo::default()), 1450);
-    let mut batch = RxBatch::new(64);
-    rx.receive(&mut batch);
-    assert_eq!(batch.len(), 1, "the answer comes out of the receive half");
-    let answer = rx.frame(batch.descs()[0].handle).to_vec();
-    rx.finish();
-    assert_eq!(&answer[0..6], &big[6..12]);
-    assert_eq!(answer[14 + 20], 3, "ICMP destination unreachable");
-    let mtu = u16::from_be_bytes([answer[14 + 20 + 6], answer[14 + 20 + 7]]);
-    assert_eq!(mtu, 1450, "the MTU the switch gave");
-    let s = stats.snapshot();
-    assert_eq!((s.too_big, s.too_big_answered, s.tx_datagrams), (1, 1, 0));
-}
-
-/// A 2042-byte IPv4 frame with DF from 10.0.0.1 (02::01) to 10.0.0.2 (02::02).
-fn oversize_df_frame() -> Vec<u8> {
-    let mut big = Vec::new();
-    let mut ip = etherparse::Ipv4Header::new(
-        0,
-        64,
-        etherparse::IpNumber::UDP,
-        [10, 0, 0, 1],
-        [10, 0, 0, 2],
-    )
-    .unwrap();
-    ip.dont_fragment = true;
-    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
-        .ip(etherparse::IpHeaders::Ipv4(ip, Default::default()))
-        .udp(1, 2)
-        .write(&mut big, &[7u8; 2000])
-        .unwrap();
-    big
-}
-
-#[test]
-fn an_oversize_frame_through_a_switch_is_refused_counted_and_answered_to_its_sender() {
-    if !can_run("an_oversize_frame_through_a_switch_is_refused_counted_and_answered_to_its_sender")
-    {
-        return;
-    }
-    let mut c = config(lo(1), port(16), port(17)).remote(lo(2));
-    c.mtu_from_underlay = false;
-    let (rx, tx, stats) = VxlanPort::open(&c).unwrap().split();
-    assert_eq!(tx.caps().mtu, 1450, "the real inner MTU");
-    let mut sw = Switch::new("br0", SwitchConfig::default()).unwrap();
-    let (host_rx, host_tx, host) = memory_port(PortCaps::plain(9000), 16);
-    let host_id = sw
-        .add_port(
-            "host",
-            Some(Box::new(host_rx)),
-            Box::new(host_tx),
-            PortOptions::default(),
-        )
-        .unwrap();
-    let vxlan_id = sw
-        .add_port(
-            "vxlan",
-            Some(Box::new(rx)),
-            Box::new(tx),
-            PortOptions::default(),
-        )
-        .unwrap();
-    let t0 = Timestamp(1_000_000_000);
-    let big = oversize_df_frame();
-    assert!(host.inject(&big));
-    sw.poll(host_id, t0);
-    let refused = sw.port_counters(vxlan_id).unwrap().snapshot();
-    assert_eq!(
-        (refused.drops(DropReason::FrameTooBig), refused.tx_packets),
-        (1, 0)
-    );
-    // The answer enters the switch from the overlay and goes back to the sender's port.
-    let deadline = Instant::now() + Duration::from_secs(2);
-    let mut back = Vec::new();
-    while back.is_empty() && Instant::now() < deadline {
-        sw.poll(vxlan_id, t0);
-        back = host.take_sent();
-    }
-    assert_eq!(back.len(), 1, "one answer");
-    let answer = &back[0].0;
-    assert_eq!((&answer[0..6], &answer[6..12]), (&big[6..12], &big[0..6]));
-    assert_eq!(answer[14 + 20], 3, "ICMP destination unreachable");
-    let mtu = u16::from_be_bytes([answer[14 + 20 + 6], answer[14 + 20 + 7]]);
-    assert_eq!(mtu, 1450);
-    let s = stats.snapshot();
-    assert_eq!((s.too_big, s.too_big_answered, s.tx_datagrams), (1, 1, 0));
-}
-
-#[test]
-fn without_answers_an_oversize_frame_is_only_the_switchs_counted_drop() {
-    if !can_run("without_answers_an_oversize_frame_is_only_the_switchs_counted_drop") {
-        return;
-    }
-    let mut c = config(lo(1), port(18), port(19)).remote(lo(2));
-    c.mtu_from_underlay = false;
-    c.answer_too_big = false;
-    let (rx, tx, stats) = VxlanPort::open(&c).unwrap().split();
-    let mut sw = Switch::new("br0", SwitchConfig::default()).unwrap();
-    let (host_rx, host_tx, host) = memory_port(PortCaps::plain(9000), 16);
-    let host_id = sw
-        .add_port(
-            "host",
-            Some(Box::new(host_rx)),
-            Box::new(host_tx),
-            PortOptions::default(),
-        )
-        .unwrap();
-    let vxlan_id = sw
-        .add_port(
-            "vxlan",
-            Some(Box::new(rx)),
-            Box::new(tx),
-            PortOptions::default(),
-        )
-        .unwrap();
-    let t0 = Timestamp(1_000_000_000);
-    assert!(host.inject(&oversize_df_frame()));
-    sw.poll(host_id, t0);
-    sw.poll(vxlan_id, t0);
-    assert!(host.take_sent().is_empty(), "no answer");
-    let c = sw.port_counters(vxlan_id).unwrap().snapshot();
-    assert_eq!(c.drops(DropReason::FrameTooBig), 1);
-    let s = stats.snapshot();
-    assert_eq!((s.too_big, s.tx_errors, s.tx_datagrams), (0, 0, 0));
 }
