@@ -7,6 +7,8 @@
 //! Needs `dpdk-testpmd` (Debian `dpdk-dev`) and free 2 MB hugepages mounted at
 //! /dev/hugepages; `scripts/install-test-deps` (as root) provides both.
 
+mod common;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -118,16 +120,7 @@ fn testpmd_virtio_user_ports_exchange_traffic_through_a_weft_switch() {
             s.from_guest.frames >= 32 && s.to_guest.frames >= 32,
             "{s:?}"
         );
-        assert_eq!(
-            s.from_guest.total_faults() + s.to_guest.total_faults(),
-            0,
-            "{s:?}"
-        );
-        assert_eq!(
-            s.from_guest.total_drops() + s.to_guest.total_drops(),
-            0,
-            "{s:?}"
-        );
+        common::assert_no_faults_or_drops(s, &format!("{s:?}"));
     }
     let registry = rig.finish();
     assert!(registry.get("br0").is_some());
@@ -202,16 +195,7 @@ fn testpmd_with_two_queue_pairs_carries_traffic_on_both_pairs() {
         let from: u64 = s.pairs.iter().map(|p| p.from_guest.frames).sum();
         let to: u64 = s.pairs.iter().map(|p| p.to_guest.frames).sum();
         assert_eq!((from, to), (s.from_guest.frames, s.to_guest.frames));
-        assert_eq!(
-            s.from_guest.total_faults() + s.to_guest.total_faults(),
-            0,
-            "{s:?}"
-        );
-        assert_eq!(
-            s.from_guest.total_drops() + s.to_guest.total_drops(),
-            0,
-            "{s:?}"
-        );
+        common::assert_no_faults_or_drops(s, &format!("{s:?}"));
     }
     rig.finish();
 }

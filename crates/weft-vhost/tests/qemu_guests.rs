@@ -13,6 +13,8 @@
 //! busybox: `scripts/install-test-deps` (as root) installs qemu-system-x86,
 //! linux-image-amd64 and busybox-static.
 
+mod common;
+
 use std::time::Duration;
 
 use weft_testlab::qemu::{initramfs, kernel, wait_until, Guest, SocketSide};
@@ -234,16 +236,7 @@ fn run_two_guests(
             s.from_guest.bytes > 2 << 20 && s.to_guest.bytes > 2 << 20,
             "{report}"
         );
-        assert_eq!(
-            s.from_guest.total_faults() + s.to_guest.total_faults(),
-            0,
-            "{report}"
-        );
-        assert_eq!(
-            s.from_guest.total_drops() + s.to_guest.total_drops(),
-            0,
-            "{report}"
-        );
+        common::assert_no_faults_or_drops(&s, &report);
     }
     eprintln!("{report}");
     for (port, pairs) in [(&port1, q1), (&port2, q2)] {

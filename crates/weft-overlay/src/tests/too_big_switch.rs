@@ -19,22 +19,7 @@ const T0: Timestamp = Timestamp(1_000_000_000);
 
 /// A 2042-byte IPv4 frame with DF from 10.0.0.1 (02::01) to 10.0.0.2 (02::02).
 fn oversize_df_frame() -> Vec<u8> {
-    let mut big = Vec::new();
-    let mut ip = etherparse::Ipv4Header::new(
-        0,
-        64,
-        etherparse::IpNumber::UDP,
-        [10, 0, 0, 1],
-        [10, 0, 0, 2],
-    )
-    .unwrap();
-    ip.dont_fragment = true;
-    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
-        .ip(etherparse::IpHeaders::Ipv4(ip, Default::default()))
-        .udp(1, 2)
-        .write(&mut big, &[7u8; 2000])
-        .unwrap();
-    big
+    super::offload::oversize(false, true, 2000)
 }
 
 /// The MTU an ICMP "fragmentation needed" frame (Ethernet + 20-byte IPv4) announces.

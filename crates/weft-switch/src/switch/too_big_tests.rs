@@ -78,6 +78,15 @@ fn add(sw: &mut Switch, name: &str, mtu: usize) -> Port {
     }
 }
 
+/// A memory port of MTU 1500 without the hook.
+fn add_plain(sw: &mut Switch, name: &str, options: PortOptions) -> (PortId, MemoryPortHandle) {
+    let (rx, tx, handle) = memory_port(PortCaps::plain(1500), 16);
+    let id = sw
+        .add_port(name, Some(Box::new(rx)), Box::new(tx), options)
+        .unwrap();
+    (id, handle)
+}
+
 fn too_big_drops(sw: &Switch, port: &Port) -> u64 {
     sw.port_counters(port.id)
         .unwrap()
@@ -138,18 +147,11 @@ fn a_flood_too_big_for_one_port_reaches_the_others_and_only_that_port_is_told() 
 #[test]
 fn the_hook_sees_the_frame_as_it_would_have_left_with_its_vlan_tag() {
     let mut sw = Switch::new("br0", SwitchConfig::default()).unwrap();
-    let (rx, inner, h) = memory_port(PortCaps::plain(1500), 16);
-    let access = sw
-        .add_port(
-            "access",
-            Some(Box::new(rx)),
-            Box::new(inner),
-            PortOptions {
-                vlan: crate::vlan::PortVlanMode::access(10).unwrap(),
-                ..PortOptions::default()
-            },
-        )
-        .unwrap();
+    let access_options = PortOptions {
+        vlan: crate::vlan::PortVlanMode::access(10).unwrap(),
+        ..PortOptions::default()
+    };
+    let (access, h) = add_plain(&mut sw, "access", access_options);
     let trunk = add(&mut sw, "trunk", 1000);
     let trunk_options = PortOptions {
         vlan: crate::vlan::PortVlanMode::trunk([10], None).unwrap(),
@@ -175,15 +177,7 @@ fn the_hook_sees_the_frame_as_it_would_have_left_with_its_vlan_tag() {
 fn a_port_without_the_hook_counts_the_drop_and_sends_nothing() {
     let mut sw = Switch::new("br0", SwitchConfig::default()).unwrap();
     let src = add(&mut sw, "src", 9000);
-    let (rx, tx, plain) = memory_port(PortCaps::plain(1500), 16);
-    let plain_id = sw
-        .add_port(
-            "plain",
-            Some(Box::new(rx)),
-            Box::new(tx),
-            PortOptions::default(),
-        )
-        .unwrap();
+    let (plain_id, plain) = add_plain(&mut sw, "plain", PortOptions::default());
     assert!(src.handle.inject(&frame(MacAddr::BROADCAST, mac(1), 1600)));
     sw.poll(src.id, T0);
     assert!(plain.take_sent().is_empty());
