@@ -171,12 +171,7 @@ fn testpmd_with_two_queue_pairs_carries_traffic_on_both_pairs() {
     let rx = rx_packets(&out);
     let stats = [port_a.stats(), port_b.stats()];
     for s in &stats {
-        let per_pair: Vec<_> = s
-            .pairs
-            .iter()
-            .map(|p| (p.from_guest.frames, p.to_guest.frames))
-            .collect();
-        eprintln!("weft port (from guest, to guest) per pair: {per_pair:?}");
+        common::check_pairs(s, 2);
     }
     eprintln!("testpmd RX per port: {rx:?}");
     assert_eq!(rx.len(), 2, "no forward statistics:\n{out}\n{err}");
@@ -185,16 +180,12 @@ fn testpmd_with_two_queue_pairs_carries_traffic_on_both_pairs() {
         "too little traffic: {rx:?}\n{out}"
     );
     for s in &stats {
-        assert_eq!(s.pairs.len(), 2, "{s:?}");
         // testpmd's first bursts go out on both transmit queues of each port, and their
         // several flows come back on both receive queues.
         for p in &s.pairs {
             assert!(p.from_guest.frames >= 32, "{s:?}");
             assert!(p.to_guest.frames > 0, "{s:?}");
         }
-        let from: u64 = s.pairs.iter().map(|p| p.from_guest.frames).sum();
-        let to: u64 = s.pairs.iter().map(|p| p.to_guest.frames).sum();
-        assert_eq!((from, to), (s.from_guest.frames, s.to_guest.frames));
         common::assert_no_faults_or_drops(s, &format!("{s:?}"));
     }
     rig.finish();

@@ -78,15 +78,7 @@ fn two_linux_guests_with_two_queue_pairs_move_data_through_weft() {
     };
     let stats = run_two_guests("mq", VhostMode::Server, config, config, 2);
     for s in &stats {
-        let per_pair: Vec<_> = s
-            .pairs
-            .iter()
-            .map(|p| (p.from_guest.frames, p.to_guest.frames))
-            .collect();
-        eprintln!("weft port (from guest, to guest) per pair: {per_pair:?}");
-        assert_eq!(s.pairs.len(), 2, "{s:?}");
-        let to: u64 = s.pairs.iter().map(|p| p.to_guest.frames).sum();
-        assert_eq!(to, s.to_guest.frames, "{s:?}");
+        common::check_pairs(s, 2);
     }
     // Two vCPUs send on both transmit queues, and the flows (ARP, ping, two TCP streams
     // each way) hash onto both receive queues: the second pair carries frames.
