@@ -54,9 +54,9 @@ pub struct VxlanConfig {
     /// result (weftd advertises it to the port's peers).
     pub mtu_from_underlay: bool,
     /// Answer frames too big for the overlay with ICMP "fragmentation needed" (IPv4 with
-    /// DF) / ICMPv6 "packet too big" toward their sender (see [`crate::too_big`]). The port
-    /// then takes frames of any size from the switch (its caps' MTU is the largest), so that
-    /// it sees the oversize ones; [`crate::VxlanPort::mtu`] stays the real inner MTU.
+    /// DF) / ICMPv6 "packet too big" toward their sender (see [`crate::too_big`]): the
+    /// switch hands the port the frames its MTU refuses through `PortTx::too_big`. Off, they
+    /// are only the switch's counted drops.
     pub answer_too_big: bool,
     /// Datagrams per `recvmmsg`.
     pub batch: usize,

@@ -110,11 +110,7 @@ impl VxlanPort {
         let gro = config.offload && udp_offload::enable_gro(udp.as_raw_fd());
         let fdb = Arc::new(Mutex::new(fdb));
         let stats = Arc::new(OverlayStats::default());
-        let mut caps = PortCaps::plain(if config.answer_too_big {
-            MAX_INNER_MTU
-        } else {
-            mtu
-        });
+        let mut caps = PortCaps::plain(mtu);
         if !gso.is_empty() {
             caps.tso4 = true;
             caps.tso6 = true;

@@ -97,7 +97,9 @@ pub struct OverlayStatsSnapshot {
     pub tx_super_frames: u64,
     /// `sendmsg` calls with UDP segmentation offload (one per ≤ 64 datagrams).
     pub tx_gso_sends: u64,
-    /// Frames whose L3 packet exceeds the inner MTU (not sent).
+    /// Frames whose L3 packet exceeds the inner MTU (not sent): those the switch refused and
+    /// handed to the port's `too_big` hook (the switch counts them too, as `frame_too_big`),
+    /// and any given straight to `transmit`.
     pub too_big: u64,
     /// Of those, how many were answered with ICMP "fragmentation needed" / "packet too big"
     /// (the others: not DF, an ICMP error, rate limited...).

@@ -5,3 +5,4 @@ mod codec;
 mod offload;
 mod remote_ageing;
 mod sockets;
+mod too_big_switch;

@@ -6,7 +6,8 @@
 //! source MAC and IP are the oversize frame's destination MAC and IP, its destination the
 //! sender's (what the Linux kernel's vxlan PMTU discovery in bridged setups and Open vSwitch
 //! do): the sender's stack accepts it from its "neighbour", with no address of the host
-//! leaking into the overlay. The transmit half builds it and queues it in a small bounded
+//! leaking into the overlay. The switch hands the transmit half the frames its MTU refuses
+//! (`PortTx::too_big`); the transmit half builds the answer and queues it in a small bounded
 //! [`TooBigQueue`]; the receive half hands it to the switch with the next receive, as if it
 //! came from the overlay, so it is switched back to the sender's port. Answers are rate
 //! limited (a token bucket), and never sent about ICMP errors, fragments, non-DF IPv4,

@@ -60,7 +60,7 @@ pub struct VxlanTx {
     /// A super-frame made contiguous, and its segments behind their VXLAN headers.
     pub(crate) linear: Vec<u8>,
     pub(crate) segments: Vec<u8>,
-    /// The largest L3 packet the overlay carries (caps may say more: see `too_big`).
+    /// The largest L3 packet the overlay carries (the caps' MTU).
     pub(crate) inner_mtu: usize,
     /// Oversize frames' answers: the prefix quoted, the rate limit, the queue to the receive
     /// half.
@@ -95,7 +95,7 @@ fn frame_prefix(frame: &TxFrame<'_>, out: &mut [u8; HASH_PREFIX]) -> usize {
     n_head + n_body
 }
 
-/// Answers (rate limited) or drops an oversize frame; counts it either way.
+/// Answers an oversize frame (rate limited); counts it either way.
 fn answer_too_big(
     frame: &TxFrame<'_>,
     mtu: usize,
@@ -219,6 +219,8 @@ impl VxlanTx {
             let n = frame_prefix(frame, &mut prefix);
             let l3_len = frame.len().saturating_sub(l3_offset(&prefix[..n]));
             if l3_len > self.inner_mtu {
+                // The switch keeps these back (our caps' MTU) and calls `too_big`; a direct
+                // caller gets the same answer.
                 consumed = i + 1;
                 if let Some(shared) = &self.too_big {
                     answer_too_big(
@@ -324,6 +326,21 @@ impl PortTx for VxlanTx {
     /// the core completes them for ordinary frames.
     fn caps(&self) -> PortCaps {
         self.caps
+    }
+
+    /// Answers the sender with ICMP when `answer_too_big` is on (see `too_big`); the switch
+    /// has counted the drop.
+    fn too_big(&mut self, frame: &TxFrame<'_>, mtu: usize) {
+        if let Some(shared) = &self.too_big {
+            answer_too_big(
+                frame,
+                mtu,
+                &mut self.too_big_quote,
+                &mut self.too_big_limit,
+                shared,
+                &self.stats,
+            );
+        }
     }
 
     fn transmit(&mut self, frames: &[TxFrame<'_>]) -> usize {

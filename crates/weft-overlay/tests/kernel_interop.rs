@@ -17,8 +17,9 @@ use common::lab::{self, iperf3, run, tcp_bytes_received, Background, Netns};
 use common::runner::{IdlePolicy, SwitchThread};
 use weft_overlay::{DecapDrop, VxlanConfig, VxlanPort};
 use weft_packet::{MacAddr, Vni};
-use weft_switch::{PortOptions, Switch, SwitchConfig};
-use weft_tap::{Offloads, Tap, TapOptions};
+use weft_switch::{DropReason, PortTx, Switch, SwitchConfig};
+use weft_tap::Offloads;
+use weft_testlab::ports;
 
 /// Outer TTL / hop limit and DSCP weft is configured with (the kernel's differ).
 const TTL: u8 = 17;
@@ -152,34 +153,14 @@ fn interop(test: &str, u: &Underlay) {
     let vx_port = VxlanPort::open(&config).unwrap_or_else(|e| panic!("open VXLAN port: {e}"));
     assert_eq!(vx_port.mtu(), u.mtu as usize, "inner MTU from the underlay");
     let (vx_rx, vx_tx, vx_stats) = vx_port.split();
-    switch
-        .add_port(
-            "vxlan42",
-            Some(Box::new(vx_rx)),
-            Box::new(vx_tx),
-            PortOptions::default(),
-        )
-        .expect("add the VXLAN port");
-    let tap_name = lab::unique("tap");
-    let tap = Tap::open(
-        &TapOptions::new(&tap_name)
-            .netns(ns_c.path())
-            .offloads(Offloads::ALL)
-            // Larger than the overlay carries, like a misconfigured guest: TCP still works
-            // (A's MSS bounds C's segments) and an oversize ping with DF must be answered.
-            .mtu(C_MTU),
-    )
-    .unwrap_or_else(|e| panic!("open TAP: {e}"));
-    ns_c.ip(&["addr", "add", "10.78.0.2/24", "dev", &tap_name]);
-    let (tap_rx, tap_tx, _tap_stats) = tap.into_queues().remove(0).split();
-    switch
-        .add_port(
-            &tap_name,
-            Some(Box::new(tap_rx)),
-            Box::new(tap_tx),
-            PortOptions::default(),
-        )
-        .expect("add the TAP port");
+    // The port advertises the overlay's real MTU; the switch hands it what is larger.
+    assert_eq!(PortTx::caps(&vx_tx).mtu, u.mtu as usize);
+    let vxlan = ports::add_port(&mut switch, "vxlan42", vx_rx, vx_tx);
+    ports::add_tap(&mut switch, &ns_c, "10.78.0.2/24", |tap| {
+        // Larger than the overlay carries, like a misconfigured guest: TCP still works (A's
+        // MSS bounds C's segments) and an oversize ping with DF must be answered.
+        tap.offloads(Offloads::ALL).mtu(C_MTU)
+    });
     let runner = SwitchThread::spawn(switch, Vec::new(), IdlePolicy::default());
 
     // Capture the underlay while the pings run.
@@ -269,9 +250,18 @@ fn interop(test: &str, u: &Underlay) {
         "frag needed with the overlay's MTU: {text}"
     );
 
-    drop(runner);
+    let switch = runner.stop();
+    let refused = switch
+        .port_counters(vxlan)
+        .expect("the VXLAN port")
+        .snapshot();
     let s = vx_stats.snapshot();
     assert!(s.too_big >= 1 && s.too_big_answered >= 1, "{s:?}");
+    assert_eq!(
+        refused.drops(DropReason::FrameTooBig),
+        s.too_big,
+        "the switch counted every frame it handed the port as too big"
+    );
     println!("{test}: {s:?}");
     assert!(s.rx_frames > 0 && s.tx_frames > 0);
     assert_eq!(s.total_drops(), 0, "nothing the kernel sent was dropped");

@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 use common::lab::{self, iperf3, tcp_bytes_received, Netns};
 use common::runner::{IdlePolicy, SwitchThread};
 use weft_overlay::tcp_link::{TcpLinkConfig, TcpLinkDrop, TcpLinkMode, TcpLinkPort, TcpLinkStats};
-use weft_switch::{PortOptions, Switch, SwitchConfig};
-use weft_tap::{Offloads, Tap, TapOptions};
+use weft_switch::{Switch, SwitchConfig};
+use weft_tap::Offloads;
+use weft_testlab::ports;
 
 const LINK_ADDR: &str = "10.77.0.1:7001";
 const LINK_ID: u32 = 61;
@@ -33,32 +34,8 @@ fn host(
     let (rx, tx, stats) = TcpLinkPort::open(&config)
         .unwrap_or_else(|e| panic!("open the TCP link: {e}"))
         .split();
-    switch
-        .add_port(
-            "link",
-            Some(Box::new(rx)),
-            Box::new(tx),
-            PortOptions::default(),
-        )
-        .expect("add the TCP link port");
-    let tap_name = lab::unique("tap");
-    let tap = Tap::open(
-        &TapOptions::new(&tap_name)
-            .netns(endpoint.path())
-            .offloads(Offloads::ALL),
-    )
-    .unwrap_or_else(|e| panic!("open TAP: {e}"));
-    endpoint.ip(&["addr", "add", ip, "dev", &tap_name]);
-    endpoint.ip(&["link", "set", &tap_name, "up"]);
-    let (tap_rx, tap_tx, _) = tap.into_queues().remove(0).split();
-    switch
-        .add_port(
-            &tap_name,
-            Some(Box::new(tap_rx)),
-            Box::new(tap_tx),
-            PortOptions::default(),
-        )
-        .expect("add the TAP port");
+    ports::add_port(&mut switch, "link", rx, tx);
+    ports::add_tap(&mut switch, endpoint, ip, |tap| tap.offloads(Offloads::ALL));
     (
         SwitchThread::spawn(switch, Vec::new(), IdlePolicy::default()),
         stats,

@@ -260,6 +260,18 @@ pub trait PortTx: Send {
     fn caps_generation(&self) -> u64 {
         0
     }
+
+    /// The core refused `frame` for this port: its L3 packet is larger than `mtu` (the
+    /// port's [`PortCaps::mtu`]), or the frame longer than [`PortCaps::max_frame_len`], and
+    /// it is no super-frame the core could segment. Called once per such frame, in the
+    /// destination's pass over the batch (so between its `transmit` calls), after the core
+    /// counted it as [`crate::DropReason::FrameTooBig`]. The frame is not transmitted
+    /// whatever the port does here: a port that can tell the sender (an overlay answering
+    /// with ICMP "fragmentation needed", as a router would) does so; the default does
+    /// nothing, so the frame is only the counted drop. Must not block or allocate.
+    fn too_big(&mut self, frame: &TxFrame<'_>, mtu: usize) {
+        let _ = (frame, mtu);
+    }
 }
 
 /// The two halves of a detached port, given back by `remove_port`.

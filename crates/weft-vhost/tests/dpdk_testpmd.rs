@@ -7,12 +7,14 @@
 //! Needs `dpdk-testpmd` (Debian `dpdk-dev`) and free 2 MB hugepages mounted at
 //! /dev/hugepages; `scripts/install-test-deps` (as root) provides both.
 
+mod common;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use weft_runtime::{spawn_worker, WorkerConfig};
-use weft_switch::{PortOptions, SwitchConfig};
+use weft_switch::SwitchRegistry;
 use weft_testlab::testpmd;
+use weft_testlab::worker_switch::WorkerSwitch;
 use weft_vhost::{VhostPortConfig, VhostUserPort};
 
 /// Two testpmds at once would compete for the hugepages and the two cores: one at a time.
@@ -36,48 +38,59 @@ fn rx_packets(output: &str) -> Vec<u64> {
         .collect()
 }
 
+/// Two weft vhost-user ports listening on `a.sock` and `b.sock` in a fresh directory, on
+/// switch `br0` of a worker before any frontend connects (the worker sleeps on the ports'
+/// readiness descriptors until the rings start).
+struct TwoPorts {
+    dir: PathBuf,
+    a: VhostUserPort,
+    b: VhostUserPort,
+    worker: WorkerSwitch,
+}
+
+impl TwoPorts {
+    fn listen(tag: &str, config: VhostPortConfig) -> TwoPorts {
+        let dir = std::env::temp_dir().join(format!("weft-e2e-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut a = VhostUserPort::listen(dir.join("a.sock"), config).unwrap();
+        let mut b = VhostUserPort::listen(dir.join("b.sock"), config).unwrap();
+        let (rx_a, tx_a) = a.take_halves().unwrap();
+        let (rx_b, tx_b) = b.take_halves().unwrap();
+        let worker = WorkerSwitch::with_ports("br0", [("a", rx_a, tx_a), ("b", rx_b, tx_b)]);
+        TwoPorts { dir, a, b, worker }
+    }
+
+    fn sock(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.sock"))
+    }
+
+    /// testpmd quit: both ports are free for the next frontend within 10 s. Stops the
+    /// worker, closes the ports and removes the directory; gives the switches back.
+    fn finish(self) -> SwitchRegistry {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while (self.a.is_connected() || self.b.is_connected()) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!self.a.is_connected() && !self.b.is_connected());
+        let registry = self.worker.shutdown();
+        drop((self.a, self.b));
+        let _ = std::fs::remove_dir_all(&self.dir);
+        registry
+    }
+}
+
 #[test]
 fn testpmd_virtio_user_ports_exchange_traffic_through_a_weft_switch() {
     let _serial = ONE_TESTPMD_AT_A_TIME
         .lock()
         .unwrap_or_else(|p| p.into_inner());
     require_testpmd();
-    let dir = std::env::temp_dir().join(format!("weft-e2e-testpmd-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let sock = |n: &str| -> PathBuf { dir.join(format!("{n}.sock")) };
-    let config = VhostPortConfig::default();
-    let mut port_a = VhostUserPort::listen(sock("a"), config).unwrap();
-    let mut port_b = VhostUserPort::listen(sock("b"), config).unwrap();
-    let (rx_a, tx_a) = port_a.take_halves().unwrap();
-    let (rx_b, tx_b) = port_b.take_halves().unwrap();
-
-    // The switch is in place before any frontend connects: the worker sleeps on the
-    // ports' readiness descriptors until the rings start.
-    let worker = spawn_worker(WorkerConfig::default()).unwrap();
-    worker
-        .exec(move |reg, _| {
-            reg.create("br0", SwitchConfig::default()).unwrap();
-            reg.add_port(
-                "br0:a",
-                Some(Box::new(rx_a)),
-                Box::new(tx_a),
-                PortOptions::default(),
-            )
-            .unwrap();
-            reg.add_port(
-                "br0:b",
-                Some(Box::new(rx_b)),
-                Box::new(tx_b),
-                PortOptions::default(),
-            )
-            .unwrap();
-        })
-        .unwrap();
-
+    let rig = TwoPorts::listen("testpmd", VhostPortConfig::default());
+    let (port_a, port_b) = (&rig.a, &rig.b);
     let mut testpmd = testpmd::spawn(
         &format!("weft-e2e-{}", std::process::id()),
-        &sock("a"),
-        &sock("b"),
+        &rig.sock("a"),
+        &rig.sock("b"),
     );
 
     let running = port_a.wait_running(Duration::from_secs(60))
@@ -107,27 +120,10 @@ fn testpmd_virtio_user_ports_exchange_traffic_through_a_weft_switch() {
             s.from_guest.frames >= 32 && s.to_guest.frames >= 32,
             "{s:?}"
         );
-        assert_eq!(
-            s.from_guest.total_faults() + s.to_guest.total_faults(),
-            0,
-            "{s:?}"
-        );
-        assert_eq!(
-            s.from_guest.total_drops() + s.to_guest.total_drops(),
-            0,
-            "{s:?}"
-        );
+        common::assert_no_faults_or_drops(s, &format!("{s:?}"));
     }
-    // testpmd quit: the ports are free for the next frontend.
-    let wait_disconnect = Instant::now() + Duration::from_secs(10);
-    while (port_a.is_connected() || port_b.is_connected()) && Instant::now() < wait_disconnect {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(!port_a.is_connected() && !port_b.is_connected());
-    let registry = worker.shutdown().unwrap();
+    let registry = rig.finish();
     assert!(registry.get("br0").is_some());
-    drop((port_a, port_b));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// True once every queue of the port runs and is enabled.
@@ -150,39 +146,20 @@ fn testpmd_with_two_queue_pairs_carries_traffic_on_both_pairs() {
         .lock()
         .unwrap_or_else(|p| p.into_inner());
     require_testpmd();
-    let dir = std::env::temp_dir().join(format!("weft-e2e-testpmd-mq-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let sock = |n: &str| -> PathBuf { dir.join(format!("{n}.sock")) };
     let config = VhostPortConfig {
         queue_pairs: 2,
         ..VhostPortConfig::default()
     };
-    let mut port_a = VhostUserPort::listen(sock("a"), config).unwrap();
-    let mut port_b = VhostUserPort::listen(sock("b"), config).unwrap();
-    let (rx_a, tx_a) = port_a.take_halves().unwrap();
-    let (rx_b, tx_b) = port_b.take_halves().unwrap();
-    let worker = spawn_worker(WorkerConfig::default()).unwrap();
-    worker
-        .exec(move |reg, _| {
-            reg.create("br0", SwitchConfig::default()).unwrap();
-            for (name, rx, tx) in [
-                ("br0:a", Box::new(rx_a), Box::new(tx_a)),
-                ("br0:b", Box::new(rx_b), Box::new(tx_b)),
-            ] {
-                reg.add_port(name, Some(rx), tx, PortOptions::default())
-                    .unwrap();
-            }
-        })
-        .unwrap();
-
+    let rig = TwoPorts::listen("testpmd-mq", config);
+    let (port_a, port_b) = (&rig.a, &rig.b);
     let mut testpmd = testpmd::spawn_with_queues(
         &format!("weft-e2e-mq-{}", std::process::id()),
-        &sock("a"),
-        &sock("b"),
+        &rig.sock("a"),
+        &rig.sock("b"),
         2,
     );
-    let running = all_queues_running(&port_a, Duration::from_secs(60))
-        && all_queues_running(&port_b, Duration::from_secs(60));
+    let running = all_queues_running(port_a, Duration::from_secs(60))
+        && all_queues_running(port_b, Duration::from_secs(60));
     let (out, err) = testpmd::run_and_quit(&mut testpmd, running);
     assert!(
         running,
@@ -194,12 +171,7 @@ fn testpmd_with_two_queue_pairs_carries_traffic_on_both_pairs() {
     let rx = rx_packets(&out);
     let stats = [port_a.stats(), port_b.stats()];
     for s in &stats {
-        let per_pair: Vec<_> = s
-            .pairs
-            .iter()
-            .map(|p| (p.from_guest.frames, p.to_guest.frames))
-            .collect();
-        eprintln!("weft port (from guest, to guest) per pair: {per_pair:?}");
+        common::check_pairs(s, 2);
     }
     eprintln!("testpmd RX per port: {rx:?}");
     assert_eq!(rx.len(), 2, "no forward statistics:\n{out}\n{err}");
@@ -208,33 +180,13 @@ fn testpmd_with_two_queue_pairs_carries_traffic_on_both_pairs() {
         "too little traffic: {rx:?}\n{out}"
     );
     for s in &stats {
-        assert_eq!(s.pairs.len(), 2, "{s:?}");
         // testpmd's first bursts go out on both transmit queues of each port, and their
         // several flows come back on both receive queues.
         for p in &s.pairs {
             assert!(p.from_guest.frames >= 32, "{s:?}");
             assert!(p.to_guest.frames > 0, "{s:?}");
         }
-        let from: u64 = s.pairs.iter().map(|p| p.from_guest.frames).sum();
-        let to: u64 = s.pairs.iter().map(|p| p.to_guest.frames).sum();
-        assert_eq!((from, to), (s.from_guest.frames, s.to_guest.frames));
-        assert_eq!(
-            s.from_guest.total_faults() + s.to_guest.total_faults(),
-            0,
-            "{s:?}"
-        );
-        assert_eq!(
-            s.from_guest.total_drops() + s.to_guest.total_drops(),
-            0,
-            "{s:?}"
-        );
+        common::assert_no_faults_or_drops(s, &format!("{s:?}"));
     }
-    let wait_disconnect = Instant::now() + Duration::from_secs(10);
-    while (port_a.is_connected() || port_b.is_connected()) && Instant::now() < wait_disconnect {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(!port_a.is_connected() && !port_b.is_connected());
-    worker.shutdown().unwrap();
-    drop((port_a, port_b));
-    let _ = std::fs::remove_dir_all(&dir);
+    rig.finish();
 }

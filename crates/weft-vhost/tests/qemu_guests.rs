@@ -13,11 +13,12 @@
 //! busybox: `scripts/install-test-deps` (as root) installs qemu-system-x86,
 //! linux-image-amd64 and busybox-static.
 
+mod common;
+
 use std::time::Duration;
 
-use weft_runtime::{spawn_worker, WorkerConfig};
-use weft_switch::{PortOptions, SwitchConfig};
 use weft_testlab::qemu::{initramfs, kernel, wait_until, Guest, SocketSide};
+use weft_testlab::worker_switch::WorkerSwitch;
 use weft_vhost::{
     DispatchMode, NotifyPolicy, VhostMode, VhostPortConfig, VhostPortStats, VhostUserPort,
 };
@@ -77,15 +78,7 @@ fn two_linux_guests_with_two_queue_pairs_move_data_through_weft() {
     };
     let stats = run_two_guests("mq", VhostMode::Server, config, config, 2);
     for s in &stats {
-        let per_pair: Vec<_> = s
-            .pairs
-            .iter()
-            .map(|p| (p.from_guest.frames, p.to_guest.frames))
-            .collect();
-        eprintln!("weft port (from guest, to guest) per pair: {per_pair:?}");
-        assert_eq!(s.pairs.len(), 2, "{s:?}");
-        let to: u64 = s.pairs.iter().map(|p| p.to_guest.frames).sum();
-        assert_eq!(to, s.to_guest.frames, "{s:?}");
+        common::check_pairs(s, 2);
     }
     // Two vCPUs send on both transmit queues, and the flows (ARP, ping, two TCP streams
     // each way) hash onto both receive queues: the second pair carries frames.
@@ -180,19 +173,7 @@ fn run_two_guests(
     let mut port2 = VhostUserPort::open(&sock2, mode, config2).unwrap();
     let (rx1, tx1) = port1.take_halves().unwrap();
     let (rx2, tx2) = port2.take_halves().unwrap();
-    let worker = spawn_worker(WorkerConfig::default()).unwrap();
-    worker
-        .exec(move |reg, _| {
-            reg.create("br0", SwitchConfig::default()).unwrap();
-            reg.add_port(
-                "br0:g1",
-                Some(Box::new(rx1)),
-                Box::new(tx1),
-                PortOptions::default(),
-            )
-            .unwrap();
-        })
-        .unwrap();
+    let worker = WorkerSwitch::with_ports("br0", [("g1", rx1, tx1)]);
 
     let (q1, q2) = (config1.queue_pairs, config2.queue_pairs);
     let mut g1 = Guest::start_with_queues(1, &sock1, side, &dir, &kernel, &initrd, q1, cpus);
@@ -224,17 +205,7 @@ fn run_two_guests(
         caps2.tso4 && caps2.partial_csum,
         "Linux takes TSO: {caps2:?}"
     );
-    worker
-        .exec(move |reg, _| {
-            reg.add_port(
-                "br0:g2",
-                Some(Box::new(rx2)),
-                Box::new(tx2),
-                PortOptions::default(),
-            )
-            .unwrap();
-        })
-        .unwrap();
+    worker.add_port("g2", rx2, tx2);
 
     let back = wait_until(Duration::from_secs(240), || g1.marker("WEFT-BACK"));
     let got = g2.marker("WEFT-GOT");
@@ -257,16 +228,7 @@ fn run_two_guests(
             s.from_guest.bytes > 2 << 20 && s.to_guest.bytes > 2 << 20,
             "{report}"
         );
-        assert_eq!(
-            s.from_guest.total_faults() + s.to_guest.total_faults(),
-            0,
-            "{report}"
-        );
-        assert_eq!(
-            s.from_guest.total_drops() + s.to_guest.total_drops(),
-            0,
-            "{report}"
-        );
+        common::assert_no_faults_or_drops(&s, &report);
     }
     eprintln!("{report}");
     for (port, pairs) in [(&port1, q1), (&port2, q2)] {
@@ -279,7 +241,7 @@ fn run_two_guests(
         eprintln!("queues: {status:?}");
     }
     drop((g1, g2));
-    let _ = worker.shutdown();
+    worker.shutdown();
     let stats = [port1.stats(), port2.stats()];
     drop((port1, port2));
     let _ = std::fs::remove_dir_all(&dir);

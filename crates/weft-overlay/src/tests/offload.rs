@@ -289,7 +289,8 @@ proptest! {
     }
 }
 
-fn oversize(v6: bool, dont_fragment: bool, payload_len: usize) -> Vec<u8> {
+/// An ICMP echo request of `payload_len` bytes from 02::01 / 10.0.0.1 (fd..) to 02::02.
+pub(super) fn oversize(v6: bool, dont_fragment: bool, payload_len: usize) -> Vec<u8> {
     let eth = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
     let mut out = Vec::new();
     if v6 {

@@ -388,7 +388,9 @@ impl<'a> Outbox<'_, 'a> {
         let too_big =
             tx.len() > caps.max_frame_len || tx.len().saturating_sub(l3_offset) > caps.mtu;
         if !tx.offload.is_gso() && too_big {
+            // Counted whatever the port does with it; the port may answer the sender.
             self.drops.note(DropReason::FrameTooBig, 1);
+            slot.tx.too_big(tx, caps.mtu);
             return false;
         }
         // Keep order: send what is queued first.

@@ -14,6 +14,8 @@ mod offload_tests;
 mod proptests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod too_big_tests;
 
 use std::sync::Arc;
 

@@ -37,8 +37,8 @@ pub fn device_drops(keep: &Keepalive) -> Vec<(String, u64)> {
         out.push(("port_vxlan_rx_errors".into(), s.rx_errors));
         out.push(("port_vxlan_tx_errors".into(), s.tx_errors));
         out.push(("port_vxlan_no_remote".into(), s.tx_no_remote));
-        // Oversize frames (each answered with ICMP unless rate limited or not due).
-        out.push(("port_vxlan_too_big".into(), s.too_big));
+        // Oversize frames are not listed: the switch refuses them (the port advertises its
+        // real MTU) and counts them as `frame_too_big` before the port answers them.
         return out;
     }
     if let Some(link) = keep.downcast_ref::<TcpLinkDevice>() {
