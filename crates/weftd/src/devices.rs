@@ -113,6 +113,7 @@ fn vxlan_config(kind: &PortKind) -> Result<Option<VxlanConfig>, String> {
         learning,
         port,
         remote_macs,
+        remote_ageing,
     } = kind
     else {
         return Ok(None);
@@ -132,6 +133,7 @@ fn vxlan_config(kind: &PortKind) -> Result<Option<VxlanConfig>, String> {
         config = config.remote(ip);
     }
     config.learning = *learning;
+    config.remote_ageing = std::time::Duration::from_secs(u64::from(*remote_ageing));
     for entry in remote_macs {
         let mac = entry
             .mac
@@ -445,8 +447,10 @@ mod tests {
                 mac: "02:00:00:00:00:07".into(),
                 remote: "192.0.2.2".into(),
             }],
+            remote_ageing: 45,
         };
         let c = vxlan_config(&kind).unwrap().unwrap();
+        assert_eq!(c.remote_ageing, std::time::Duration::from_secs(45));
         assert_eq!(c.local, "192.0.2.1:4790".parse().unwrap());
         assert_eq!(c.remote_port, 4790);
         assert_eq!(c.vni.get(), 9);

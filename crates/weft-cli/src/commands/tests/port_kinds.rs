@@ -136,6 +136,7 @@ fn vxlan_takes_every_remote_and_its_endpoint_options() {
                     mac: "52:54:00:00:00:0a".into(),
                     remote: "192.0.2.3".into(),
                 }],
+                remote_ageing: 300,
             },
             options: PortSettings {
                 learning: false,
@@ -156,6 +157,7 @@ fn vxlan_takes_every_remote_and_its_endpoint_options() {
                 learning: false,
                 port: None,
                 remote_macs: Vec::new(),
+                remote_ageing: 300,
             },
             options: PortSettings::default(),
         }

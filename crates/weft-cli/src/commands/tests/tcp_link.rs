@@ -23,6 +23,7 @@ fn tcp_link_listens_or_connects_with_its_options() {
                 link_id: 0,
                 mtu: 1500,
                 offloads: true,
+                key_file: None,
             },
             options: PortSettings::default(),
         }
@@ -53,6 +54,7 @@ fn tcp_link_listens_or_connects_with_its_options() {
                 link_id: 3,
                 mtu: 9000,
                 offloads: false,
+                key_file: None,
             },
             options: PortSettings::default(),
         }

@@ -26,6 +26,7 @@ fn vxlan(local: &str, vni: u32, port: u16) -> PortKind {
         learning: false,
         port: Some(port),
         remote_macs: Vec::new(),
+        remote_ageing: 300,
     }
 }
 
@@ -199,6 +200,7 @@ fn bad_vxlan_settings_are_invalid_and_name_the_field() {
         learning: false,
         port: None,
         remote_macs: Vec::new(),
+        remote_ageing: 300,
     };
     let mixed = PortKind::Vxlan {
         local: "10.0.0.1".into(),
@@ -208,6 +210,7 @@ fn bad_vxlan_settings_are_invalid_and_name_the_field() {
         learning: false,
         port: None,
         remote_macs: Vec::new(),
+        remote_ageing: 300,
     };
     for (kind, field) in [
         (vxlan("not-an-ip", 1, 4789), "local"),

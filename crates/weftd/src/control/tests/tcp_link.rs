@@ -12,6 +12,7 @@ fn tcp_link(listen: Option<&str>, connect: Option<&str>) -> PortKind {
         link_id: 9,
         mtu: 1500,
         offloads: true,
+        key_file: None,
     }
 }
 
