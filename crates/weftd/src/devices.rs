@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use weft_control::state::{PortKind, VhostMode};
-use weft_overlay::tcp_link::{TcpLinkConfig, TcpLinkMode, TcpLinkPort};
+use weft_overlay::tcp_link::{LinkKey, TcpLinkConfig, TcpLinkMode, TcpLinkPort};
 use weft_overlay::{VxlanConfig, VxlanPort};
 use weft_switch::{PortCaps, PortRx, PortTx, TxFrame};
 use weft_tap::{AfPacket, AfPacketOptions, Offloads, PortStats, Tap, TapOptions};
@@ -160,6 +160,7 @@ fn tcp_link_config(kind: &PortKind) -> Result<Option<TcpLinkConfig>, String> {
         link_id,
         mtu,
         offloads,
+        key_file,
     } = kind
     else {
         return Ok(None);
@@ -179,6 +180,9 @@ fn tcp_link_config(kind: &PortKind) -> Result<Option<TcpLinkConfig>, String> {
     config.offloads = *offloads;
     if let Some(ns) = netns {
         config = config.netns(weft_tap::netns::named(ns));
+    }
+    if let Some(path) = key_file {
+        config.key = Some(LinkKey::from_file(Path::new(path)).map_err(|e| e.to_string())?);
     }
     Ok(Some(config))
 }
@@ -299,6 +303,13 @@ pub fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Device,
         }
         PortKind::TcpLink { .. } => {
             let config = tcp_link_config(kind)?.ok_or("not a TCP link")?;
+            if config.key.is_none() {
+                tracing::warn!(
+                    port,
+                    "tcp link {port} is unauthenticated: anyone who reaches it can send frames \
+                     into the switch; give both ends the same --key-file"
+                );
+            }
             let mtu = u32::try_from(config.mtu).map_err(|_| "the MTU is out of range")?;
             let offloads = if config.offloads {
                 ["csum", "tso4", "tso6", "uso"].map(String::from).to_vec()

@@ -15,7 +15,6 @@ pub fn port_add_request(target: &PortRef, kind: &PortKindCmd) -> Request {
             queues,
             mtu,
             no_offloads,
-            key_file,
             options,
         } => (
             PortKind::Tap {
@@ -24,7 +23,6 @@ pub fn port_add_request(target: &PortRef, kind: &PortKindCmd) -> Request {
                 queues: *queues,
                 mtu: *mtu,
                 offloads: !no_offloads,
-                key_file: key_file.as_deref().map(absolute_path),
             },
             options,
         ),
