@@ -168,8 +168,11 @@ pub enum HandshakeError {
     /// The peer's proof does not verify: another key (or a forgery or a replay).
     #[error("the peer's proof does not verify: the ends have different keys")]
     BadProof,
-    /// The peer closed the connection before finishing.
-    #[error("the peer closed the connection during the handshake (it has another key, or none)")]
+    /// The peer closed the connection before its hello came.
+    #[error("the peer closed the connection without a hello (it has no key, or is not weft)")]
+    ClosedBeforeHello,
+    /// The peer closed the connection after its hello: it refused this end's proof.
+    #[error("the peer closed the connection during the handshake: the ends have different keys")]
     Closed,
     /// Reading or writing failed.
     #[error("the connection failed during the handshake: {0}")]
@@ -183,14 +186,15 @@ impl HandshakeError {
     /// The counter it is counted under.
     pub fn drop_reason(&self) -> TcpLinkDrop {
         match self {
-            HandshakeError::NotAHello(_) | HandshakeError::Malformed(_) => {
-                TcpLinkDrop::BadHandshake
-            }
+            HandshakeError::NotAHello(_)
+            | HandshakeError::Malformed(_)
+            | HandshakeError::ClosedBeforeHello
+            | HandshakeError::Io(_) => TcpLinkDrop::BadHandshake,
             HandshakeError::WrongLinkId { .. } => TcpLinkDrop::WrongLinkId,
             HandshakeError::Reflected | HandshakeError::BadProof | HandshakeError::Closed => {
                 TcpLinkDrop::AuthFailed
             }
-            HandshakeError::Io(_) | HandshakeError::TimedOut => TcpLinkDrop::HandshakeTimeout,
+            HandshakeError::TimedOut => TcpLinkDrop::HandshakeTimeout,
         }
     }
 }

@@ -79,6 +79,14 @@ impl Handshake {
     /// Moves on as far as the socket allows. `Ok(true)`: the peer proved it knows `key` and
     /// all of ours is sent; the stream now carries frames (none of which was read).
     pub(crate) fn advance(&mut self, key: &LinkKey, now: Instant) -> Result<bool, HandshakeError> {
+        self.step(key, now).map_err(|e| match e {
+            // Leaving before its hello is not a refusal of our proof: no key, or not weft.
+            HandshakeError::Closed if self.peer.is_none() => HandshakeError::ClosedBeforeHello,
+            e => e,
+        })
+    }
+
+    fn step(&mut self, key: &LinkKey, now: Instant) -> Result<bool, HandshakeError> {
         loop {
             self.flush()?;
             let want = if self.peer.is_some() {

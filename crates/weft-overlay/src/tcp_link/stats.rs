@@ -25,11 +25,11 @@ pub enum TcpLinkDrop {
     Disconnected,
     /// Sent while the output buffer was full (the peer or the underlay is slower).
     BufferFull,
-    /// A connection whose peer did not prove it knows the link's key (another key, none, a
-    /// reflected or replayed proof): refused.
+    /// A connection whose peer did not prove it knows the link's key (another key, a
+    /// reflected or replayed proof), or left after its hello (it refused ours): refused.
     AuthFailed,
-    /// A connection whose first bytes were not a handshake hello (garbage, or not weft):
-    /// refused.
+    /// A connection whose first bytes were not a handshake hello (garbage, a peer without a
+    /// key, not weft), or that closed or failed before its hello: refused.
     BadHandshake,
     /// A connection that did not finish the handshake within the handshake time (or gave
     /// way to newer ones while too many were pending): refused.

@@ -94,13 +94,13 @@ fn a_listener_with_a_key_refuses_a_peer_without_one() {
     let (a, addr) = listen_with(&key(1));
     let (mut b, _) = open(&config(TcpLinkMode::Connect(addr)));
     // The keyless end reads the hello as a frame header with a bad magic and cuts; the end
-    // with the key sees its peer leave without a proof.
+    // with the key sees its peer leave without a hello.
     let mut batch = RxBatch::new(8);
     wait_for("refusals on both sides", Duration::from_secs(5), || {
         b.rx.receive(&mut batch);
         assert!(batch.is_empty());
         b.rx.finish();
-        drops(&b, TcpLinkDrop::BadMagic) >= 1 && drops(&a, TcpLinkDrop::AuthFailed) >= 1
+        drops(&b, TcpLinkDrop::BadMagic) >= 1 && drops(&a, TcpLinkDrop::BadHandshake) >= 1
     });
     assert_eq!(a.stats.snapshot().connects, 0);
 }
