@@ -183,8 +183,23 @@ fn tcp_link_config(kind: &PortKind) -> Result<Option<TcpLinkConfig>, String> {
     }
     if let Some(path) = key_file {
         config.key = Some(LinkKey::from_file(Path::new(path)).map_err(|e| e.to_string())?);
+        warn_if_others_can_read(Path::new(path));
     }
     Ok(Some(config))
+}
+
+/// A key file others can read is a key others may know: say so (the link still opens).
+fn warn_if_others_can_read(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(meta) = std::fs::metadata(path) {
+        if meta.permissions().mode() & 0o077 != 0 {
+            tracing::warn!(
+                "key file {} can be read by users other than its owner: chmod 600 {}",
+                path.display(),
+                path.display()
+            );
+        }
+    }
 }
 
 /// Opens the device of port `port` (whose name a TAP takes when it names no device).
