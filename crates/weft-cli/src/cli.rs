@@ -388,6 +388,14 @@ pub enum PortKindCmd {
         /// for several; change them later with `weft remote-mac`).
         #[arg(long = "remote-mac", value_name = "MAC=IP", value_parser = crate::cli_overlay::parse_remote_mac)]
         remote_macs: Vec<weft_control::state::RemoteMac>,
+        /// Seconds a learned remote MAC lives without being seen again (1 to 86400).
+        #[arg(
+            long,
+            value_name = "SECS",
+            default_value_t = weft_control::state::DEFAULT_REMOTE_AGEING_SECS,
+            value_parser = clap::value_parser!(u32).range(1..=i64::from(weft_control::state::MAX_REMOTE_AGEING_SECS))
+        )]
+        remote_ageing: u32,
         /// Switch-side options.
         #[command(flatten)]
         options: PortOptionArgs,
@@ -423,6 +431,12 @@ pub enum PortKindCmd {
         /// them across.
         #[arg(long)]
         no_offloads: bool,
+        /// A file holding the key both ends share (at least 32 bytes, used raw; make one with
+        /// `head -c 32 /dev/urandom > PATH; chmod 600 PATH` and copy it to the peer). Each end
+        /// then proves it knows the key when connecting. Without one, anyone who reaches the
+        /// link can send into the switch. Frames are not encrypted either way.
+        #[arg(long, value_name = "PATH")]
+        key_file: Option<std::path::PathBuf>,
         /// Switch-side options.
         #[command(flatten)]
         options: PortOptionArgs,

@@ -187,6 +187,12 @@ pub enum PortKind {
         /// Static remote FDB entries: frames to these MACs go to one remote only.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         remote_macs: Vec<RemoteMac>,
+        /// Seconds a learned remote FDB entry lives without being seen again (1 to 86400).
+        #[serde(
+            default = "default_remote_ageing",
+            skip_serializing_if = "is_default_remote_ageing"
+        )]
+        remote_ageing: u32,
     },
     /// A TCP link to another weftd: Ethernet frames in one TCP connection. Exactly one of
     /// `listen` and `connect`.
@@ -209,6 +215,11 @@ pub enum PortKind {
         /// Carry super-frames and pending checksums across unsegmented.
         #[serde(default = "yes")]
         offloads: bool,
+        /// A file holding the pre-shared key both ends prove they know at connection start
+        /// (at least 32 bytes, used raw); absent: the link is unauthenticated. Read when the
+        /// port opens.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key_file: Option<String>,
     },
 }
 
@@ -229,6 +240,20 @@ fn one() -> u16 {
 
 fn is_one_queue_pair(queues: &u16) -> bool {
     *queues == 1
+}
+
+/// The remote FDB ageing time a VXLAN port has unless told otherwise, in seconds.
+pub const DEFAULT_REMOTE_AGEING_SECS: u32 = 300;
+
+/// The longest remote FDB ageing time a VXLAN port takes, in seconds (a day).
+pub const MAX_REMOTE_AGEING_SECS: u32 = 86_400;
+
+fn default_remote_ageing() -> u32 {
+    DEFAULT_REMOTE_AGEING_SECS
+}
+
+fn is_default_remote_ageing(secs: &u32) -> bool {
+    *secs == DEFAULT_REMOTE_AGEING_SECS
 }
 
 fn default_mtu() -> u32 {

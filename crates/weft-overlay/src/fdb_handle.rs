@@ -32,6 +32,12 @@ impl RemoteFdbHandle {
         lock(&self.0).remove(mac)
     }
 
+    /// How long a learned entry lives without being seen again (the port's configured
+    /// remote ageing time).
+    pub fn ageing(&self) -> Duration {
+        lock(&self.0).ageing()
+    }
+
     /// Where `mac` lives, when known.
     pub fn lookup(&self, mac: MacAddr) -> Option<RemoteEntry> {
         lock(&self.0).lookup(mac)

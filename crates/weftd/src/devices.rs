@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use weft_control::state::{PortKind, VhostMode};
-use weft_overlay::tcp_link::{TcpLinkConfig, TcpLinkMode, TcpLinkPort};
+use weft_overlay::tcp_link::{LinkKey, TcpLinkConfig, TcpLinkMode, TcpLinkPort};
 use weft_overlay::{VxlanConfig, VxlanPort};
 use weft_switch::{PortCaps, PortRx, PortTx, TxFrame};
 use weft_tap::{AfPacket, AfPacketOptions, Offloads, PortStats, Tap, TapOptions};
@@ -113,6 +113,7 @@ fn vxlan_config(kind: &PortKind) -> Result<Option<VxlanConfig>, String> {
         learning,
         port,
         remote_macs,
+        remote_ageing,
     } = kind
     else {
         return Ok(None);
@@ -132,6 +133,7 @@ fn vxlan_config(kind: &PortKind) -> Result<Option<VxlanConfig>, String> {
         config = config.remote(ip);
     }
     config.learning = *learning;
+    config.remote_ageing = std::time::Duration::from_secs(u64::from(*remote_ageing));
     for entry in remote_macs {
         let mac = entry
             .mac
@@ -158,6 +160,7 @@ fn tcp_link_config(kind: &PortKind) -> Result<Option<TcpLinkConfig>, String> {
         link_id,
         mtu,
         offloads,
+        key_file,
     } = kind
     else {
         return Ok(None);
@@ -178,7 +181,25 @@ fn tcp_link_config(kind: &PortKind) -> Result<Option<TcpLinkConfig>, String> {
     if let Some(ns) = netns {
         config = config.netns(weft_tap::netns::named(ns));
     }
+    if let Some(path) = key_file {
+        config.key = Some(LinkKey::from_file(Path::new(path)).map_err(|e| e.to_string())?);
+        warn_if_others_can_read(Path::new(path));
+    }
     Ok(Some(config))
+}
+
+/// A key file others can read is a key others may know: say so (the link still opens).
+fn warn_if_others_can_read(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(meta) = std::fs::metadata(path) {
+        if meta.permissions().mode() & 0o077 != 0 {
+            tracing::warn!(
+                "key file {} can be read by users other than its owner: chmod 600 {}",
+                path.display(),
+                path.display()
+            );
+        }
+    }
 }
 
 /// Opens the device of port `port` (whose name a TAP takes when it names no device).
@@ -297,6 +318,13 @@ pub fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Device,
         }
         PortKind::TcpLink { .. } => {
             let config = tcp_link_config(kind)?.ok_or("not a TCP link")?;
+            if config.key.is_none() {
+                tracing::warn!(
+                    port,
+                    "tcp link {port} is unauthenticated: anyone who reaches it can send frames \
+                     into the switch; give both ends the same --key-file"
+                );
+            }
             let mtu = u32::try_from(config.mtu).map_err(|_| "the MTU is out of range")?;
             let offloads = if config.offloads {
                 ["csum", "tso4", "tso6", "uso"].map(String::from).to_vec()
@@ -445,8 +473,10 @@ mod tests {
                 mac: "02:00:00:00:00:07".into(),
                 remote: "192.0.2.2".into(),
             }],
+            remote_ageing: 45,
         };
         let c = vxlan_config(&kind).unwrap().unwrap();
+        assert_eq!(c.remote_ageing, std::time::Duration::from_secs(45));
         assert_eq!(c.local, "192.0.2.1:4790".parse().unwrap());
         assert_eq!(c.remote_port, 4790);
         assert_eq!(c.vni.get(), 9);

@@ -62,6 +62,7 @@ pub fn port_add_request(target: &PortRef, kind: &PortKindCmd) -> Request {
             remote_learning,
             udp_port,
             remote_macs,
+            remote_ageing,
             options,
         } => (
             PortKind::Vxlan {
@@ -72,6 +73,7 @@ pub fn port_add_request(target: &PortRef, kind: &PortKindCmd) -> Request {
                 learning: *remote_learning,
                 port: *udp_port,
                 remote_macs: remote_macs.clone(),
+                remote_ageing: *remote_ageing,
             },
             options,
         ),
@@ -82,6 +84,7 @@ pub fn port_add_request(target: &PortRef, kind: &PortKindCmd) -> Request {
             link_id,
             mtu,
             no_offloads,
+            key_file,
             options,
         } => (
             PortKind::TcpLink {
@@ -91,6 +94,7 @@ pub fn port_add_request(target: &PortRef, kind: &PortKindCmd) -> Request {
                 link_id: *link_id,
                 mtu: *mtu,
                 offloads: !no_offloads,
+                key_file: key_file.as_deref().map(absolute_path),
             },
             options,
         ),
@@ -102,6 +106,14 @@ pub fn port_add_request(target: &PortRef, kind: &PortKindCmd) -> Request {
         kind,
         options: updated_settings(PortSettings::default(), &changes),
     }
+}
+
+/// `path` made absolute against this directory (weftd reads it from its own), as text.
+fn absolute_path(path: &std::path::Path) -> String {
+    std::path::absolute(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// The switch-side options a command line changes; `None` leaves one as it is.

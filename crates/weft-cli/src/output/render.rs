@@ -213,6 +213,7 @@ fn kind_detail(port: &PortInfo) -> String {
             learning,
             port,
             remote_macs,
+            remote_ageing,
         } => {
             let mut s = format!("vxlan, local {local}, vni {vni}");
             if let Some(p) = port {
@@ -228,6 +229,7 @@ fn kind_detail(port: &PortInfo) -> String {
             if !remote_macs.is_empty() {
                 s.push_str(&format!(", {} static remote MACs", remote_macs.len()));
             }
+            s.push_str(&format!(", remote ageing {remote_ageing} s"));
             s
         }
         PortKind::TcpLink {
@@ -237,6 +239,7 @@ fn kind_detail(port: &PortInfo) -> String {
             link_id,
             mtu,
             offloads,
+            key_file,
         } => {
             let mut s = String::from("tcp-link");
             if let Some(a) = listen {
@@ -250,6 +253,10 @@ fn kind_detail(port: &PortInfo) -> String {
                 s.push_str(&format!(", netns {ns}"));
             }
             s.push_str(if *offloads { "" } else { ", no offloads" });
+            match key_file {
+                Some(path) => s.push_str(&format!(", key file {path}")),
+                None => s.push_str(", unauthenticated"),
+            }
             s
         }
     }

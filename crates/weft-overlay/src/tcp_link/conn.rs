@@ -15,13 +15,15 @@ use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::epoll::{Epoll, EpollEvent, EpollFlags};
 use nix::sys::eventfd::EventFd;
 use nix::sys::socket::{setsockopt, sockopt};
 
+use super::auth::{HandshakeError, LinkKey, Role};
+use super::handshake::{Handshake, Pending, Refusals, MAX_PENDING};
 use super::outbuf::OutBuf;
 use super::stats::TcpLinkStats;
 use super::TcpLinkConfig;
@@ -101,10 +103,15 @@ const TICK: Duration = Duration::from_millis(500);
 
 /// The link thread's body: runs until [`Shared::stop`].
 pub(crate) fn run(shared: &Shared, dial: &Dial, config: &TcpLinkConfig) {
+    let mut refusals = Refusals::default();
+    let mut pending = config
+        .key
+        .clone()
+        .map(|key| Pending::new(key, config.link_id, config.handshake_timeout));
     let mut backoff = FIRST_BACKOFF;
     while !shared.stopping() {
         let stream = match dial {
-            Dial::Listen(listener) => accept(shared, listener),
+            Dial::Listen(listener) => accept(shared, listener, pending.as_mut(), &mut refusals),
             Dial::Connect(addr, netns) => {
                 let made = crate::netns::run_in(netns.as_deref(), || {
                     TcpStream::connect_timeout(addr, CONNECT_TIMEOUT).map_err(|source| {
@@ -114,10 +121,21 @@ pub(crate) fn run(shared: &Shared, dial: &Dial, config: &TcpLinkConfig) {
                         }
                     })
                 });
+                let made = match (made, &config.key) {
+                    (Ok(s), None) => Ok(s),
+                    (Ok(s), Some(key)) => authenticate(shared, s, key, config).map_err(|e| {
+                        if !shared.stopping() {
+                            refusals.refuse(&shared.stats, Some(*addr), &e);
+                        }
+                    }),
+                    (Err(_), _) => {
+                        shared.stats.connect_failed();
+                        Err(())
+                    }
+                };
                 match made {
                     Ok(s) => Some(s),
-                    Err(_) => {
-                        shared.stats.connect_failed();
+                    Err(()) => {
                         pause(shared, backoff);
                         backoff = (backoff * 2).min(config.max_backoff);
                         None
@@ -134,7 +152,9 @@ pub(crate) fn run(shared: &Shared, dial: &Dial, config: &TcpLinkConfig) {
         let mut stream = Arc::new(stream);
         shared.publish(Some(Arc::clone(&stream)));
         // Until the connection is lost or the port stops.
-        while let Watch::Replace(newer) = watch(shared, &stream, dial) {
+        while let Watch::Replace(newer) =
+            watch(shared, &stream, dial, pending.as_mut(), &mut refusals)
+        {
             match tune(&newer, config) {
                 Ok(()) => {
                     stream = Arc::new(newer);
@@ -144,6 +164,47 @@ pub(crate) fn run(shared: &Shared, dial: &Dial, config: &TcpLinkConfig) {
             }
         }
         shared.publish(None);
+    }
+}
+
+/// The connecting end's handshake: nothing else waits on the link thread meanwhile (there
+/// is no connection to flush), so it waits for it, up to the handshake time or a stop.
+fn authenticate(
+    shared: &Shared,
+    stream: TcpStream,
+    key: &LinkKey,
+    config: &TcpLinkConfig,
+) -> Result<TcpStream, HandshakeError> {
+    let mut handshake = Handshake::start(
+        stream,
+        Role::Connector,
+        config.link_id,
+        config.handshake_timeout,
+    )
+    .map_err(|e| HandshakeError::Io(e.kind()))?;
+    loop {
+        if handshake.advance(key, Instant::now())? {
+            return Ok(handshake.into_stream());
+        }
+        if shared.stopping() {
+            return Err(HandshakeError::TimedOut);
+        }
+        let mut events = PollFlags::POLLIN;
+        if handshake.wants_write() {
+            events |= PollFlags::POLLOUT;
+        }
+        let mut fds = [
+            PollFd::new(handshake.stream().as_fd(), events),
+            PollFd::new(shared.kick.as_fd(), PollFlags::POLLIN),
+        ];
+        let wait = handshake
+            .deadline()
+            .saturating_duration_since(Instant::now())
+            .min(TICK);
+        let _ = poll(&mut fds, timeout(wait));
+        if fds[1].any().unwrap_or(false) {
+            let _ = shared.kick.read();
+        }
     }
 }
 
@@ -158,24 +219,87 @@ fn timeout(d: Duration) -> PollTimeout {
     PollTimeout::try_from(d).unwrap_or(PollTimeout::MAX)
 }
 
-/// Waits for a connection on the listener (or a stop).
-fn accept(shared: &Shared, listener: &TcpListener) -> Option<TcpStream> {
-    let mut fds = [
-        PollFd::new(listener.as_fd(), PollFlags::POLLIN),
-        PollFd::new(shared.kick.as_fd(), PollFlags::POLLIN),
-    ];
-    let _ = poll(&mut fds, timeout(TICK));
-    if fds[1].any().unwrap_or(false) {
+/// Waits for a connection on the listener (or a stop): without a key the newest accepted,
+/// with one the first whose peer proved itself.
+fn accept(
+    shared: &Shared,
+    listener: &TcpListener,
+    pending: Option<&mut Pending>,
+    refusals: &mut Refusals,
+) -> Option<TcpStream> {
+    let wait = pending.as_deref().map_or(TICK, |p| p.wait_at_most(TICK));
+    let kicked = {
+        let mut fds = vec![
+            PollFd::new(listener.as_fd(), PollFlags::POLLIN),
+            PollFd::new(shared.kick.as_fd(), PollFlags::POLLIN),
+        ];
+        push_handshakes(&mut fds, pending.as_deref());
+        let _ = poll(&mut fds, timeout(wait));
+        fds[1].any().unwrap_or(false)
+    };
+    if kicked {
         let _ = shared.kick.read();
     }
-    match listener.accept() {
-        Ok((s, _)) => Some(s),
-        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
-        Err(_) => {
+    match serve_listener(shared, listener, pending, refusals) {
+        Ok(made) => made,
+        Err(()) => {
             // Out of descriptors, say: wait a little rather than spin on a readable listener.
-            shared.stats.connect_failed();
             pause(shared, FIRST_BACKOFF);
             None
+        }
+    }
+}
+
+/// Adds the sockets of the handshakes in progress to a poll set.
+fn push_handshakes<'a>(fds: &mut Vec<PollFd<'a>>, pending: Option<&'a Pending>) {
+    for h in pending.map_or(&[][..], Pending::handshakes) {
+        let mut events = PollFlags::POLLIN;
+        if h.wants_write() {
+            events |= PollFlags::POLLOUT;
+        }
+        fds.push(PollFd::new(h.stream().as_fd(), events));
+    }
+}
+
+/// Takes what waits on the listener. Without a key: the connection accepted, as is. With
+/// one: each accepted connection starts a handshake beside the others, and a connection whose
+/// peer proved itself is returned (a silent or slow client never holds up the real peer).
+/// `Err`: accepting failed (counted).
+fn serve_listener(
+    shared: &Shared,
+    listener: &TcpListener,
+    pending: Option<&mut Pending>,
+    refusals: &mut Refusals,
+) -> Result<Option<TcpStream>, ()> {
+    let Some(pending) = pending else {
+        return accept_one(shared, listener);
+    };
+    let mut failed = false;
+    for _ in 0..MAX_PENDING {
+        match accept_one(shared, listener) {
+            Ok(Some(s)) => pending.add(s, &shared.stats, refusals),
+            Ok(None) => break,
+            Err(()) => {
+                failed = true;
+                break;
+            }
+        }
+    }
+    match pending.advance(&shared.stats, refusals) {
+        Some(s) => Ok(Some(s)),
+        None if failed => Err(()),
+        None => Ok(None),
+    }
+}
+
+/// One connection from the listener, if one waits.
+fn accept_one(shared: &Shared, listener: &TcpListener) -> Result<Option<TcpStream>, ()> {
+    match listener.accept() {
+        Ok((s, _)) => Ok(Some(s)),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
+        Err(_) => {
+            shared.stats.connect_failed();
+            Err(())
         }
     }
 }
@@ -190,8 +314,14 @@ enum Watch {
 }
 
 /// Watches the live connection: hang-ups, errors, room to flush buffered output, newer
-/// connections.
-fn watch(shared: &Shared, stream: &TcpStream, dial: &Dial) -> Watch {
+/// connections (and their handshakes, when the link has a key).
+fn watch(
+    shared: &Shared,
+    stream: &TcpStream,
+    dial: &Dial,
+    mut pending: Option<&mut Pending>,
+    refusals: &mut Refusals,
+) -> Watch {
     loop {
         if shared.stopping() {
             return Watch::Stop;
@@ -201,27 +331,39 @@ fn watch(shared: &Shared, stream: &TcpStream, dial: &Dial) -> Watch {
         if flush {
             events |= PollFlags::POLLOUT;
         }
-        let mut fds = vec![
-            PollFd::new(stream.as_fd(), events),
-            PollFd::new(shared.kick.as_fd(), PollFlags::POLLIN),
-        ];
-        if let Dial::Listen(l) = dial {
-            fds.push(PollFd::new(l.as_fd(), PollFlags::POLLIN));
-        }
-        if poll(&mut fds, timeout(TICK)).is_err() {
-            continue;
-        }
-        let ready = |i: usize| {
-            fds.get(i)
-                .and_then(PollFd::revents)
-                .unwrap_or(PollFlags::empty())
+        let wait = pending.as_deref().map_or(TICK, |p| p.wait_at_most(TICK));
+        let handshaking = pending
+            .as_deref()
+            .is_some_and(|p| !p.handshakes().is_empty());
+        let (stream_events, kicked, listener_ready) = {
+            let mut fds = vec![
+                PollFd::new(stream.as_fd(), events),
+                PollFd::new(shared.kick.as_fd(), PollFlags::POLLIN),
+            ];
+            if let Dial::Listen(l) = dial {
+                fds.push(PollFd::new(l.as_fd(), PollFlags::POLLIN));
+                push_handshakes(&mut fds, pending.as_deref());
+            }
+            if poll(&mut fds, timeout(wait)).is_err() {
+                continue;
+            }
+            let ready = |i: usize| {
+                fds.get(i)
+                    .and_then(PollFd::revents)
+                    .unwrap_or(PollFlags::empty())
+            };
+            // nix reports revents holding a bit it does not name as `None`: that is
+            // POLLRDHUP, the only such bit asked for.
+            (
+                fds.first().and_then(PollFd::revents),
+                ready(1).contains(PollFlags::POLLIN),
+                ready(2).contains(PollFlags::POLLIN),
+            )
         };
-        if ready(1).contains(PollFlags::POLLIN) {
+        if kicked {
             let _ = shared.kick.read();
         }
-        // nix reports revents holding a bit it does not name as `None`: that is POLLRDHUP,
-        // the only such bit asked for.
-        let Some(s) = fds.first().and_then(PollFd::revents) else {
+        let Some(s) = stream_events else {
             return Watch::Lost;
         };
         if s.intersects(PollFlags::POLLHUP | PollFlags::POLLERR) {
@@ -230,9 +372,10 @@ fn watch(shared: &Shared, stream: &TcpStream, dial: &Dial) -> Watch {
         if s.contains(PollFlags::POLLOUT) && lock(&shared.out).flush(&shared.stats).is_err() {
             return Watch::Lost;
         }
-        if ready(2).contains(PollFlags::POLLIN) {
+        if listener_ready || handshaking {
             if let Dial::Listen(l) = dial {
-                if let Ok((newer, _)) = l.accept() {
+                if let Ok(Some(newer)) = serve_listener(shared, l, pending.as_deref_mut(), refusals)
+                {
                     return Watch::Replace(newer);
                 }
             }

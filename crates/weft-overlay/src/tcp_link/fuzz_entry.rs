@@ -1,6 +1,7 @@
-//! Body of the `tcp_link_decode` fuzz target (`fuzz/fuzz_targets/tcp_link_decode.rs`), also
-//! run by a proptest on stable.
+//! Bodies of the `tcp_link_decode` and `tcp_link_handshake` fuzz targets
+//! (`fuzz/fuzz_targets/`), also run by proptests on stable.
 
+use super::auth::{self, Hello, LinkKey, Role, HELLO_LEN, PROOF_LEN};
 use super::framing::{DecodeRules, Decoded, Reassembler, MAX_WIRE_FRAME_LEN, MIN_FRAME_LEN};
 
 /// Feeds `data` (after a first byte that picks the chunk size and the rules) to a
@@ -42,4 +43,35 @@ pub fn decode(data: &[u8]) -> usize {
             return frames;
         }
     }
+}
+
+/// Takes `data` as what a client sends a listening end that has a key: a hello, then a
+/// proof. Must never panic; returns whether the proof verified (it must not, without the key:
+/// the fuzzer does not know it).
+pub fn handshake(data: &[u8]) -> bool {
+    let mut hello = [0u8; HELLO_LEN];
+    let Some(bytes) = data.get(..HELLO_LEN) else {
+        return false;
+    };
+    hello.copy_from_slice(bytes);
+    let Ok(peer) = Hello::parse(&hello) else {
+        return false;
+    };
+    let ours = Hello {
+        role: Role::Listener,
+        link_id: peer.link_id,
+        nonce: [0x3c; auth::NONCE_LEN],
+    };
+    if ours.check_peer(&peer).is_err() {
+        return false;
+    }
+    let mut proof = [0u8; PROOF_LEN];
+    let Some(bytes) = data.get(HELLO_LEN..HELLO_LEN + PROOF_LEN) else {
+        return false;
+    };
+    proof.copy_from_slice(bytes);
+    let Ok(key) = LinkKey::new(b"a key the fuzzer is never told, 32+ bytes".to_vec()) else {
+        return false;
+    };
+    auth::verify(&key, &ours, &peer, &proof).is_ok()
 }

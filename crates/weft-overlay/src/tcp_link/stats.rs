@@ -1,7 +1,7 @@
 //! What a TCP link counts: frames each way, drops by reason, connections made and lost.
 //!
-//! Each counter has one writer (the receive half, the transmit half or the link thread),
-//! readable from any thread through the `Arc`.
+//! Most counters have one writer (the receive half, the transmit half or the link thread),
+//! readable from any thread through the `Arc`; drops are added atomically.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -25,11 +25,20 @@ pub enum TcpLinkDrop {
     Disconnected,
     /// Sent while the output buffer was full (the peer or the underlay is slower).
     BufferFull,
+    /// A connection whose peer did not prove it knows the link's key (another key, a
+    /// reflected or replayed proof), or left after its hello (it refused ours): refused.
+    AuthFailed,
+    /// A connection whose first bytes were not a handshake hello (garbage, a peer without a
+    /// key, not weft), or that closed or failed before its hello: refused.
+    BadHandshake,
+    /// A connection that did not finish the handshake within the handshake time (or gave
+    /// way to newer ones while too many were pending): refused.
+    HandshakeTimeout,
 }
 
 impl TcpLinkDrop {
     /// Every reason, in counter order.
-    pub const ALL: [TcpLinkDrop; 8] = [
+    pub const ALL: [TcpLinkDrop; 11] = [
         TcpLinkDrop::BadMagic,
         TcpLinkDrop::BadVersion,
         TcpLinkDrop::WrongLinkId,
@@ -38,6 +47,9 @@ impl TcpLinkDrop {
         TcpLinkDrop::BadOffload,
         TcpLinkDrop::Disconnected,
         TcpLinkDrop::BufferFull,
+        TcpLinkDrop::AuthFailed,
+        TcpLinkDrop::BadHandshake,
+        TcpLinkDrop::HandshakeTimeout,
     ];
 
     /// The reason's name in counters (`snake_case`).
@@ -51,6 +63,9 @@ impl TcpLinkDrop {
             TcpLinkDrop::BadOffload => "bad_offload",
             TcpLinkDrop::Disconnected => "disconnected",
             TcpLinkDrop::BufferFull => "buffer_full",
+            TcpLinkDrop::AuthFailed => "auth_failed",
+            TcpLinkDrop::BadHandshake => "bad_handshake",
+            TcpLinkDrop::HandshakeTimeout => "handshake_timeout",
         }
     }
 
@@ -106,9 +121,10 @@ fn bump(c: &AtomicU64, n: u64) {
 }
 
 impl TcpLinkStats {
-    /// Counts `n` drops for `reason` (each reason has one writer: receive, transmit side).
+    /// Counts `n` drops for `reason`. An atomic add: the link thread's handshakes count
+    /// `WrongLinkId` too, beside the receive half (once per burst at most, so cheap).
     pub(crate) fn count_drop(&self, reason: TcpLinkDrop, n: u64) {
-        bump(&self.drops[reason.index()], n);
+        self.drops[reason.index()].fetch_add(n, Ordering::Relaxed);
     }
     pub(crate) fn rx_frames(&self, n: u64) {
         bump(&self.rx_frames, n);

@@ -1,4 +1,5 @@
 //! Tests of the TCP link: the framing codec (properties), and (on loopback) two ports.
 
+mod auth;
 mod codec;
 mod sockets;

@@ -56,6 +56,29 @@ fn traffic_from_a_learned_mac_keeps_it_alive() {
     assert_eq!(ages, [Some(Duration::ZERO)]);
 }
 
+#[test]
+fn a_port_opened_with_a_remote_ageing_time_ages_learned_entries_after_exactly_that_time() {
+    let mut config = crate::VxlanConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        weft_packet::Vni::new(1).unwrap(),
+    );
+    config.learning = true;
+    config.remote_ageing = Duration::from_secs(7);
+    let port = crate::VxlanPort::open(&config).unwrap();
+    assert_eq!(port.remote_fdb().ageing(), Duration::from_secs(7));
+
+    // The same table on an injected clock: seen at t0, alive just before 7 s, gone at 7 s.
+    let t0 = Instant::now();
+    let mut fdb = RemoteFdb::new(0, 4);
+    fdb.set_ageing(port.remote_fdb().ageing());
+    fdb.tick(t0);
+    assert_eq!(fdb.learn(mac(2), ip(2)), LearnOutcome::Learned);
+    assert_eq!(fdb.expire(t0 + Duration::from_millis(6_999)), 0);
+    assert!(fdb.lookup(mac(2)).is_some());
+    assert_eq!(fdb.expire(t0 + Duration::from_secs(7)), 1);
+    assert!(fdb.lookup(mac(2)).is_none());
+}
+
 proptest! {
     /// Whatever is learned and whenever, the counts stay consistent, nothing older than
     /// the ageing time survives a sweep, and the learned part never exceeds its bound.

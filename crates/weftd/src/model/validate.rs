@@ -134,8 +134,10 @@ pub fn port_kind(port_name: &str, kind: &PortKind) -> Result<(), ControlError> {
             learning,
             port,
             remote_macs,
+            remote_ageing,
         } => {
             let local_ip = ip_address("local", local)?;
+            remote_ageing_in_range(*remote_ageing)?;
             if *vni > 0x00ff_ffff {
                 return Err(ControlError::invalid(format!(
                     "vni {vni} is out of range: use 0 to 16777215 (24 bits)"
@@ -174,7 +176,11 @@ pub fn port_kind(port_name: &str, kind: &PortKind) -> Result<(), ControlError> {
             link_id: _,
             mtu,
             offloads: _,
+            key_file,
         } => {
+            if let Some(path) = key_file {
+                key_file_path(path)?;
+            }
             match (listen, connect) {
                 (Some(a), None) => socket_address("listen", a, true)?,
                 (None, Some(a)) => socket_address("connect", a, false)?,
@@ -219,6 +225,28 @@ fn mtu_in_range(mtu: u32) -> Result<(), ControlError> {
             "mtu {mtu} is out of range: use 68 to 65535"
         )))
     }
+}
+
+/// A VXLAN port's remote FDB ageing time: 1 s to a day.
+fn remote_ageing_in_range(secs: u32) -> Result<(), ControlError> {
+    let max = weft_control::state::MAX_REMOTE_AGEING_SECS;
+    if (1..=max).contains(&secs) {
+        Ok(())
+    } else {
+        Err(ControlError::invalid(format!(
+            "remote ageing {secs} s is out of range: use 1 to {max} seconds (a day; 300 by default)"
+        )))
+    }
+}
+
+/// A TCP link's key file: an absolute path (weftd reads it, from its own directory).
+fn key_file_path(path: &str) -> Result<(), ControlError> {
+    if path.is_empty() || path.contains('\0') || !std::path::Path::new(path).is_absolute() {
+        return Err(ControlError::invalid(format!(
+            "key file {path:?} is not an absolute path: give the key file's full path"
+        )));
+    }
+    Ok(())
 }
 
 /// An IP address in field `field`.

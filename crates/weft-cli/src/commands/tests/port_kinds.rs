@@ -120,6 +120,8 @@ fn vxlan_takes_every_remote_and_its_endpoint_options() {
             "8472",
             "--remote-mac",
             "52:54:00:00:00:0A=192.0.2.3",
+            "--remote-ageing",
+            "30",
             "--no-learning",
         ]),
         Request::PortAdd {
@@ -136,6 +138,7 @@ fn vxlan_takes_every_remote_and_its_endpoint_options() {
                     mac: "52:54:00:00:00:0a".into(),
                     remote: "192.0.2.3".into(),
                 }],
+                remote_ageing: 30,
             },
             options: PortSettings {
                 learning: false,
@@ -156,6 +159,7 @@ fn vxlan_takes_every_remote_and_its_endpoint_options() {
                 learning: false,
                 port: None,
                 remote_macs: Vec::new(),
+                remote_ageing: 300,
             },
             options: PortSettings::default(),
         }
@@ -236,4 +240,27 @@ fn vhost_user_takes_a_dispatch_mode_and_a_notification_policy() {
             ..
         }
     ));
+}
+
+#[test]
+fn vxlan_remote_ageing_outside_one_second_to_a_day_is_a_usage_error() {
+    for secs in ["0", "86401", "soon"] {
+        let args = [
+            "port",
+            "add",
+            "b:vx",
+            "vxlan",
+            "--local",
+            "192.0.2.1",
+            "--vni",
+            "1",
+            "--remote-ageing",
+            secs,
+        ];
+        assert_eq!(
+            usage_error(&args),
+            clap::error::ErrorKind::ValueValidation,
+            "{secs}"
+        );
+    }
 }

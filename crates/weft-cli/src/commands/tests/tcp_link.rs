@@ -23,6 +23,7 @@ fn tcp_link_listens_or_connects_with_its_options() {
                 link_id: 0,
                 mtu: 1500,
                 offloads: true,
+                key_file: None,
             },
             options: PortSettings::default(),
         }
@@ -42,6 +43,8 @@ fn tcp_link_listens_or_connects_with_its_options() {
             "--mtu",
             "9000",
             "--no-offloads",
+            "--key-file",
+            "/etc/weft/link.key",
         ]),
         Request::PortAdd {
             switch: "br0".into(),
@@ -53,6 +56,7 @@ fn tcp_link_listens_or_connects_with_its_options() {
                 link_id: 3,
                 mtu: 9000,
                 offloads: false,
+                key_file: Some("/etc/weft/link.key".into()),
             },
             options: PortSettings::default(),
         }
@@ -94,4 +98,26 @@ fn a_tcp_link_peer_is_not_taken_for_weftds_tcp_listener() {
         "10.0.0.1:7000",
     ]);
     assert_eq!(cli.global.connect, None);
+}
+
+#[test]
+fn tcp_link_key_file_is_sent_as_an_absolute_path() {
+    let Request::PortAdd {
+        kind: PortKind::TcpLink { key_file, .. },
+        ..
+    } = request(&[
+        "port",
+        "add",
+        "b:t",
+        "tcp-link",
+        "--listen",
+        "192.0.2.1:7000",
+        "--key-file",
+        "k.key",
+    ])
+    else {
+        panic!("not a tcp link")
+    };
+    let expected = std::env::current_dir().unwrap().join("k.key");
+    assert_eq!(key_file, Some(expected.display().to_string()));
 }

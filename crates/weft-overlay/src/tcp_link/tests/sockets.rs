@@ -13,20 +13,20 @@ use crate::tcp_link::{
     TcpLinkConfig, TcpLinkDrop, TcpLinkMode, TcpLinkPort, TcpLinkRx, TcpLinkStats, TcpLinkTx,
 };
 
-struct End {
-    rx: TcpLinkRx,
-    tx: TcpLinkTx,
-    stats: Arc<TcpLinkStats>,
+pub(super) struct End {
+    pub(super) rx: TcpLinkRx,
+    pub(super) tx: TcpLinkTx,
+    pub(super) stats: Arc<TcpLinkStats>,
 }
 
-fn config(mode: TcpLinkMode) -> TcpLinkConfig {
+pub(super) fn config(mode: TcpLinkMode) -> TcpLinkConfig {
     let mut c = TcpLinkConfig::new(mode);
     c.link_id = 5;
     c.max_backoff = Duration::from_millis(200);
     c
 }
 
-fn open(c: &TcpLinkConfig) -> (End, Option<SocketAddr>) {
+pub(super) fn open(c: &TcpLinkConfig) -> (End, Option<SocketAddr>) {
     let port = TcpLinkPort::open(c).unwrap();
     let local = port.local_addr();
     let (rx, tx, stats) = port.split();
@@ -42,7 +42,7 @@ fn connect(to: SocketAddr) -> End {
     open(&config(TcpLinkMode::Connect(to))).0
 }
 
-fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+pub(super) fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     let start = Instant::now();
     while !f() {
         assert!(start.elapsed() < timeout, "timed out waiting for {what}");
@@ -50,7 +50,7 @@ fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
-fn connected(end: &End) -> bool {
+pub(super) fn connected(end: &End) -> bool {
     end.stats.snapshot().connected
 }
 
@@ -87,7 +87,7 @@ fn receive(end: &mut End, n: usize) -> Vec<Vec<u8>> {
     got
 }
 
-fn exchange(a: &mut End, b: &mut End, first: u16) {
+pub(super) fn exchange(a: &mut End, b: &mut End, first: u16) {
     let ab: Vec<Vec<u8>> = (0..100)
         .map(|i| frame(first + i, 60 + usize::from(i) * 14))
         .collect();

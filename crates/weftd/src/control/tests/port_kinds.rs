@@ -26,6 +26,7 @@ fn vxlan(local: &str, vni: u32, port: u16) -> PortKind {
         learning: false,
         port: Some(port),
         remote_macs: Vec::new(),
+        remote_ageing: 300,
     }
 }
 
@@ -199,6 +200,7 @@ fn bad_vxlan_settings_are_invalid_and_name_the_field() {
         learning: false,
         port: None,
         remote_macs: Vec::new(),
+        remote_ageing: 300,
     };
     let mixed = PortKind::Vxlan {
         local: "10.0.0.1".into(),
@@ -208,8 +210,21 @@ fn bad_vxlan_settings_are_invalid_and_name_the_field() {
         learning: false,
         port: None,
         remote_macs: Vec::new(),
+        remote_ageing: 300,
+    };
+    let ageing = |secs: u32| {
+        let mut kind = vxlan("127.0.0.1", 1, 4789);
+        if let PortKind::Vxlan { remote_ageing, .. } = &mut kind {
+            *remote_ageing = secs;
+        }
+        kind
     };
     for (kind, field) in [
+        (
+            ageing(0),
+            "remote ageing 0 s is out of range: use 1 to 86400",
+        ),
+        (ageing(86_401), "remote ageing 86401 s"),
         (vxlan("not-an-ip", 1, 4789), "local"),
         (vxlan("127.0.0.1", 1 << 24, 4789), "vni"),
         (vxlan("127.0.0.1", 1, 0), "udp port"),
@@ -374,4 +389,33 @@ fn a_vhost_user_port_takes_1_to_16_queue_pairs() {
     assert_eq!(ports[0].kind, kind(4));
     let json = serde_json::to_string(&kind(4)).unwrap();
     assert!(json.contains(r#""queues":4"#), "{json}");
+}
+
+#[test]
+fn a_vxlan_port_in_an_old_state_file_ages_remote_macs_after_300_s_and_says_it_only_if_changed() {
+    let kind: PortKind =
+        serde_json::from_str(r#"{"type":"vxlan","local":"192.0.2.1","vni":5}"#).unwrap();
+    assert!(matches!(
+        kind,
+        PortKind::Vxlan {
+            remote_ageing: 300,
+            ..
+        }
+    ));
+    assert!(!serde_json::to_string(&kind)
+        .unwrap()
+        .contains("remote_ageing"));
+    let kind: PortKind =
+        serde_json::from_str(r#"{"type":"vxlan","local":"192.0.2.1","vni":5,"remote_ageing":60}"#)
+            .unwrap();
+    assert!(matches!(
+        kind,
+        PortKind::Vxlan {
+            remote_ageing: 60,
+            ..
+        }
+    ));
+    assert!(serde_json::to_string(&kind)
+        .unwrap()
+        .contains(r#""remote_ageing":60"#));
 }

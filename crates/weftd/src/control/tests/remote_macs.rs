@@ -14,6 +14,7 @@ fn vxlan(udp: u16, remote_macs: Vec<RemoteMac>) -> PortKind {
         learning: false,
         port: Some(udp),
         remote_macs,
+        remote_ageing: 300,
     }
 }
 

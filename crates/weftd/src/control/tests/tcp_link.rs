@@ -12,6 +12,7 @@ fn tcp_link(listen: Option<&str>, connect: Option<&str>) -> PortKind {
         link_id: 9,
         mtu: 1500,
         offloads: true,
+        key_file: None,
     }
 }
 
@@ -121,4 +122,108 @@ fn a_tcp_link_in_a_state_file_takes_defaults_for_what_it_leaves_out() {
         "{text}"
     );
     assert_eq!(serde_json::from_str::<PortKind>(&text).unwrap(), kind);
+}
+
+fn keyed(kind: PortKind, path: &std::path::Path) -> PortKind {
+    let mut kind = kind;
+    if let PortKind::TcpLink { key_file, .. } = &mut kind {
+        *key_file = Some(path.display().to_string());
+    }
+    kind
+}
+
+fn key_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("weftd-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn tcp_links_with_one_key_file_connect_and_port_show_counts_a_client_without_it() {
+    let dir = key_dir("tcp-key");
+    let key = dir.join("link.key");
+    std::fs::write(&key, [0x42u8; 32]).unwrap();
+    let mut f = fixture(vec![switch("br0", &[])]);
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    add(&mut f, "l", keyed(tcp_link(Some(&addr), None), &key)).unwrap();
+    add(&mut f, "c", keyed(tcp_link(None, Some(&addr)), &key)).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    for name in ["l", "c"] {
+        while !show(&mut f, name).offloads.iter().any(|o| o == "connected") {
+            assert!(std::time::Instant::now() < deadline, "{name} not connected");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    let saved = f.saved();
+    assert!(
+        matches!(&saved.switches[0].ports[0].kind, PortKind::TcpLink { key_file: Some(p), .. } if *p == key.display().to_string())
+    );
+    // Someone without the key: refused, counted, and the link stays up.
+    let mut rogue = std::net::TcpStream::connect(&addr).unwrap();
+    std::io::Write::write_all(&mut rogue, b"not a hello").unwrap();
+    loop {
+        let Response::Port { counters, .. } = f.ok(Request::PortShow {
+            switch: "br0".into(),
+            name: "l".into(),
+        }) else {
+            panic!("not a port")
+        };
+        if counters.drops.get("port_tcp_bad_handshake").copied() == Some(1) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{:?}", counters.drops);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(show(&mut f, "l").offloads.iter().any(|o| o == "connected"));
+    for name in ["c", "l"] {
+        f.ok(Request::PortDel {
+            switch: "br0".into(),
+            name: name.into(),
+        });
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_short_or_missing_key_file_is_refused_naming_the_file_and_how_to_make_one() {
+    let dir = key_dir("tcp-bad-key");
+    let short = dir.join("short.key");
+    std::fs::write(&short, b"too short").unwrap();
+    let missing = dir.join("missing.key");
+    let mut f = fixture(vec![switch("br0", &[])]);
+    for path in [&short, &missing] {
+        let e = add(
+            &mut f,
+            "t",
+            keyed(tcp_link(Some("127.0.0.1:0"), None), path),
+        )
+        .unwrap_err();
+        assert!(
+            e.message.contains(&path.display().to_string()),
+            "{}",
+            e.message
+        );
+        assert!(
+            e.message.contains("head -c 32 /dev/urandom"),
+            "{}",
+            e.message
+        );
+    }
+    let e = add(
+        &mut f,
+        "t",
+        keyed(
+            tcp_link(Some("127.0.0.1:0"), None),
+            std::path::Path::new("rel.key"),
+        ),
+    )
+    .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Invalid, "{}", e.message);
+    assert!(e.message.contains("absolute"), "{}", e.message);
+    assert!(f.saved().switches[0].ports.is_empty());
+    std::fs::remove_dir_all(&dir).unwrap();
 }
