@@ -5,6 +5,8 @@
 //! ```text
 //! weft-udpblast send --dst 10.0.0.2:9000 --size 18 --seconds 5 [--burst 64]
 //! weft-udpblast recv --bind 10.0.0.2:9000 --seconds 10 [--idle-ms 1000]
+//! weft-udpblast client-send --socket /run/weft/a.sock --seconds 5 [--burst 64]
+//! weft-udpblast client-recv --socket /run/weft/b.sock --seconds 10
 //! ```
 //!
 //! `send` hands the kernel `--burst` datagrams per `sendmmsg` on a connected socket; `recv`
@@ -12,10 +14,15 @@
 //! and packets per second. The receiver's rate is over the span from its first datagram to its
 //! last (it stops `--idle-ms` after the last, or at `--seconds`), so start-up and the wait for
 //! the sender do not dilute it. `--size 18` makes 64-byte Ethernet frames (FCS counted).
+//! `client-send` / `client-recv` do the same as weft-client endpoints on weft `vhost-user`
+//! ports (`client.rs`).
+
+mod client;
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -64,6 +71,34 @@ enum Mode {
         #[arg(long, default_value_t = 1000)]
         idle_ms: u64,
     },
+    /// Send 64-byte (with `--size 18`) Ethernet/IPv4/UDP frames as a weft-client endpoint on
+    /// the vhost-user socket `--socket`, `--burst` per `send_batch`, to `client-recv`'s MAC.
+    ClientSend {
+        /// The weft vhost-user port's socket.
+        #[arg(long)]
+        socket: PathBuf,
+        /// UDP payload bytes per frame.
+        #[arg(long, default_value_t = 18)]
+        size: usize,
+        /// How long to send.
+        #[arg(long)]
+        seconds: f64,
+        /// Frames per `send_batch`.
+        #[arg(long, default_value_t = 64)]
+        burst: usize,
+    },
+    /// Count frames arriving at a weft-client endpoint on the vhost-user socket `--socket`.
+    ClientRecv {
+        /// The weft vhost-user port's socket.
+        #[arg(long)]
+        socket: PathBuf,
+        /// Longest time to listen.
+        #[arg(long)]
+        seconds: f64,
+        /// Stop this long after the last frame (once one has arrived).
+        #[arg(long, default_value_t = 1000)]
+        idle_ms: u64,
+    },
 }
 
 fn main() -> Result<()> {
@@ -79,6 +114,17 @@ fn main() -> Result<()> {
             seconds,
             idle_ms,
         } => recv(bind, seconds, Duration::from_millis(idle_ms)),
+        Mode::ClientSend {
+            socket,
+            size,
+            seconds,
+            burst,
+        } => client::send(&socket, size, seconds, burst.clamp(1, 1024)),
+        Mode::ClientRecv {
+            socket,
+            seconds,
+            idle_ms,
+        } => client::recv(&socket, seconds, Duration::from_millis(idle_ms)),
     }
 }
 
