@@ -12,7 +12,9 @@
 use virtio_bindings::bindings::virtio_ring::{VRING_DESC_F_INDIRECT, VRING_DESC_F_NEXT};
 use virtio_queue::desc::split::Descriptor;
 use vm_memory::guest_memory::GuestMemoryBackendSliceIterator;
-use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, VolatileSlice};
+use vm_memory::{
+    Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, VolatileMemory, VolatileSlice,
+};
 use weft_packet::{ethernet, virtio_net};
 
 use crate::bounce::Bounce;
@@ -76,12 +78,67 @@ pub(crate) fn read_tx_chain<'m>(
     bounce: &mut Bounce,
     lend: bool,
 ) -> Result<TxFrameRead, ChainError> {
+    if let Some(read) = chain
+        .single()
+        .and_then(|desc| read_single_tx(chain.view(), &desc, hdr_len, bounce, lend))
+    {
+        return read;
+    }
     let start = bounce.used();
     let result = walk_tx_chain(chain, table, hdr_len, bounce, lend, start);
     if result.is_err() {
         bounce.truncate(start);
     }
     result
+}
+
+/// The common transmit chain: one readable descriptor holding header and frame. `None`
+/// for anything else (too short or long, unmapped, writable), which the general walk then
+/// reads and names.
+fn read_single_tx(
+    view: &GuestView<'_>,
+    desc: &Descriptor,
+    hdr_len: usize,
+    bounce: &mut Bounce,
+    lend: bool,
+) -> Option<Result<TxFrameRead, ChainError>> {
+    let len = usize::try_from(desc.len()).ok()?;
+    let frame_len = len.checked_sub(hdr_len)?;
+    if desc.is_write_only()
+        || hdr_len > virtio_net::HEADER_LEN
+        || frame_len < ethernet::HEADER_LEN
+        || frame_len > MAX_FRAME_LEN
+    {
+        return None;
+    }
+    let slice = view.slice(desc.addr(), len)?;
+    let mut header = [0u8; virtio_net::HEADER_LEN];
+    if hdr_len == virtio_net::HEADER_LEN {
+        header = slice
+            .get_ref::<[u8; virtio_net::HEADER_LEN]>(0)
+            .ok()?
+            .load();
+    } else {
+        slice
+            .subslice(0, hdr_len)
+            .ok()?
+            .copy_to(header.get_mut(..hdr_len)?);
+    }
+    let frame = slice.offset(hdr_len).ok()?;
+    let loc = if lend {
+        FrameLoc::Guest(GuestPtr(frame.ptr_guard().as_ptr()), frame_len)
+    } else {
+        let start = bounce.used();
+        if let Err(e) = bounce.append(&frame) {
+            return Some(Err(e));
+        }
+        FrameLoc::Bounce(start, frame_len)
+    };
+    Some(Ok(TxFrameRead {
+        header,
+        len: frame_len,
+        loc,
+    }))
 }
 
 struct TxWalk<'m> {
@@ -97,6 +154,17 @@ struct TxWalk<'m> {
 impl<'m> TxWalk<'m> {
     fn take(&mut self, slice: VolatileSlice<'m>, bounce: &mut Bounce) -> Result<(), ChainError> {
         let mut slice = slice;
+        if self.hdr_got == 0 && self.hdr_len == virtio_net::HEADER_LEN {
+            // The usual case, the whole header at the start of the first buffer: one
+            // volatile 12-byte read rather than a `memcpy` call.
+            if let Ok(header) = slice.get_ref::<[u8; virtio_net::HEADER_LEN]>(0) {
+                self.header = header.load();
+                self.hdr_got = virtio_net::HEADER_LEN;
+                slice = slice
+                    .offset(virtio_net::HEADER_LEN)
+                    .map_err(|_| ChainError::Fault(QueueFault::AddressOutOfRange))?;
+            }
+        }
         if self.hdr_got < self.hdr_len {
             let n = slice.len().min(self.hdr_len - self.hdr_got);
             let dst = self
@@ -300,6 +368,19 @@ impl<'f> FrameSource<'f> {
     }
 }
 
+/// Writes the virtio-net header `bytes` into `slot` (its `hdr_len` bytes): the 12-byte
+/// header with one volatile store rather than a `memcpy` call.
+pub(crate) fn write_header(slot: &VolatileSlice<'_>, bytes: &[u8; virtio_net::HEADER_LEN]) {
+    match slot.get_ref::<[u8; virtio_net::HEADER_LEN]>(0) {
+        Ok(whole) if slot.len() == virtio_net::HEADER_LEN => whole.store(*bytes),
+        _ => {
+            if let Some(b) = bytes.get(..slot.len()) {
+                slot.copy_from(b);
+            }
+        }
+    }
+}
+
 /// One receive chain after writing.
 #[derive(Debug)]
 pub(crate) struct RxChainWritten<'m> {
@@ -321,6 +402,23 @@ pub(crate) fn write_rx_chain<'m>(
 ) -> Result<RxChainWritten<'m>, ChainError> {
     let head = chain.head_index();
     let view = chain.view();
+    if let Some(desc) = chain.single().filter(Descriptor::is_write_only) {
+        // The common receive chain: one buffer that takes header and frame whole.
+        let total = hdr_len + src.remaining();
+        let fits = usize::try_from(desc.len()).is_ok_and(|len| len >= total);
+        if let Some(slice) = fits.then(|| view.slice(desc.addr(), total)).flatten() {
+            let (header, rest) = slice
+                .split_at(hdr_len)
+                .map_err(|_| ChainError::Fault(QueueFault::AddressOutOfRange))?;
+            src.fill(&rest);
+            return Ok(RxChainWritten {
+                head,
+                len: u32::try_from(total)
+                    .map_err(|_| ChainError::Fault(QueueFault::ChainTooLarge))?,
+                header: (hdr_len > 0).then_some(header),
+            });
+        }
+    }
     let mut written = 0usize;
     let mut need_header = hdr_len;
     let mut header = None;

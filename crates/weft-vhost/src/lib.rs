@@ -50,6 +50,8 @@ mod tx;
 mod vring;
 
 #[cfg(test)]
+mod loop_tests;
+#[cfg(test)]
 mod mq_tests;
 #[cfg(test)]
 mod proptests;

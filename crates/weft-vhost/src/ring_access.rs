@@ -20,7 +20,7 @@ use virtio_queue::desc::split::Descriptor;
 use virtio_queue::{Queue, QueueT};
 use vm_memory::{
     Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion, GuestRegionMmap,
-    MemoryRegionAddress, VolatileSlice,
+    MemoryRegionAddress, VolatileMemory, VolatileSlice,
 };
 
 use crate::counters::QueueFault;
@@ -112,7 +112,10 @@ impl<'m> SplitRing<'m> {
     /// The head index at available-ring position `pos`.
     fn avail_head(&self, pos: u16) -> Option<u16> {
         let slot = 4 + 2 * usize::from(pos % self.size.max(1));
-        self.avail.read_obj::<u16>(slot).ok().map(u16::from_le)
+        self.avail
+            .get_ref::<u16>(slot)
+            .ok()
+            .map(|r| u16::from_le(r.load()))
     }
 
     /// Starts taking chains at available position `next`.
@@ -142,7 +145,11 @@ impl<'m> SplitRing<'m> {
     pub(crate) fn write_used(&self, pos: u16, head: u16, len: u32) -> bool {
         let slot = 4 + USED_ELEM_LEN * usize::from(pos % self.size.max(1));
         let elem = u64::from(head) | (u64::from(len) << 32);
-        self.used.write_obj(elem.to_le(), slot).is_ok()
+        // One volatile store (a byte copy through `write_obj` costs a `memcpy` call).
+        self.used
+            .get_ref::<u64>(slot)
+            .map(|r| r.store(elem.to_le()))
+            .is_ok()
     }
 
     /// Makes every used element before `idx` visible (Release: the elements first).
@@ -205,6 +212,20 @@ impl<'a, 'm> DescChain<'a, 'm> {
         self.view
     }
 
+    /// The head descriptor, when a chain not yet walked is that descriptor alone (no NEXT,
+    /// not indirect): the common case, served without the general walk.
+    pub(crate) fn single(&self) -> Option<Descriptor> {
+        if self.indirect || self.ttl == 0 || self.next >= self.size || self.next != self.head {
+            return None;
+        }
+        let desc = self
+            .table
+            .get_ref::<Descriptor>(DESC_LEN * usize::from(self.next))
+            .ok()?
+            .load();
+        (!desc.refers_to_indirect_table() && !desc.has_next()).then_some(desc)
+    }
+
     /// Switches to the indirect table `desc` names; `None` if it is not a valid one.
     fn enter_indirect(&mut self, desc: &Descriptor) -> Option<()> {
         let len = desc.len();
@@ -229,10 +250,12 @@ impl Iterator for DescChain<'_, '_> {
             if self.ttl == 0 || self.next >= self.size {
                 return None;
             }
+            // One volatile 16-byte read (`read_obj` would copy through a `memcpy` call).
             let desc: Descriptor = self
                 .table
-                .read_obj(DESC_LEN * usize::from(self.next))
-                .ok()?;
+                .get_ref::<Descriptor>(DESC_LEN * usize::from(self.next))
+                .ok()?
+                .load();
             if desc.refers_to_indirect_table() {
                 self.enter_indirect(&desc)?;
                 continue;

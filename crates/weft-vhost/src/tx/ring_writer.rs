@@ -4,7 +4,7 @@
 use weft_packet::{OffloadInfo, Segmenter, VirtioNetHeader};
 use weft_switch::TxFrame;
 
-use crate::chain::{write_rx_chain, ChainError, FrameSource, TableRef};
+use crate::chain::{write_header, write_rx_chain, ChainError, FrameSource, TableRef};
 use crate::config::MAX_FRAME_LEN;
 use crate::counters::{FrameDrop, QueueFault};
 use crate::features::Features;
@@ -100,9 +100,9 @@ impl RingWriter<'_, '_> {
         let mut hdr = VirtioNetHeader::from_offload_info(&offload_for_guest(*info, self.features));
         // A 10-byte legacy header has no num_buffers; the 12-byte one always does.
         let _ = hdr.set_num_buffers(buffers);
-        let bytes = hdr.into_inner();
-        if let (Some(slot), Some(b)) = (header, bytes.get(..hdr_len)) {
-            slot.copy_from(b);
+        if let Some(slot) = header {
+            // `slot` is the `hdr_len` bytes the chain walk kept for the header.
+            write_header(&slot, &hdr.into_inner());
         }
         self.delivered += 1;
         self.bytes += (head.len() + body.len()) as u64;
