@@ -106,8 +106,7 @@ fn read_single_tx(
     let frame_len = len.checked_sub(hdr_len)?;
     if desc.is_write_only()
         || hdr_len > virtio_net::HEADER_LEN
-        || frame_len < ethernet::HEADER_LEN
-        || frame_len > MAX_FRAME_LEN
+        || !(ethernet::HEADER_LEN..=MAX_FRAME_LEN).contains(&frame_len)
     {
         return None;
     }
