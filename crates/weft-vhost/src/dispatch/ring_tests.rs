@@ -45,12 +45,21 @@ fn send(rig: &mut Rig, n: usize) {
 
 /// Bounds the tests can cross whatever the machine's speed: polling as fast as it can,
 /// the rate is far above 20 000 frames/s; a frame or none per window is far below 2 000.
-fn adaptive() -> DispatchMode {
+/// The adaptive window of the step-by-step test: long enough that a test thread preempted
+/// on a loaded machine does not see a window close between two of its steps.
+const WINDOW: Duration = Duration::from_millis(40);
+
+fn adaptive_with(window: Duration) -> DispatchMode {
     DispatchMode::Adaptive {
         low_pps: 2_000,
         high_pps: 20_000,
-        window: Duration::from_millis(2),
+        window,
     }
+}
+
+/// A short window, for the threaded test whose guest pauses 4 ms to send the port back.
+fn adaptive() -> DispatchMode {
+    adaptive_with(Duration::from_millis(2))
 }
 
 #[test]
@@ -119,10 +128,10 @@ fn switch_driven_with_event_idx_keeps_avail_event_behind_the_guest() {
 
 #[test]
 fn adaptive_goes_switch_driven_above_the_upper_bound_and_back_below_the_lower() {
-    let (mut rig, mut rx) = rig(adaptive(), false);
+    let (mut rig, mut rx) = rig(adaptive_with(WINDOW), false);
     assert!(!rx.needs_polling(), "starts guest-driven");
     let start = Instant::now();
-    while start.elapsed() < Duration::from_millis(5) {
+    while start.elapsed() < WINDOW + WINDOW / 4 {
         send(&mut rig, 4);
         assert_eq!(receive(&mut rx), 4);
     }
@@ -139,7 +148,7 @@ fn adaptive_goes_switch_driven_above_the_upper_bound_and_back_below_the_lower() 
     // Traffic stops: the window still open holds the busy tail; the next one is silent
     // and the port goes guest-driven, kicks on again.
     for _ in 0..2 {
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(WINDOW + WINDOW / 4);
         assert_eq!(receive(&mut rx), 0);
     }
     assert!(!rx.needs_polling());
