@@ -1,14 +1,18 @@
 //! A weft switch with TAP ports and one VXLAN port, for benchmarks and trying things out.
 //!
 //! ```text
-//! overlay_switch --vxlan NETNS:LOCAL_IP:REMOTE_IP [--tap NETNS:IFNAME]... [--vni N]
-//!                [--mtu N] [--offload on|off] [--socket-buffer BYTES] [--spin-us N]
+//! overlay_switch --vxlan NETNS:LOCAL_IP:REMOTE_IP [--tap NETNS:IFNAME]...
+//!                [--af-packet NETNS:IFNAME]... [--vni N] [--mtu N] [--offload on|off]
+//!                [--socket-buffer BYTES] [--spin-us N]
 //! ```
 //!
 //! Opens the VXLAN port's sockets in NETNS (`-`: this namespace) on LOCAL_IP:4789 toward
 //! REMOTE_IP (every frame goes there: the remote is the only endpoint), creates a TAP named
-//! IFNAME in its namespace for each `--tap` (TSO and checksum offload on), prints `ready`,
-//! and switches until stdin closes; then prints the counters on stderr. Pin it with `taskset`.
+//! IFNAME in its namespace for each `--tap` (TSO and checksum offload on), attaches the
+//! existing interface IFNAME (say one end of a veth pair) in its namespace through an
+//! AF_PACKET port (`TPACKET_V3` receive ring, `sendmmsg` transmit, every offload) for each
+//! `--af-packet`, prints `ready`, and switches until stdin closes; then prints the switch's
+//! and the ports' own counters on stderr. Pin it with `taskset`.
 
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr};
@@ -17,13 +21,14 @@ use std::path::PathBuf;
 use weft_overlay::{VxlanConfig, VxlanPort};
 use weft_packet::Vni;
 use weft_switch::{PortOptions, Switch, SwitchConfig};
-use weft_tap::{Offloads, Tap, TapOptions};
+use weft_tap::{AfPacket, AfPacketOptions, Offloads, PortStats, Tap, TapOptions};
 use weft_testlab::runner;
 
 fn usage() -> ! {
     eprintln!(
         "usage: overlay_switch --vxlan NETNS:LOCAL_IP:REMOTE_IP [--tap NETNS:IFNAME]... \
-         [--vni N] [--mtu N] [--offload on|off] [--socket-buffer BYTES] [--spin-us N]"
+         [--af-packet NETNS:IFNAME]... [--vni N] [--mtu N] [--offload on|off] \
+         [--socket-buffer BYTES] [--spin-us N]"
     );
     std::process::exit(2)
 }
@@ -34,6 +39,7 @@ fn netns(name: &str) -> Option<PathBuf> {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut taps = Vec::new();
+    let mut af_packets = Vec::new();
     let mut vxlan = None;
     let mut vni = 42;
     let mut mtu = None;
@@ -48,6 +54,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--tap" => {
                 let (ns, name) = value.split_once(':').unwrap_or_else(|| usage());
                 taps.push((netns(ns), name.to_string()));
+            }
+            "--af-packet" => {
+                let (ns, name) = value.split_once(':').unwrap_or_else(|| usage());
+                af_packets.push((netns(ns), name.to_string()));
             }
             "--vxlan" => {
                 let mut parts = value.splitn(3, ':');
@@ -92,11 +102,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "vxlan".to_string(),
         switch.port_counters(vx).ok_or("counters")?,
     )];
+    let mut port_stats: Vec<(String, std::sync::Arc<PortStats>)> = Vec::new();
     for (ns, name) in &taps {
         let mut options = TapOptions::new(name).offloads(Offloads::ALL);
         options.netns = ns.clone();
         options.mtu = u32::try_from(config.mtu).ok();
-        let (trx, ttx, _) = Tap::open(&options)?.into_queues().remove(0).split();
+        let (trx, ttx, tstats) = Tap::open(&options)?.into_queues().remove(0).split();
         let id = switch.add_port(
             name,
             Some(Box::new(trx)),
@@ -104,6 +115,36 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             PortOptions::default(),
         )?;
         watched.push((name.clone(), switch.port_counters(id).ok_or("counters")?));
+        port_stats.push((name.clone(), tstats));
+    }
+    for (ns, name) in &af_packets {
+        let mut options = AfPacketOptions::new(name).offloads(Offloads::ALL);
+        options.netns = ns.clone();
+        let port = AfPacket::open(&options)?;
+        if port.mtu() > config.mtu {
+            return Err(format!(
+                "{name}: MTU {} is above the overlay's inner MTU {}",
+                port.mtu(),
+                config.mtu
+            )
+            .into());
+        }
+        // Without PACKET_IGNORE_OUTGOING the port skips its own frames itself (counted in
+        // rx_own_skipped); say which, since the two cost differently per frame.
+        println!(
+            "af-packet {name}: mtu {} kernel_ignores_outgoing {}",
+            port.mtu(),
+            port.kernel_ignores_outgoing()
+        );
+        let (arx, atx, astats) = port.split();
+        let id = switch.add_port(
+            name,
+            Some(Box::new(arx)),
+            Box::new(atx),
+            PortOptions::default(),
+        )?;
+        watched.push((name.clone(), switch.port_counters(id).ok_or("counters")?));
+        port_stats.push((name.clone(), astats));
     }
     let worker = runner::SwitchThread::spawn(switch, Vec::new(), idle);
     println!("ready mtu {}", config.mtu);
@@ -114,5 +155,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         eprintln!("{name}: switch {:?}", counters.snapshot());
     }
     eprintln!("vxlan: port {:?}", stats.snapshot());
+    for (name, stats) in port_stats {
+        eprintln!("{name}: port {:?}", stats.snapshot());
+    }
     Ok(())
 }
