@@ -3,8 +3,9 @@
 
     packet-ring-stats.py PID...
 
-weft's AfPacketRx does not read PACKET_STATISTICS, so a frame the kernel could not put in a
-full TPACKET_V3 ring is counted nowhere in weft. This takes a duplicate of every AF_PACKET
+weft's AfPacketRx now counts these drops itself (port drop reason `ring_full`), reading
+PACKET_STATISTICS as this does; every read resets the kernel's counters, so while both read,
+each sees part: the total is this script's tp_drops plus the port's ring_full. This takes a duplicate of every AF_PACKET
 socket of each PID (pidfd_getfd: needs root or ptrace rights), reads PACKET_STATISTICS every
 0.5 s (each read resets the kernel's counters, so the reads are summed) until every PID has
 exited or SIGTERM arrives, then prints per PID: tp_packets (frames the socket saw),

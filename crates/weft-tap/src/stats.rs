@@ -24,16 +24,22 @@ pub enum PortDrop {
     RxError,
     /// The kernel refused a frame the switch handed over (`EINVAL`, `ENOBUFS`...).
     TxError,
+    /// The kernel had a frame for an AF_PACKET port while every block of its receive ring
+    /// still waited to be read (`tp_drops` of `PACKET_STATISTICS`, which also holds the rare
+    /// frame the kernel could not describe in the ring). Read when the ring runs dry and at
+    /// least once per turn of the ring, so it lags the kernel by that much.
+    RingFull,
 }
 
 impl PortDrop {
     /// Every reason, in index order.
-    pub const ALL: [PortDrop; 5] = [
+    pub const ALL: [PortDrop; 6] = [
         PortDrop::BadVnetHeader,
         PortDrop::Truncated,
         PortDrop::Oversize,
         PortDrop::RxError,
         PortDrop::TxError,
+        PortDrop::RingFull,
     ];
     /// Number of reasons.
     pub const COUNT: usize = Self::ALL.len();
@@ -51,6 +57,7 @@ impl PortDrop {
             PortDrop::Oversize => "oversize",
             PortDrop::RxError => "rx_error",
             PortDrop::TxError => "tx_error",
+            PortDrop::RingFull => "ring_full",
         }
     }
 }
@@ -80,7 +87,13 @@ impl PortStats {
     /// Counts one drop (by the half that owns `reason`: rx reasons by the receive half).
     #[inline]
     pub(crate) fn drop_one(&self, reason: PortDrop) {
-        self.drops[reason.index()].add(1);
+        self.drop_many(reason, 1);
+    }
+
+    /// Counts `n` drops at once (the kernel's ring drops, read in one call).
+    #[inline]
+    pub(crate) fn drop_many(&self, reason: PortDrop, n: u64) {
+        self.drops[reason.index()].add(n);
     }
 
     /// Drops counted for `reason`.

@@ -141,6 +141,30 @@ pub(crate) fn setsockopt<T: Copy>(
         .map(drop)
 }
 
+/// Frames the kernel dropped on a `TPACKET_V3` packet socket since the last call, almost all
+/// because its receive ring was full (`tp_drops` of `PACKET_STATISTICS`; reading resets it).
+pub(crate) fn packet_ring_drops(fd: &impl AsRawFd) -> io::Result<u32> {
+    let mut stats = libc::tpacket_stats_v3 {
+        tp_packets: 0,
+        tp_drops: 0,
+        tp_freeze_q_cnt: 0,
+    };
+    let mut len = libc::socklen_t::try_from(std::mem::size_of::<libc::tpacket_stats_v3>())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: the pointer and length describe `stats`, which outlives the call; the kernel
+    // writes at most `len` bytes into it (a V3 socket's statistics are exactly this struct).
+    cvt(unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_STATISTICS,
+            (&mut stats as *mut libc::tpacket_stats_v3).cast(),
+            &mut len,
+        )
+    })?;
+    Ok(stats.tp_drops)
+}
+
 /// Binds an AF_PACKET socket to interface `ifindex`, all protocols.
 pub(crate) fn bind_packet(fd: &impl AsRawFd, ifindex: c_int) -> io::Result<()> {
     // SAFETY: sockaddr_ll is a plain C struct; all-zero is valid.

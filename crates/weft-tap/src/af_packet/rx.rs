@@ -10,6 +10,7 @@ use crate::ring::{
     BlockHeader, PacketHeader, RxRing, TP_STATUS_VLAN_TPID_VALID, TP_STATUS_VLAN_VALID,
 };
 use crate::stats::{PortDrop, PortStats};
+use crate::sys;
 use crate::vnet::{self, PACKET_HDR_LEN};
 
 /// Where reading stands in the ring.
@@ -19,6 +20,31 @@ struct Cursor {
     /// Packets of `block` already read; `None` before its header was read.
     next_pkt: Option<u32>,
     next_offset: usize,
+}
+
+/// When to read the kernel's ring drops (`PACKET_STATISTICS`, a system call: never per
+/// frame, nor per poll of an idle port). The kernel drops only while every block is ours,
+/// and those blocks come back through `finish`; so a read is due once blocks came back and
+/// the ring ran dry, or after a whole turn of the ring under sustained load.
+#[derive(Debug, Default)]
+struct RingDropsCadence {
+    released_since_read: usize,
+}
+
+impl RingDropsCadence {
+    fn released(&mut self, blocks: usize) {
+        self.released_since_read = self.released_since_read.saturating_add(blocks);
+    }
+
+    /// True when the statistics should be read now (and counts the read as done).
+    fn due(&mut self, ring_dry: bool, block_count: usize) -> bool {
+        let due =
+            self.released_since_read > 0 && (ring_dry || self.released_since_read >= block_count);
+        if due {
+            self.released_since_read = 0;
+        }
+        due
+    }
 }
 
 /// The receive half of an AF_PACKET port.
@@ -38,6 +64,7 @@ pub struct AfPacketRx {
     mtu: usize,
     /// Skip frames marked `PACKET_OUTGOING` (the kernel cannot filter them).
     skip_outgoing: bool,
+    ring_drops: RingDropsCadence,
     stats: Arc<PortStats>,
 }
 
@@ -59,6 +86,7 @@ impl AfPacketRx {
             frames: Vec::with_capacity(weft_switch::port::MAX_BATCH),
             mtu,
             skip_outgoing,
+            ring_drops: RingDropsCadence::default(),
             stats,
         }
     }
@@ -66,6 +94,15 @@ impl AfPacketRx {
     /// The port's counters.
     pub fn stats(&self) -> &Arc<PortStats> {
         &self.stats
+    }
+
+    /// Adds the frames the kernel dropped for want of a free block since the last read (it
+    /// resets its counter on every read, so each read is a delta).
+    fn count_ring_drops(&self) {
+        // A failed read loses nothing: the kernel keeps counting until the next one.
+        if let Ok(drops) = sys::packet_ring_drops(&*self.fd) {
+            self.stats.drop_many(PortDrop::RingFull, u64::from(drops));
+        }
     }
 
     fn next_block(&mut self) {
@@ -85,12 +122,15 @@ impl PortRx for AfPacketRx {
     fn receive(&mut self, batch: &mut RxBatch) {
         let block_size = self.ring.block_size();
         let (mut frames, mut gso, mut partial, mut own) = (0u64, 0u64, 0u64, 0u64);
+        let mut ring_dry = false;
         while batch.room() > 0 && self.frames.len() < self.frames.capacity() {
             let b = self.cursor.block;
             if self.held.get(b).copied().unwrap_or(true) {
                 break;
             }
             let Some(block) = self.ring.block_mut(b) else {
+                // The kernel fills blocks in order: if this one is still its, none is ready.
+                ring_dry = true;
                 break;
             };
             let Some(header) = BlockHeader::read(block) else {
@@ -146,6 +186,9 @@ impl PortRx for AfPacketRx {
         self.stats.rx_gso_frames.add(gso);
         self.stats.rx_csum_partial.add(partial);
         self.stats.rx_own_skipped.add(own);
+        if self.ring_drops.due(ring_dry, self.ring.block_count()) {
+            self.count_ring_drops();
+        }
     }
 
     fn frame(&self, handle: FrameHandle) -> &[u8] {
@@ -157,6 +200,7 @@ impl PortRx for AfPacketRx {
 
     fn finish(&mut self) {
         self.frames.clear();
+        self.ring_drops.released(self.consumed.len());
         for b in self.consumed.drain(..) {
             self.ring.release(b);
             if let Some(h) = self.held.get_mut(b) {

@@ -20,7 +20,11 @@ fn snapshot() -> Snapshot {
                     ..PortCountersSnapshot::default()
                 },
                 device: Some(weft_tap::PortStatsSnapshot {
-                    drops: [0, 0, 0, 0, 7],
+                    drops: {
+                        let mut d = [0; weft_tap::PortDrop::COUNT];
+                        d[weft_tap::PortDrop::TxError.index()] = 7;
+                        d
+                    },
                     ..weft_tap::PortStatsSnapshot::default()
                 }),
                 device_drops: vec![("port_vxlan_unknown_vni".into(), 2)],
@@ -119,6 +123,10 @@ fn the_exposition_is_valid_text_format_with_escaped_labels() {
         "the device's own drops share the family"
     );
     assert!(text.contains("reason=\"port_bad_vnet_header\"} 0\n"));
+    assert!(
+        text.contains("reason=\"port_ring_full\"} 0\n"),
+        "every device reason, the AF_PACKET ring's included"
+    );
     assert!(
         text.contains("reason=\"port_vxlan_unknown_vni\"} 2\n"),
         "vhost-user and VXLAN drops share the family too"

@@ -228,3 +228,28 @@ fn dropped_frames_are_counted_and_do_not_stall_the_ring() {
     assert_eq!(s.drops(PortDrop::Truncated), 1);
     assert!(!rx.ring.is_user(0));
 }
+
+#[test]
+fn ring_drops_are_read_when_the_ring_runs_dry_or_turns_never_per_idle_poll() {
+    let mut cadence = RingDropsCadence::default();
+    assert!(
+        !cadence.due(true, 4),
+        "no block came back: the kernel cannot have dropped since the last read"
+    );
+    cadence.released(1);
+    assert!(
+        !cadence.due(false, 4),
+        "blocks still ready: wait for the ring to run dry"
+    );
+    assert!(cadence.due(true, 4));
+    for _ in 0..3 {
+        assert!(!cadence.due(true, 4), "an idle port makes no system call");
+    }
+    cadence.released(3);
+    assert!(!cadence.due(false, 4));
+    cadence.released(1);
+    assert!(
+        cadence.due(false, 4),
+        "a whole turn of a ring that never runs dry"
+    );
+}
