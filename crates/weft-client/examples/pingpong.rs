@@ -19,6 +19,9 @@ use weft_vhost::VhostPortConfig;
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Any failure of the example, reported by `main`.
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
 fn frame(from: u8, to: u8, seq: u64) -> [u8; 64] {
     let mut f = [0u8; 64];
     f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, to]);
@@ -33,42 +36,45 @@ fn seq_of(bytes: &[u8]) -> Option<u64> {
 }
 
 /// The pong side: sends every frame back, until told to stop by sequence `u64::MAX`.
-fn pong(mut client: WeftClient, mode: WaitMode) -> WeftClient {
+fn pong(mut client: WeftClient, mode: WaitMode) -> Result<WeftClient, Error> {
     let mut batch = RecvBatch::new();
     loop {
-        let n = client
-            .recv_wait(&mut batch, 32, TIMEOUT, mode)
-            .expect("receive");
+        let n = client.recv_wait(&mut batch, 32, TIMEOUT, mode)?;
         if n == 0 {
             continue;
         }
         for f in batch.iter() {
             let Some(seq) = seq_of(f.bytes) else { continue };
             if seq == u64::MAX {
-                return client;
+                return Ok(client);
             }
             let back = frame(0xb, 0xa, seq);
-            while client.send_batch(&[TxFrame::plain(&back)]).expect("send") == 0 {
-                client.wait_tx_space(TIMEOUT, mode).expect("wait");
+            while client.send_batch(&[TxFrame::plain(&back)])? == 0 {
+                client.wait_tx_space(TIMEOUT, mode)?;
             }
         }
     }
 }
 
 /// Times `n` round trips; returns them in µs, sorted.
-fn ping(client: &mut WeftClient, mode: WaitMode, n: usize, first_seq: u64) -> Vec<f64> {
+fn ping(
+    client: &mut WeftClient,
+    mode: WaitMode,
+    n: usize,
+    first_seq: u64,
+) -> Result<Vec<f64>, Error> {
     let mut batch = RecvBatch::new();
     let mut rtts = Vec::with_capacity(n);
     for i in 0..n {
         let seq = first_seq + i as u64;
         let f = frame(0xa, 0xb, seq);
         let t = Instant::now();
-        client.send_batch(&[TxFrame::plain(&f)]).expect("send");
+        client.send_batch(&[TxFrame::plain(&f)])?;
         loop {
-            let got = client
-                .recv_wait(&mut batch, 32, TIMEOUT, mode)
-                .expect("receive");
-            assert!(got > 0, "no answer to {seq} within {TIMEOUT:?}");
+            let got = client.recv_wait(&mut batch, 32, TIMEOUT, mode)?;
+            if got == 0 {
+                return Err(format!("no answer to {seq} within {TIMEOUT:?}").into());
+            }
             if batch.iter().any(|f| seq_of(f.bytes) == Some(seq)) {
                 break;
             }
@@ -76,7 +82,7 @@ fn ping(client: &mut WeftClient, mode: WaitMode, n: usize, first_seq: u64) -> Ve
         rtts.push(t.elapsed().as_secs_f64() * 1e6);
     }
     rtts.sort_by(f64::total_cmp);
-    rtts
+    Ok(rtts)
 }
 
 /// The `per_mille`-th value of `sorted` (nearest rank).
@@ -85,7 +91,7 @@ fn percentile(sorted: &[f64], per_mille: usize) -> f64 {
     sorted[i.min(sorted.len() - 1)]
 }
 
-fn main() {
+fn main() -> Result<(), Error> {
     let mut args = std::env::args().skip(1);
     let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(2000);
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(3);
@@ -116,17 +122,15 @@ fn main() {
                     ..WorkerConfig::default()
                 },
             );
-            let mut a =
-                WeftClient::connect(&rig.sockets[0], ClientConfig::default()).expect("connect a");
-            let b =
-                WeftClient::connect(&rig.sockets[1], ClientConfig::default()).expect("connect b");
+            let mut a = WeftClient::connect(&rig.sockets[0], ClientConfig::default())?;
+            let b = WeftClient::connect(&rig.sockets[1], ClientConfig::default())?;
             rig.wait_running();
             let mode = *mode;
             let ponger = std::thread::spawn(move || pong(b, mode));
             // Warm up (and let the switch learn both addresses).
-            ping(&mut a, mode, 100, seq);
+            ping(&mut a, mode, 100, seq)?;
             seq += 100;
-            let rtts = ping(&mut a, mode, n, seq);
+            let rtts = ping(&mut a, mode, n, seq)?;
             seq += n as u64;
             eprintln!(
                 "round {round} {name:20} median {:7.1} µs  p99 {:7.1} µs",
@@ -134,9 +138,11 @@ fn main() {
                 percentile(&rtts, 990)
             );
             results[m].extend(rtts);
-            a.send_batch(&[TxFrame::plain(&frame(0xa, 0xb, u64::MAX))])
-                .expect("send");
-            let _ = ponger.join();
+            a.send_batch(&[TxFrame::plain(&frame(0xa, 0xb, u64::MAX))])?;
+            match ponger.join() {
+                Ok(result) => drop(result?),
+                Err(_) => return Err("the pong thread panicked".into()),
+            }
         }
     }
     println!("64 B round trip between two weft-client endpoints through a weft switch ({n} x {rounds} per mode)");
@@ -149,4 +155,5 @@ fn main() {
             percentile(r, 990)
         );
     }
+    Ok(())
 }
