@@ -6,7 +6,7 @@ use virtio_bindings::bindings::virtio_net::{
     VIRTIO_NET_F_HOST_TSO4, VIRTIO_NET_F_HOST_TSO6, VIRTIO_NET_F_MRG_RXBUF,
 };
 use virtio_bindings::bindings::virtio_ring::VIRTIO_RING_F_EVENT_IDX;
-use weft_packet::{GsoKind, OffloadInfo};
+use weft_packet::OffloadInfo;
 
 /// The largest Ethernet frame (64 KB IP packet, Ethernet header and two VLAN tags): the size
 /// of a TSO super-frame, and the same limit weft's vhost-user ports apply.
@@ -126,15 +126,7 @@ impl Negotiated {
     /// True when we may send a frame with this offload state (virtio 1.x §5.1.6.2: a driver
     /// must not use what it did not negotiate).
     pub fn may_send(self, info: &OffloadInfo) -> bool {
-        if info.needs_csum && !self.has(VIRTIO_NET_F_CSUM) {
-            return false;
-        }
-        match info.gso {
-            GsoKind::None => true,
-            GsoKind::TcpV4 => self.has(VIRTIO_NET_F_HOST_TSO4),
-            GsoKind::TcpV6 => self.has(VIRTIO_NET_F_HOST_TSO6),
-            GsoKind::UdpL4 => false,
-        }
+        weft_packet::virtio_net::driver_may_send(self.0, info)
     }
 
     /// The largest frame we may transmit: 64 KB + 22 with host TSO, MTU + 22 without.
@@ -159,6 +151,7 @@ impl Negotiated {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use weft_packet::GsoKind;
 
     #[test]
     fn unimplemented_features_are_never_wanted() {

@@ -34,6 +34,34 @@ pub mod flags {
     pub const ALL: u8 = NEEDS_CSUM | DATA_VALID | RSC_INFO;
 }
 
+/// The virtio-net feature bits the offload rules below depend on (virtio 1.x §5.1.3).
+pub mod feature {
+    /// The device takes frames with a partial checksum (`VIRTIO_NET_F_CSUM`).
+    pub const CSUM: u32 = 0;
+    /// The device takes TCP-over-IPv4 super-frames (`VIRTIO_NET_F_HOST_TSO4`).
+    pub const HOST_TSO4: u32 = 11;
+    /// The device takes TCP-over-IPv6 super-frames (`VIRTIO_NET_F_HOST_TSO6`).
+    pub const HOST_TSO6: u32 = 12;
+}
+
+/// True when a driver that negotiated `features` may hand the device a frame with this
+/// offload state (§5.1.6.2: a driver must not use what it did not negotiate): a partial
+/// checksum needs `CSUM`, TCP segmentation `HOST_TSO4` / `HOST_TSO6`; UDP segmentation is
+/// never negotiated here. The one rule for both sides: weft's vhost backend checks what a
+/// guest sends with it, weft-client what it may send.
+pub fn driver_may_send(features: u64, info: &OffloadInfo) -> bool {
+    let has = |bit: u32| features & (1u64 << bit) != 0;
+    if info.needs_csum && !has(feature::CSUM) {
+        return false;
+    }
+    match info.gso {
+        GsoKind::None => true,
+        GsoKind::TcpV4 => has(feature::HOST_TSO4),
+        GsoKind::TcpV6 => has(feature::HOST_TSO6),
+        GsoKind::UdpL4 => false,
+    }
+}
+
 /// Values of the `gso_type` field.
 pub mod gso_type {
     /// Not a GSO frame.

@@ -11,7 +11,7 @@ use virtio_bindings::bindings::virtio_net::{
 use virtio_bindings::bindings::virtio_ring::{
     VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC,
 };
-use weft_packet::{virtio_net, GsoKind, OffloadInfo};
+use weft_packet::{virtio_net, OffloadInfo};
 use weft_switch::PortCaps;
 
 use crate::config::{VhostPortConfig, MAX_FRAME_LEN};
@@ -111,15 +111,7 @@ impl Features {
     /// needs `CSUM`, TCP segmentation `HOST_TSO4`/`HOST_TSO6` (spec §5.1.6.2: a driver must
     /// not use what it did not negotiate).
     pub fn guest_may_send(self, info: &OffloadInfo) -> bool {
-        if info.needs_csum && !self.has(VIRTIO_NET_F_CSUM) {
-            return false;
-        }
-        match info.gso {
-            GsoKind::None => true,
-            GsoKind::TcpV4 => self.has(VIRTIO_NET_F_HOST_TSO4),
-            GsoKind::TcpV6 => self.has(VIRTIO_NET_F_HOST_TSO6),
-            GsoKind::UdpL4 => false,
-        }
+        virtio_net::driver_may_send(self.0, info)
     }
 
     /// True when the guest accepted receiving a frame with this offload state.
@@ -132,6 +124,15 @@ impl Features {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use weft_packet::GsoKind;
+
+    #[test]
+    fn the_shared_offload_rule_uses_the_spec_feature_bits() {
+        use virtio_bindings::bindings::virtio_net as bits;
+        assert_eq!(virtio_net::feature::CSUM, bits::VIRTIO_NET_F_CSUM);
+        assert_eq!(virtio_net::feature::HOST_TSO4, bits::VIRTIO_NET_F_HOST_TSO4);
+        assert_eq!(virtio_net::feature::HOST_TSO6, bits::VIRTIO_NET_F_HOST_TSO6);
+    }
 
     #[test]
     fn offloads_are_offered_only_when_configured() {
