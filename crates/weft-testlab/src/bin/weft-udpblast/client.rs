@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use weft_client::{ClientConfig, RecvBatch, TxFrame, WaitMode, WeftClient};
 use weft_packet::checksum;
 
-use crate::rate;
+use crate::{rate, ReceiveWindow};
 
 /// The sender's and the receiver's MAC addresses and IPv4 addresses.
 const SENDER: ([u8; 6], [u8; 4]) = ([0x02, 0xb1, 0, 0, 0, 1], [10, 94, 0, 1]);
@@ -81,33 +81,20 @@ pub(crate) fn recv(socket: &Path, seconds: f64, idle: Duration) -> Result<()> {
     let announce = udp_frame(RECEIVER, ([0xff; 6], [255; 4]), 18)?;
     client.send_batch(&[TxFrame::plain(&announce)])?;
     let mut batch = RecvBatch::new();
-    let start = Instant::now();
-    let deadline = start + Duration::from_secs_f64(seconds);
-    let (mut packets, mut bytes) = (0u64, 0u64);
-    let mut first: Option<Instant> = None;
-    let mut last = start;
-    loop {
-        let now = Instant::now();
-        if now >= deadline || (first.is_some() && now.duration_since(last) >= idle) {
-            break;
-        }
+    let mut window = ReceiveWindow::new(seconds, idle);
+    while !window.over() {
         let n = client.recv_wait(&mut batch, 256, Duration::from_millis(100), WaitMode::Block)?;
         if n > 0 {
-            let t = Instant::now();
-            first.get_or_insert(t);
-            last = t;
-            packets += u64::try_from(n)?;
-            bytes += batch
+            let bytes = batch
                 .iter()
                 .map(|f| u64::try_from(f.bytes.len()).unwrap_or(0))
                 .sum::<u64>();
+            window.got(u64::try_from(n)?, bytes);
         }
     }
-    let span = first.map_or(Duration::ZERO, |f| last.duration_since(f));
     println!(
-        "{{\"role\":\"client-recv\",\"packets\":{packets},\"bytes\":{bytes},\"seconds\":{:.3},\"pps\":{:.0},\"faults\":{}}}",
-        span.as_secs_f64(),
-        rate(packets, span),
+        "{{\"role\":\"client-recv\",{},\"faults\":{}}}",
+        window.json_fields(),
         client.stats().rx.total_faults()
     );
     Ok(())

@@ -156,6 +156,60 @@ fn rate(packets: u64, span: Duration) -> f64 {
     }
 }
 
+/// A receiver's window: it ends at the deadline, or `idle` after the last packet once one
+/// came; the rate is taken from the first packet to the last.
+pub(crate) struct ReceiveWindow {
+    deadline: Instant,
+    idle: Duration,
+    first: Option<Instant>,
+    last: Instant,
+    pub(crate) packets: u64,
+    pub(crate) bytes: u64,
+}
+
+impl ReceiveWindow {
+    pub(crate) fn new(seconds: f64, idle: Duration) -> Self {
+        let start = Instant::now();
+        ReceiveWindow {
+            deadline: start + Duration::from_secs_f64(seconds),
+            idle,
+            first: None,
+            last: start,
+            packets: 0,
+            bytes: 0,
+        }
+    }
+
+    /// True once the window is over.
+    pub(crate) fn over(&self) -> bool {
+        let now = Instant::now();
+        now >= self.deadline || (self.first.is_some() && now.duration_since(self.last) >= self.idle)
+    }
+
+    /// Counts `packets` packets of `bytes` bytes in all, received just now.
+    pub(crate) fn got(&mut self, packets: u64, bytes: u64) {
+        let t = Instant::now();
+        self.first.get_or_insert(t);
+        self.last = t;
+        self.packets += packets;
+        self.bytes += bytes;
+    }
+
+    /// The JSON fields every receiver prints: packets, bytes, seconds and pps.
+    pub(crate) fn json_fields(&self) -> String {
+        let span = self
+            .first
+            .map_or(Duration::ZERO, |f| self.last.duration_since(f));
+        format!(
+            "\"packets\":{},\"bytes\":{},\"seconds\":{:.3},\"pps\":{:.0}",
+            self.packets,
+            self.bytes,
+            span.as_secs_f64(),
+            rate(self.packets, span)
+        )
+    }
+}
+
 fn send(dst: SocketAddr, size: usize, seconds: f64, burst: usize) -> Result<()> {
     if burst == 0 || burst > 1024 {
         bail!("--burst must be 1..=1024");
@@ -239,16 +293,8 @@ fn recv(bind: SocketAddr, seconds: f64, idle: Duration) -> Result<()> {
         m.msg_hdr.msg_iovlen = 1;
     }
     let vlen = libc::c_uint::try_from(RECV_BATCH)?;
-    let start = Instant::now();
-    let deadline = start + Duration::from_secs_f64(seconds);
-    let (mut packets, mut bytes) = (0u64, 0u64);
-    let mut first: Option<Instant> = None;
-    let mut last = start;
-    loop {
-        let now = Instant::now();
-        if now >= deadline || (first.is_some() && now.duration_since(last) >= idle) {
-            break;
-        }
+    let mut window = ReceiveWindow::new(seconds, idle);
+    while !window.over() {
         // SAFETY: `msgs` holds `vlen` headers, each pointing at its own RECV_BUFFER-byte
         // slice of `buffers`; everything stays alive and unaliased across the call.
         let r = unsafe {
@@ -262,11 +308,8 @@ fn recv(bind: SocketAddr, seconds: f64, idle: Duration) -> Result<()> {
         };
         match usize::try_from(r) {
             Ok(n) => {
-                let t = Instant::now();
-                first.get_or_insert(t);
-                last = t;
-                packets += u64::try_from(n)?;
-                bytes += msgs[..n].iter().map(|m| u64::from(m.msg_len)).sum::<u64>();
+                let bytes = msgs[..n].iter().map(|m| u64::from(m.msg_len)).sum::<u64>();
+                window.got(u64::try_from(n)?, bytes);
             }
             Err(_) => {
                 let e = io::Error::last_os_error();
@@ -277,11 +320,6 @@ fn recv(bind: SocketAddr, seconds: f64, idle: Duration) -> Result<()> {
             }
         }
     }
-    let span = first.map_or(Duration::ZERO, |f| last.duration_since(f));
-    println!(
-        "{{\"role\":\"recv\",\"packets\":{packets},\"bytes\":{bytes},\"seconds\":{:.3},\"pps\":{:.0}}}",
-        span.as_secs_f64(),
-        rate(packets, span)
-    );
+    println!("{{\"role\":\"recv\",{}}}", window.json_fields());
     Ok(())
 }
