@@ -523,6 +523,25 @@ fn addresses_seen(endpoint: &Endpoint, traffic: impl FnOnce()) -> Vec<String> {
         .collect()
 }
 
+/// The underlay: a bridge in its own namespace, and `count` host namespaces each joined to
+/// it by a veth (`u0`, address `UNDERLAY[i]`; its bridge end is `uh{i}`, which a test may
+/// cut).
+fn underlay_hosts(count: usize) -> (Netns, Vec<Netns>) {
+    let underlay = Netns::new("u");
+    underlay.ip(&["link", "add", "ub", "type", "bridge"]);
+    underlay.ip(&["link", "set", "ub", "up"]);
+    let host_ns: Vec<Netns> = (0..count).map(|_| Netns::new("h")).collect();
+    for (i, ns) in host_ns.iter().enumerate() {
+        let peer = format!("uh{i}");
+        underlay.ip(&["link", "add", &peer, "type", "veth", "peer", "name", "u0"]);
+        underlay.ip(&["link", "set", "u0", "netns", &ns.name]);
+        underlay.ip(&["link", "set", &peer, "master", "ub", "up"]);
+        ns.ip(&["addr", "add", &format!("{}/24", UNDERLAY[i]), "dev", "u0"]);
+        ns.ip(&["link", "set", "u0", "up"]);
+    }
+    (underlay, host_ns)
+}
+
 #[test]
 fn three_weftd_hosts_join_two_vnis_that_never_leak_into_each_other() {
     if !lab::can_run("three_weftd_hosts_join_two_vnis_that_never_leak_into_each_other") {
@@ -533,18 +552,7 @@ fn three_weftd_hosts_join_two_vnis_that_never_leak_into_each_other() {
     let binary = common::weftd_binary();
 
     // The underlay: one bridge, a veth to each host.
-    let underlay = Netns::new("u");
-    underlay.ip(&["link", "add", "ub", "type", "bridge"]);
-    underlay.ip(&["link", "set", "ub", "up"]);
-    let host_ns: Vec<Netns> = (0..3).map(|_| Netns::new("h")).collect();
-    for (i, ns) in host_ns.iter().enumerate() {
-        let peer = format!("uh{i}");
-        underlay.ip(&["link", "add", &peer, "type", "veth", "peer", "name", "u0"]);
-        underlay.ip(&["link", "set", "u0", "netns", &ns.name]);
-        underlay.ip(&["link", "set", &peer, "master", "ub", "up"]);
-        ns.ip(&["addr", "add", &format!("{}/24", UNDERLAY[i]), "dev", "u0"]);
-        ns.ip(&["link", "set", "u0", "up"]);
-    }
+    let (underlay, host_ns) = underlay_hosts(3);
     let hosts: Vec<Host> = host_ns.iter().map(|ns| Host::start(&binary, ns)).collect();
     let vni100 = overlay(&hosts, "br0", 100, 4789, 100);
     let vni200 = overlay(&hosts, "br1", 200, 4790, 200);
@@ -640,18 +648,7 @@ fn two_weftd_hosts_over_a_tcp_link_resume_on_their_own_after_the_underlay_is_cut
     }
     let _serial = lab::serial();
     let binary = common::weftd_binary();
-    let underlay = Netns::new("u");
-    underlay.ip(&["link", "add", "ub", "type", "bridge"]);
-    underlay.ip(&["link", "set", "ub", "up"]);
-    let host_ns: Vec<Netns> = (0..2).map(|_| Netns::new("h")).collect();
-    for (i, ns) in host_ns.iter().enumerate() {
-        let peer = format!("uh{i}");
-        underlay.ip(&["link", "add", &peer, "type", "veth", "peer", "name", "u0"]);
-        underlay.ip(&["link", "set", "u0", "netns", &ns.name]);
-        underlay.ip(&["link", "set", &peer, "master", "ub", "up"]);
-        ns.ip(&["addr", "add", &format!("{}/24", UNDERLAY[i]), "dev", "u0"]);
-        ns.ip(&["link", "set", "u0", "up"]);
-    }
+    let (underlay, host_ns) = underlay_hosts(2);
     let hosts: Vec<Host> = host_ns.iter().map(|ns| Host::start(&binary, ns)).collect();
     let listen = format!("{}:4795", UNDERLAY[0]);
     hosts[0].json(&["port", "add", "br0:t1", "tcp-link", "--listen", &listen]);
