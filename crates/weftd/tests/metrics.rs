@@ -20,7 +20,9 @@ fn metrics_scrape_as_valid_prometheus_text() {
     std::fs::write(d.state_file(), state.to_string()).unwrap();
     d.launch();
     d.ok(json!({"op": "rule_add", "switch": "br1", "rule": {"actions": ["flood"]}}));
-    let _held = d.client();
+    // Answered once, so weftd has surely accepted it (and counts it) before the scrape.
+    let mut held = d.client();
+    assert!(held.hello_works());
 
     let (head, body) = d.scrape("/metrics");
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
