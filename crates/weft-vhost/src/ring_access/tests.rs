@@ -117,7 +117,15 @@ proptest! {
         let ring = SplitRing::new(&view, &q).unwrap();
         let mut cursor = ring.cursor(next_avail).unwrap();
         let mut got = Vec::new();
-        while let Some(head) = cursor.next_head(&ring) {
+        // Prefetching ahead over the same hostile entries (heads past the table, buffers
+        // outside memory, indirect flags) must neither fail nor change what is taken.
+        let mut distance = 0u16;
+        loop {
+            distance = distance % 9 + 1;
+            ring.prefetch_ahead(&view, &cursor, distance);
+            let Some(head) = cursor.next_head(&ring) else {
+                break;
+            };
             let chain = ring.chain(&view, head);
             got.push((chain.head_index(), descriptors(chain)));
         }

@@ -14,7 +14,7 @@ use crate::chain::{read_tx_chain, ChainError, FrameLoc, TableRef};
 use crate::config::MAX_QUEUE_PAIRS;
 use crate::counters::{FrameDrop, QueueFault};
 use crate::dispatch::Dispatch;
-use crate::ring_access::{GuestView, SplitRing};
+use crate::ring_access::{GuestView, SplitRing, PREFETCH_DISTANCE};
 use crate::vring::{Vring, VringState};
 
 /// Where the frames of the current batch are, whichever queue they came from.
@@ -153,6 +153,7 @@ impl RxQueue {
             Err(f) => fault = Some(f),
             Ok((mut cursor, ring)) => {
                 while batch.room() > 0 && taken < limit && self.heads.len() < MAX_BATCH {
+                    ring.prefetch_ahead(&view, &cursor, PREFETCH_DISTANCE);
                     let Some(head) = cursor.next_head(&ring) else {
                         break;
                     };
