@@ -383,25 +383,50 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> VirtioNetHeader<T> {
     /// Writes every field but `num_buffers` from `info` (the ECN bit is cleared; set it with
     /// [`set_gso_ecn`](Self::set_gso_ecn) if the frame needs it).
     pub fn set_offload_info(&mut self, info: &OffloadInfo) {
-        let mut flag_bits = 0;
-        if info.needs_csum {
-            flag_bits |= flags::NEEDS_CSUM;
-        }
-        if info.data_valid {
-            flag_bits |= flags::DATA_VALID;
-        }
-        self.set_flags(flag_bits);
-        self.set_gso_type(match info.gso {
-            GsoKind::None => gso_type::NONE,
-            GsoKind::TcpV4 => gso_type::TCPV4,
-            GsoKind::TcpV6 => gso_type::TCPV6,
-            GsoKind::UdpL4 => gso_type::UDP_L4,
-        });
+        self.set_flags(flag_bits_of(info));
+        self.set_gso_type(gso_type_of(info.gso));
         self.set_hdr_len(info.hdr_len);
         self.set_gso_size(info.gso_size);
         self.set_csum_start(info.csum_start);
         self.set_csum_offset(info.csum_offset);
     }
+}
+
+/// The header's flags for `info`.
+fn flag_bits_of(info: &OffloadInfo) -> u8 {
+    let mut flag_bits = 0;
+    if info.needs_csum {
+        flag_bits |= flags::NEEDS_CSUM;
+    }
+    if info.data_valid {
+        flag_bits |= flags::DATA_VALID;
+    }
+    flag_bits
+}
+
+/// The header's `gso_type` for `kind`.
+fn gso_type_of(kind: GsoKind) -> u8 {
+    match kind {
+        GsoKind::None => gso_type::NONE,
+        GsoKind::TcpV4 => gso_type::TCPV4,
+        GsoKind::TcpV6 => gso_type::TCPV6,
+        GsoKind::UdpL4 => gso_type::UDP_L4,
+    }
+}
+
+/// The 12-byte header describing `info` with `num_buffers`, as the little-endian words of
+/// its bytes 0..8 and 8..12: what a device stores into guest memory with two integer
+/// stores. (Assembling the bytes in memory and reading them back as words makes the CPU
+/// wait for every earlier store to drain, the frame's own stores into guest memory
+/// included.)
+pub fn header_words(info: &OffloadInfo, num_buffers: u16) -> (u64, u32) {
+    let low = u64::from(flag_bits_of(info))
+        | u64::from(gso_type_of(info.gso)) << 8
+        | u64::from(info.hdr_len) << 16
+        | u64::from(info.gso_size) << 32
+        | u64::from(info.csum_start) << 48;
+    let high = u32::from(info.csum_offset) | u32::from(num_buffers) << 16;
+    (low, high)
 }
 
 impl VirtioNetHeader<[u8; HEADER_LEN]> {

@@ -15,7 +15,7 @@ use vm_memory::guest_memory::GuestMemoryBackendSliceIterator;
 use vm_memory::{
     Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, VolatileMemory, VolatileSlice,
 };
-use weft_packet::{ethernet, virtio_net};
+use weft_packet::{ethernet, virtio_net, OffloadInfo};
 
 use crate::bounce::Bounce;
 use crate::config::MAX_FRAME_LEN;
@@ -367,11 +367,17 @@ impl<'f> FrameSource<'f> {
     }
 }
 
-/// Writes the virtio-net header `bytes` into `slot` (its `hdr_len` bytes): the 12-byte
-/// header with one volatile store rather than a `memcpy` call.
-pub(crate) fn write_header(slot: &VolatileSlice<'_>, bytes: &[u8; virtio_net::HEADER_LEN]) {
+/// Writes the virtio-net header describing `info` and `num_buffers` into `slot` (its
+/// `hdr_len` bytes). The 12-byte header goes as one volatile store of bytes made from two
+/// words built in registers ([`virtio_net::header_words`]), never a `memcpy` call; the
+/// 10-byte legacy one, which has no `num_buffers`, as bytes.
+pub(crate) fn write_header(slot: &VolatileSlice<'_>, info: &OffloadInfo, num_buffers: u16) {
+    let (low, high) = virtio_net::header_words(info, num_buffers);
+    let mut bytes = [0u8; virtio_net::HEADER_LEN];
+    bytes[..8].copy_from_slice(&low.to_le_bytes());
+    bytes[8..].copy_from_slice(&high.to_le_bytes());
     match slot.get_ref::<[u8; virtio_net::HEADER_LEN]>(0) {
-        Ok(whole) if slot.len() == virtio_net::HEADER_LEN => whole.store(*bytes),
+        Ok(whole) if slot.len() == virtio_net::HEADER_LEN => whole.store(bytes),
         _ => {
             if let Some(b) = bytes.get(..slot.len()) {
                 slot.copy_from(b);

@@ -255,3 +255,23 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #[test]
+    fn header_words_are_the_bytes_from_offload_info_writes(
+        needs_csum in any::<bool>(),
+        data_valid in any::<bool>(),
+        gso in proptest::sample::select(vec![GsoKind::None, GsoKind::TcpV4, GsoKind::TcpV6, GsoKind::UdpL4]),
+        fields in any::<(u16, u16, u16, u16)>(),
+        num_buffers in any::<u16>(),
+    ) {
+        let (csum_start, csum_offset, gso_size, hdr_len) = fields;
+        let info = OffloadInfo { needs_csum, data_valid, csum_start, csum_offset, gso, gso_size, hdr_len };
+        let mut h = VirtioNetHeader::from_offload_info(&info);
+        h.set_num_buffers(num_buffers).unwrap();
+        let bytes = h.into_inner();
+        let (low, high) = header_words(&info, num_buffers);
+        prop_assert_eq!(&low.to_le_bytes()[..], &bytes[..8]);
+        prop_assert_eq!(&high.to_le_bytes()[..], &bytes[8..]);
+    }
+}

@@ -1,7 +1,7 @@
 //! Writing frames into the guest's receive chains: one frame over as many chains as it
 //! takes (mergeable buffers), its virtio-net header, and offloads done in software.
 
-use weft_packet::{OffloadInfo, Segmenter, VirtioNetHeader};
+use weft_packet::{OffloadInfo, Segmenter};
 use weft_switch::TxFrame;
 
 use crate::chain::{write_header, write_rx_chain, ChainError, FrameSource, TableRef};
@@ -99,12 +99,10 @@ impl RingWriter<'_, '_> {
             }
         }
         let buffers = u16::try_from(self.used.len() - first).unwrap_or(u16::MAX);
-        let mut hdr = VirtioNetHeader::from_offload_info(&offload_for_guest(*info, self.features));
-        // A 10-byte legacy header has no num_buffers; the 12-byte one always does.
-        let _ = hdr.set_num_buffers(buffers);
         if let Some(slot) = header {
-            // `slot` is the `hdr_len` bytes the chain walk kept for the header.
-            write_header(&slot, &hdr.into_inner());
+            // `slot` is the `hdr_len` bytes the chain walk kept for the header (a 10-byte
+            // legacy header has no num_buffers; the 12-byte one always does).
+            write_header(&slot, &offload_for_guest(*info, self.features), buffers);
         }
         self.delivered += 1;
         self.bytes += (head.len() + body.len()) as u64;
