@@ -2,7 +2,10 @@
 //! header in a 16-byte per-frame buffer, the frame's rewritten head, the frame's body where
 //! it lies] — and sent to the endpoint its destination MAC maps to, or to every remote
 //! (head-end replication) for broadcast, multicast and unknown unicast. One `sendmmsg` per
-//! burst (per 256 datagrams); replicas share the frame's header and iovecs.
+//! burst (per 256 datagrams); replicas share the frame's header and iovecs. With offloads on,
+//! runs of equal-length frames to one remote go through `UDP_SEGMENT` instead
+//! (`tx_small_gso`), and super-frames are segmented by the port (`tx_super`); whatever the
+//! path, frames reach the kernel in burst order.
 
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -18,6 +21,7 @@ use crate::remote_fdb::RemoteFdb;
 use crate::stats::OverlayStats;
 use crate::sys::{self, RawAddr};
 use crate::too_big::{answer, l3_offset, RateLimit, TooBigShared};
+use crate::tx_small_gso::{run_len, Route, RunSent, SmallGsoScratch};
 
 /// Most datagrams per `sendmmsg` (and so most frames per chunk).
 pub(crate) const MAX_MSGS: usize = 256;
@@ -70,6 +74,10 @@ pub struct VxlanTx {
     /// The kernel refused `UDP_SEGMENT` (a device without checksum offload): segments are
     /// sent one `sendmsg` each from then on.
     pub(crate) gso_refused: bool,
+    /// Each frame's route, for the burst being sent.
+    routes: Vec<Route>,
+    /// Segmented sends of ordinary frames.
+    pub(crate) small: SmallGsoScratch,
 }
 
 /// How many frames the messages carry (each frame's messages are contiguous).
@@ -195,6 +203,8 @@ impl VxlanTx {
                 Vec::new()
             },
             gso_refused: false,
+            routes: Vec::with_capacity(MAX_MSGS),
+            small: SmallGsoScratch::new(config.vni),
             inner_mtu,
             too_big_quote: vec![0; crate::too_big::QUOTE_PREFIX],
             too_big_limit: RateLimit::new(TOO_BIG_RATE, TOO_BIG_BURST),
@@ -202,45 +212,84 @@ impl VxlanTx {
         }
     }
 
-    /// Lays out the messages for `frames` (from the start) until MAX_MSGS; returns how many
-    /// frames were consumed (sent-to-be, or dropped and counted).
-    fn build(&mut self, frames: &[TxFrame<'_>], fdb: &RemoteFdb) -> usize {
+    /// Where `frame` goes: its path, remote and source port.
+    fn route(&self, frame: &TxFrame<'_>, fdb: &RemoteFdb) -> Route {
+        if frame.offload.is_gso() {
+            return Route::Super;
+        }
+        let mut prefix = [0u8; HASH_PREFIX];
+        let n = frame_prefix(frame, &mut prefix);
+        let l3_len = frame.len().saturating_sub(l3_offset(&prefix[..n]));
+        if l3_len > self.inner_mtu {
+            // The switch keeps these back (our caps' MTU) and calls `too_big`; a direct
+            // caller gets the same answer.
+            return Route::TooBig;
+        }
+        let Some(dst) = MacAddr::from_bytes(&prefix[..n.min(6)]) else {
+            return Route::Malformed;
+        };
+        let (socket, src_port) = pick_source_port(&self.gso, flow_hash(&prefix[..n]));
+        let unicast_to = Some(dst)
+            .filter(MacAddr::is_unicast)
+            .and_then(|mac| fdb.lookup(mac));
+        match unicast_to {
+            Some(entry) => Route::Unicast {
+                remote: entry.endpoint,
+                socket,
+                src_port,
+                len: frame.len(),
+            },
+            None => Route::Flood { src_port },
+        }
+    }
+
+    /// How many frames from the start of `routes` go in one segmented send (< 2: none).
+    fn segmented_run(&self, routes: &[Route]) -> usize {
+        if self.gso.is_empty() || self.gso_refused {
+            return 0;
+        }
+        run_len(routes, self.small.max_segment)
+    }
+
+    /// Lays out the messages for `frames` (from the start; `routes` are theirs) until
+    /// MAX_MSGS or a super-frame; returns how many frames were consumed (sent-to-be, or
+    /// dropped and counted).
+    fn build(&mut self, frames: &[TxFrame<'_>], routes: &[Route]) -> usize {
         let s = &mut self.scratch;
         s.headers.clear();
         s.iovecs.clear();
         s.addrs.clear();
         s.msg_frame.clear();
         let mut consumed = 0;
-        for (i, frame) in frames.iter().enumerate() {
-            if frame.offload.is_gso() {
-                break; // Sent on its own (tx_super), in order.
-            }
-            let mut prefix = [0u8; HASH_PREFIX];
-            let n = frame_prefix(frame, &mut prefix);
-            let l3_len = frame.len().saturating_sub(l3_offset(&prefix[..n]));
-            if l3_len > self.inner_mtu {
-                // The switch keeps these back (our caps' MTU) and calls `too_big`; a direct
-                // caller gets the same answer.
-                consumed = i + 1;
-                if let Some(shared) = &self.too_big {
-                    answer_too_big(
-                        frame,
-                        self.inner_mtu,
-                        &mut self.too_big_quote,
-                        &mut self.too_big_limit,
-                        shared,
-                        &self.stats,
-                    );
-                } else {
-                    self.stats.tx_error(1);
+        for (i, (frame, route)) in frames.iter().zip(routes).enumerate() {
+            let (unicast_to, src_port) = match *route {
+                Route::Super => break, // Sent on its own (tx_super), in order.
+                Route::TooBig => {
+                    consumed = i + 1;
+                    if let Some(shared) = &self.too_big {
+                        answer_too_big(
+                            frame,
+                            self.inner_mtu,
+                            &mut self.too_big_quote,
+                            &mut self.too_big_limit,
+                            shared,
+                            &self.stats,
+                        );
+                    } else {
+                        self.stats.tx_error(1);
+                    }
+                    continue;
                 }
-                continue;
-            }
-            let dst = MacAddr::from_bytes(&prefix[..n.min(6)]);
-            let unicast_to = dst
-                .filter(MacAddr::is_unicast)
-                .and_then(|mac| fdb.lookup(mac))
-                .map(|e| e.endpoint);
+                Route::Malformed => {
+                    consumed = i + 1;
+                    self.stats.tx_error(1);
+                    continue;
+                }
+                Route::Unicast {
+                    remote, src_port, ..
+                } => (Some(remote), src_port),
+                Route::Flood { src_port } => (None, src_port),
+            };
             let copies = if unicast_to.is_some() {
                 1
             } else {
@@ -250,15 +299,10 @@ impl VxlanTx {
                 break;
             }
             consumed = i + 1;
-            if dst.is_none() {
-                self.stats.tx_error(1);
-                continue;
-            }
             if copies == 0 {
                 self.stats.tx_no_remote();
                 continue;
             }
-            let src_port = pick_source_port(&self.gso, flow_hash(&prefix[..n])).1;
             let Some(header) = write_header(self.vni, src_port, self.remote_port, frame.len())
             else {
                 self.stats.tx_error(1);
@@ -346,64 +390,111 @@ impl PortTx for VxlanTx {
     fn transmit(&mut self, frames: &[TxFrame<'_>]) -> usize {
         let fdb_handle = Arc::clone(&self.fdb);
         let fdb = lock(&fdb_handle);
+        let mut routes = std::mem::take(&mut self.routes);
+        routes.clear();
+        routes.extend(frames.iter().map(|f| self.route(f, &fdb)));
+        let done = self.transmit_routed(frames, &routes, &fdb);
+        self.routes = routes;
+        done
+    }
+}
+
+impl VxlanTx {
+    /// `transmit` once every frame's route is known: super-frames, segmented runs and the
+    /// frames between them (raw `sendmmsg`), in burst order.
+    fn transmit_routed(
+        &mut self,
+        frames: &[TxFrame<'_>],
+        routes: &[Route],
+        fdb: &RemoteFdb,
+    ) -> usize {
         let mut done = 0;
-        while done < frames.len() {
-            if let Some(frame) = frames.get(done).filter(|f| f.offload.is_gso()) {
-                if !self.send_super_frame(frame, &fdb) {
+        while let (Some(frame), Some(&route)) = (frames.get(done), routes.get(done)) {
+            if route == Route::Super {
+                if !self.send_super_frame(frame, fdb) {
                     return done;
                 }
                 done += 1;
                 continue;
             }
-            let consumed = self.build(&frames[done..], &fdb);
-            self.link();
-            let fd = self.socket.as_raw_fd();
-            let total = self.scratch.msgs.len();
-            let mut sent = 0;
-            let mut errors = 0;
-            while sent < total {
-                // SAFETY: each header points at a scratch address and iovec array, whose
-                // entries point at a scratch header and at the frames' head and body, all
-                // alive and unmodified for the call.
-                match unsafe { sys::sendmmsg(fd, &mut self.scratch.msgs[sent..]) } {
-                    Ok(0) => break,
-                    Ok(n) => sent += n,
-                    Err(e)
-                        if matches!(
-                            e.raw_os_error(),
-                            Some(libc::EAGAIN | libc::ENOBUFS | libc::EINTR)
-                        ) =>
-                    {
-                        break
-                    }
-                    // A datagram the kernel refuses (no route, too big): skip it.
-                    Err(_) => {
-                        errors += 1;
-                        sent += 1;
-                    }
+            let run = self.segmented_run(&routes[done..]);
+            if run >= 2 {
+                match self.send_small_run(&frames[done..done + run], route) {
+                    RunSent::Done => done += run,
+                    RunSent::Full => return done,
+                    // Not segmented again: the next turn sends it raw.
+                    RunSent::Refused => {}
                 }
+                continue;
             }
-            self.stats.tx_error(errors);
-            let datagrams = u64::try_from(sent).unwrap_or(u64::MAX) - errors;
-            if sent < total {
-                // The socket buffer is full: the frames from the first unsent datagram on
-                // are not accepted (a frame's replicas are contiguous, so a frame some of
-                // whose replicas went is retried whole by the caller, or dropped).
-                let frame = self.scratch.msg_frame[sent];
-                let whole = distinct_frames(&self.scratch.msg_frame[..sent])
-                    - usize::from(sent > 0 && self.scratch.msg_frame[sent - 1] == frame);
-                self.stats
-                    .tx(u64::try_from(whole).unwrap_or(u64::MAX), datagrams);
+            // The raw path up to the next super-frame or segmented run.
+            let limit = frames.len().min(done + MAX_MSGS);
+            let mut end = done + 1;
+            while end < limit
+                && routes[end] != Route::Super
+                && self.segmented_run(&routes[end..]) < 2
+            {
+                end += 1;
+            }
+            let consumed = self.build(&frames[done..end], &routes[done..end]);
+            self.link();
+            if let Err(frame) = self.send_built() {
                 return done + frame;
             }
-            let frames_sent = distinct_frames(&self.scratch.msg_frame);
-            self.stats
-                .tx(u64::try_from(frames_sent).unwrap_or(u64::MAX), datagrams);
             done += consumed;
             if consumed == 0 {
                 break;
             }
         }
         done
+    }
+
+    /// Sends the built messages in `sendmmsg` calls. `Err(frame)`: the socket buffer is
+    /// full, and the frames from `frame` (in the built chunk) on were not accepted.
+    fn send_built(&mut self) -> Result<(), usize> {
+        let fd = self.socket.as_raw_fd();
+        let total = self.scratch.msgs.len();
+        let mut sent = 0;
+        let mut errors = 0;
+        while sent < total {
+            self.stats.tx_raw_send();
+            // SAFETY: each header points at a scratch address and iovec array, whose
+            // entries point at a scratch header and at the frames' head and body, all
+            // alive and unmodified for the call.
+            match unsafe { sys::sendmmsg(fd, &mut self.scratch.msgs[sent..]) } {
+                Ok(0) => break,
+                Ok(n) => sent += n,
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EAGAIN | libc::ENOBUFS | libc::EINTR)
+                    ) =>
+                {
+                    break
+                }
+                // A datagram the kernel refuses (no route, too big): skip it.
+                Err(_) => {
+                    errors += 1;
+                    sent += 1;
+                }
+            }
+        }
+        self.stats.tx_error(errors);
+        let datagrams = u64::try_from(sent).unwrap_or(u64::MAX) - errors;
+        if sent < total {
+            // The socket buffer is full: the frames from the first unsent datagram on
+            // are not accepted (a frame's replicas are contiguous, so a frame some of
+            // whose replicas went is retried whole by the caller, or dropped).
+            let frame = self.scratch.msg_frame[sent];
+            let whole = distinct_frames(&self.scratch.msg_frame[..sent])
+                - usize::from(sent > 0 && self.scratch.msg_frame[sent - 1] == frame);
+            self.stats
+                .tx(u64::try_from(whole).unwrap_or(u64::MAX), datagrams);
+            return Err(frame);
+        }
+        let frames_sent = distinct_frames(&self.scratch.msg_frame);
+        self.stats
+            .tx(u64::try_from(frames_sent).unwrap_or(u64::MAX), datagrams);
+        Ok(())
     }
 }
