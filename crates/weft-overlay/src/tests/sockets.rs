@@ -51,7 +51,7 @@ fn listener(ip: IpAddr, port: u16) -> UdpSocket {
     s
 }
 
-fn receive_all(rx: &mut VxlanRx, want: usize) -> Vec<Vec<u8>> {
+pub(super) fn receive_all(rx: &mut VxlanRx, want: usize) -> Vec<Vec<u8>> {
     let deadline = Instant::now() + Duration::from_secs(2);
     let mut got = Vec::new();
     while got.len() < want && Instant::now() < deadline {
