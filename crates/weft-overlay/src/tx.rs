@@ -1,26 +1,24 @@
-//! The transmit half: each frame encapsulated by scatter/gather — an iovec of [UDP + VXLAN
-//! header in a 16-byte per-frame buffer, the frame's rewritten head, the frame's body where
-//! it lies] — and sent to the endpoint its destination MAC maps to, or to every remote
-//! (head-end replication) for broadcast, multicast and unknown unicast. One `sendmmsg` per
-//! burst (per 256 datagrams); replicas share the frame's header and iovecs. With offloads on,
-//! runs of equal-length frames to one remote go through `UDP_SEGMENT` instead
-//! (`tx_small_gso`), and super-frames are segmented by the port (`tx_super`); whatever the
-//! path, frames reach the kernel in burst order.
+//! The transmit half: each frame's route worked out once per burst (its remote endpoint by
+//! destination MAC, or every remote — head-end replication — for broadcast, multicast and
+//! unknown unicast; its flow's source port), then the burst handed to the kernel in order:
+//! on the raw socket, one `sendmmsg` per up to 256 datagrams (`tx_raw`); with offloads on,
+//! runs of equal-length frames to one remote in one `UDP_SEGMENT` send each
+//! (`tx_small_gso`), and super-frames segmented by the port (`tx_super`).
 
-use std::net::{IpAddr, SocketAddr};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::net::IpAddr;
+use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
 
 use weft_packet::{MacAddr, Vni};
 use weft_switch::{PortCaps, PortTx, TxFrame};
 
 use crate::config::VxlanConfig;
-use crate::encap::{flow_hash, source_port, write_header, ENCAP_LEN, HASH_PREFIX};
+use crate::encap::{flow_hash, source_port, HASH_PREFIX};
 use crate::port::lock;
 use crate::remote_fdb::RemoteFdb;
 use crate::stats::OverlayStats;
-use crate::sys::{self, RawAddr};
 use crate::too_big::{answer, l3_offset, RateLimit, TooBigShared};
+use crate::tx_raw::TxScratch;
 use crate::tx_small_gso::{run_len, Route, RunSent, SmallGsoScratch};
 
 /// Most datagrams per `sendmmsg` (and so most frames per chunk).
@@ -33,24 +31,9 @@ const TOO_BIG_BURST: u32 = 10;
 /// Room for a super-frame's segments, each behind a copy of the headers and a VXLAN header.
 const SEGMENTS_LEN: usize = 192 << 10;
 
-/// Headers for `sendmmsg`, rebuilt on every call.
-struct TxScratch {
-    headers: Vec<[u8; ENCAP_LEN]>,
-    iovecs: Vec<[libc::iovec; 3]>,
-    addrs: Vec<RawAddr>,
-    msgs: Vec<libc::mmsghdr>,
-    /// For each message, the index (in the burst) of the frame it carries.
-    msg_frame: Vec<usize>,
-}
-
-// SAFETY: the raw pointers in the scratch headers point into buffers that live only for one
-// `transmit` call (the frames) or are owned by the scratch itself; they are rewritten before
-// every system call and never read otherwise.
-unsafe impl Send for TxScratch {}
-
 /// The transmit half.
 pub struct VxlanTx {
-    socket: OwnedFd,
+    pub(crate) socket: OwnedFd,
     /// UDP sockets for segmentation offload and their bound (source) ports; empty when
     /// offloads are off.
     pub(crate) gso: Vec<(OwnedFd, u16)>,
@@ -60,7 +43,7 @@ pub struct VxlanTx {
     pub(crate) remotes: Vec<IpAddr>,
     fdb: Arc<Mutex<RemoteFdb>>,
     pub(crate) stats: Arc<OverlayStats>,
-    scratch: TxScratch,
+    pub(crate) scratch: TxScratch,
     /// A super-frame made contiguous, and its segments behind their VXLAN headers.
     pub(crate) linear: Vec<u8>,
     pub(crate) segments: Vec<u8>,
@@ -68,9 +51,9 @@ pub struct VxlanTx {
     pub(crate) inner_mtu: usize,
     /// Oversize frames' answers: the prefix quoted, the rate limit, the queue to the receive
     /// half.
-    too_big_quote: Vec<u8>,
-    too_big_limit: RateLimit,
-    too_big: Option<Arc<TooBigShared>>,
+    pub(crate) too_big_quote: Vec<u8>,
+    pub(crate) too_big_limit: RateLimit,
+    pub(crate) too_big: Option<Arc<TooBigShared>>,
     /// The kernel refused `UDP_SEGMENT` (a device without checksum offload): segments are
     /// sent one `sendmsg` each from then on.
     pub(crate) gso_refused: bool,
@@ -78,19 +61,6 @@ pub struct VxlanTx {
     routes: Vec<Route>,
     /// Segmented sends of ordinary frames.
     pub(crate) small: SmallGsoScratch,
-}
-
-/// How many frames the messages carry (each frame's messages are contiguous).
-fn distinct_frames(msg_frame: &[usize]) -> usize {
-    let mut n = 0;
-    let mut last = None;
-    for &f in msg_frame {
-        if last != Some(f) {
-            n += 1;
-            last = Some(f);
-        }
-    }
-    n
 }
 
 /// The first bytes of a frame (head then body), copied for the MAC lookup and flow hash.
@@ -104,7 +74,7 @@ fn frame_prefix(frame: &TxFrame<'_>, out: &mut [u8; HASH_PREFIX]) -> usize {
 }
 
 /// Answers an oversize frame (rate limited); counts it either way.
-fn answer_too_big(
+pub(crate) fn answer_too_big(
     frame: &TxFrame<'_>,
     mtu: usize,
     quote: &mut [u8],
@@ -185,13 +155,7 @@ impl VxlanTx {
             remotes: config.remotes.clone(),
             fdb,
             stats,
-            scratch: TxScratch {
-                headers: Vec::with_capacity(MAX_MSGS),
-                iovecs: Vec::with_capacity(MAX_MSGS),
-                addrs: Vec::with_capacity(MAX_MSGS),
-                msgs: Vec::with_capacity(MAX_MSGS),
-                msg_frame: Vec::with_capacity(MAX_MSGS),
-            },
+            scratch: TxScratch::new(),
             linear: if super_frames {
                 vec![0; crate::MAX_SUPER_FRAME]
             } else {
@@ -250,119 +214,6 @@ impl VxlanTx {
         }
         run_len(routes, self.small.max_segment)
     }
-
-    /// Lays out the messages for `frames` (from the start; `routes` are theirs) until
-    /// MAX_MSGS or a super-frame; returns how many frames were consumed (sent-to-be, or
-    /// dropped and counted).
-    fn build(&mut self, frames: &[TxFrame<'_>], routes: &[Route]) -> usize {
-        let s = &mut self.scratch;
-        s.headers.clear();
-        s.iovecs.clear();
-        s.addrs.clear();
-        s.msg_frame.clear();
-        let mut consumed = 0;
-        for (i, (frame, route)) in frames.iter().zip(routes).enumerate() {
-            let (unicast_to, src_port) = match *route {
-                Route::Super => break, // Sent on its own (tx_super), in order.
-                Route::TooBig => {
-                    consumed = i + 1;
-                    if let Some(shared) = &self.too_big {
-                        answer_too_big(
-                            frame,
-                            self.inner_mtu,
-                            &mut self.too_big_quote,
-                            &mut self.too_big_limit,
-                            shared,
-                            &self.stats,
-                        );
-                    } else {
-                        self.stats.tx_error(1);
-                    }
-                    continue;
-                }
-                Route::Malformed => {
-                    consumed = i + 1;
-                    self.stats.tx_error(1);
-                    continue;
-                }
-                Route::Unicast {
-                    remote, src_port, ..
-                } => (Some(remote), src_port),
-                Route::Flood { src_port } => (None, src_port),
-            };
-            let copies = if unicast_to.is_some() {
-                1
-            } else {
-                self.remotes.len()
-            };
-            if s.addrs.len() + copies > MAX_MSGS {
-                break;
-            }
-            consumed = i + 1;
-            if copies == 0 {
-                self.stats.tx_no_remote();
-                continue;
-            }
-            let Some(header) = write_header(self.vni, src_port, self.remote_port, frame.len())
-            else {
-                self.stats.tx_error(1);
-                continue;
-            };
-            s.headers.push(header);
-            let (head, body) = (frame.head(), frame.body);
-            s.iovecs.push([
-                libc::iovec {
-                    iov_base: std::ptr::null_mut(),
-                    iov_len: ENCAP_LEN,
-                },
-                libc::iovec {
-                    iov_base: head.as_ptr().cast_mut().cast(),
-                    iov_len: head.len(),
-                },
-                libc::iovec {
-                    iov_base: body.as_ptr().cast_mut().cast(),
-                    iov_len: body.len(),
-                },
-            ]);
-            match unicast_to {
-                Some(ip) => {
-                    s.addrs.push(RawAddr::new(SocketAddr::new(ip, 0)));
-                    s.msg_frame.push(i);
-                }
-                None => {
-                    for ip in &self.remotes {
-                        s.addrs.push(RawAddr::new(SocketAddr::new(*ip, 0)));
-                        s.msg_frame.push(i);
-                    }
-                }
-            }
-        }
-        consumed
-    }
-
-    /// Points the message headers at the scratch buffers (after they stopped growing).
-    fn link(&mut self) {
-        let s = &mut self.scratch;
-        s.msgs.clear();
-        let mut iov_index = 0;
-        let mut last_frame = None;
-        for (k, addr) in s.addrs.iter_mut().enumerate() {
-            let frame = s.msg_frame[k];
-            if last_frame.is_some_and(|f| f != frame) {
-                iov_index += 1;
-            }
-            last_frame = Some(frame);
-            let header = &mut s.headers[iov_index];
-            let iov = &mut s.iovecs[iov_index];
-            iov[0].iov_base = header.as_mut_ptr().cast();
-            let mut m = sys::empty_mmsghdr();
-            m.msg_hdr.msg_name = std::ptr::from_mut(&mut addr.storage).cast();
-            m.msg_hdr.msg_namelen = addr.len;
-            m.msg_hdr.msg_iov = iov.as_mut_ptr();
-            m.msg_hdr.msg_iovlen = 3;
-            s.msgs.push(m);
-        }
-    }
 }
 
 impl PortTx for VxlanTx {
@@ -420,12 +271,14 @@ impl VxlanTx {
             let run = self.segmented_run(&routes[done..]);
             if run >= 2 {
                 match self.send_small_run(&frames[done..done + run], route) {
-                    RunSent::Done => done += run,
+                    RunSent::Done => {
+                        done += run;
+                        continue;
+                    }
                     RunSent::Full => return done,
-                    // Not segmented again: the next turn sends it raw.
+                    // At least its first frame goes raw, below: the loop always advances.
                     RunSent::Refused => {}
                 }
-                continue;
             }
             // The raw path up to the next super-frame or segmented run.
             let limit = frames.len().min(done + MAX_MSGS);
@@ -447,54 +300,5 @@ impl VxlanTx {
             }
         }
         done
-    }
-
-    /// Sends the built messages in `sendmmsg` calls. `Err(frame)`: the socket buffer is
-    /// full, and the frames from `frame` (in the built chunk) on were not accepted.
-    fn send_built(&mut self) -> Result<(), usize> {
-        let fd = self.socket.as_raw_fd();
-        let total = self.scratch.msgs.len();
-        let mut sent = 0;
-        let mut errors = 0;
-        while sent < total {
-            self.stats.tx_raw_send();
-            // SAFETY: each header points at a scratch address and iovec array, whose
-            // entries point at a scratch header and at the frames' head and body, all
-            // alive and unmodified for the call.
-            match unsafe { sys::sendmmsg(fd, &mut self.scratch.msgs[sent..]) } {
-                Ok(0) => break,
-                Ok(n) => sent += n,
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(libc::EAGAIN | libc::ENOBUFS | libc::EINTR)
-                    ) =>
-                {
-                    break
-                }
-                // A datagram the kernel refuses (no route, too big): skip it.
-                Err(_) => {
-                    errors += 1;
-                    sent += 1;
-                }
-            }
-        }
-        self.stats.tx_error(errors);
-        let datagrams = u64::try_from(sent).unwrap_or(u64::MAX) - errors;
-        if sent < total {
-            // The socket buffer is full: the frames from the first unsent datagram on
-            // are not accepted (a frame's replicas are contiguous, so a frame some of
-            // whose replicas went is retried whole by the caller, or dropped).
-            let frame = self.scratch.msg_frame[sent];
-            let whole = distinct_frames(&self.scratch.msg_frame[..sent])
-                - usize::from(sent > 0 && self.scratch.msg_frame[sent - 1] == frame);
-            self.stats
-                .tx(u64::try_from(whole).unwrap_or(u64::MAX), datagrams);
-            return Err(frame);
-        }
-        let frames_sent = distinct_frames(&self.scratch.msg_frame);
-        self.stats
-            .tx(u64::try_from(frames_sent).unwrap_or(u64::MAX), datagrams);
-        Ok(())
     }
 }
