@@ -18,6 +18,7 @@ use crate::port::lock;
 use crate::remote_fdb::RemoteFdb;
 use crate::stats::OverlayStats;
 use crate::too_big::{answer, l3_offset, RateLimit, TooBigShared};
+use crate::tx_burst::Burst;
 use crate::tx_raw::TxScratch;
 use crate::tx_small_gso::{run_len, Route, RunSent, SmallGsoScratch};
 
@@ -57,8 +58,8 @@ pub struct VxlanTx {
     /// The kernel refused `UDP_SEGMENT` (a device without checksum offload): segments are
     /// sent one `sendmsg` each from then on.
     pub(crate) gso_refused: bool,
-    /// Each frame's route, for the burst being sent.
-    routes: Vec<Route>,
+    /// Each frame's route and completed checksum, for the burst being sent.
+    burst: Burst,
     /// Segmented sends of ordinary frames.
     pub(crate) small: SmallGsoScratch,
 }
@@ -146,6 +147,13 @@ impl VxlanTx {
             too_big,
         } = setup;
         let super_frames = !gso.is_empty();
+        // Partial checksums are completed per burst (`tx_burst`): the switch then hands
+        // every frame of a burst in one call (it sends frames the port cannot take one by
+        // one), so that runs can form.
+        let caps = PortCaps {
+            partial_csum: true,
+            ..caps
+        };
         VxlanTx {
             socket,
             gso,
@@ -167,7 +175,7 @@ impl VxlanTx {
                 Vec::new()
             },
             gso_refused: false,
-            routes: Vec::with_capacity(MAX_MSGS),
+            burst: Burst::new(MAX_MSGS),
             small: SmallGsoScratch::new(config.vni),
             inner_mtu,
             too_big_quote: vec![0; crate::too_big::QUOTE_PREFIX],
@@ -217,8 +225,8 @@ impl VxlanTx {
 }
 
 impl PortTx for VxlanTx {
-    /// TSO (IPv4 and IPv6) when offloads are on (see `tx_super`); no partial checksums:
-    /// the core completes them for ordinary frames.
+    /// TSO (IPv4 and IPv6) when offloads are on (see `tx_super`); partial checksums,
+    /// completed by the port (`tx_burst`).
     fn caps(&self) -> PortCaps {
         self.caps
     }
@@ -241,11 +249,10 @@ impl PortTx for VxlanTx {
     fn transmit(&mut self, frames: &[TxFrame<'_>]) -> usize {
         let fdb_handle = Arc::clone(&self.fdb);
         let fdb = lock(&fdb_handle);
-        let mut routes = std::mem::take(&mut self.routes);
-        routes.clear();
-        routes.extend(frames.iter().map(|f| self.route(f, &fdb)));
-        let done = self.transmit_routed(frames, &routes, &fdb);
-        self.routes = routes;
+        let mut burst = std::mem::replace(&mut self.burst, Burst::new(0));
+        burst.prepare(frames, |f| self.route(f, &fdb));
+        let done = self.transmit_routed(frames, &burst, &fdb);
+        self.burst = burst;
         done
     }
 }
@@ -253,12 +260,8 @@ impl PortTx for VxlanTx {
 impl VxlanTx {
     /// `transmit` once every frame's route is known: super-frames, segmented runs and the
     /// frames between them (raw `sendmmsg`), in burst order.
-    fn transmit_routed(
-        &mut self,
-        frames: &[TxFrame<'_>],
-        routes: &[Route],
-        fdb: &RemoteFdb,
-    ) -> usize {
+    fn transmit_routed(&mut self, frames: &[TxFrame<'_>], burst: &Burst, fdb: &RemoteFdb) -> usize {
+        let routes = &burst.routes;
         let mut done = 0;
         while let (Some(frame), Some(&route)) = (frames.get(done), routes.get(done)) {
             if route == Route::Super {
@@ -270,7 +273,7 @@ impl VxlanTx {
             }
             let run = self.segmented_run(&routes[done..]);
             if run >= 2 {
-                match self.send_small_run(&frames[done..done + run], route) {
+                match self.send_small_run(&frames[done..done + run], burst, done) {
                     RunSent::Done => {
                         done += run;
                         continue;
@@ -289,7 +292,7 @@ impl VxlanTx {
             {
                 end += 1;
             }
-            let consumed = self.build(&frames[done..end], &routes[done..end]);
+            let consumed = self.build(&frames[done..end], burst, done);
             self.link();
             if let Err(frame) = self.send_built() {
                 return done + frame;

@@ -11,6 +11,7 @@ use weft_switch::TxFrame;
 use crate::encap::{write_header, ENCAP_LEN};
 use crate::sys::{self, RawAddr};
 use crate::tx::{answer_too_big, VxlanTx, MAX_MSGS};
+use crate::tx_burst::Burst;
 use crate::tx_small_gso::Route;
 
 /// Headers for `sendmmsg`, rebuilt on every call.
@@ -57,7 +58,8 @@ impl VxlanTx {
     /// Lays out the messages for `frames` (from the start; `routes` are theirs) until
     /// MAX_MSGS or a super-frame; returns how many frames were consumed (sent-to-be, or
     /// dropped and counted).
-    pub(crate) fn build(&mut self, frames: &[TxFrame<'_>], routes: &[Route]) -> usize {
+    pub(crate) fn build(&mut self, frames: &[TxFrame<'_>], burst: &Burst, first: usize) -> usize {
+        let routes = burst.routes.get(first..).unwrap_or_default();
         let s = &mut self.scratch;
         s.headers.clear();
         s.iovecs.clear();
@@ -112,7 +114,7 @@ impl VxlanTx {
                 continue;
             };
             s.headers.push(header);
-            let (head, body) = (frame.head(), frame.body);
+            let (head, body) = burst.parts(first + i, frame);
             s.iovecs.push([
                 libc::iovec {
                     iov_base: std::ptr::null_mut(),

@@ -18,6 +18,7 @@ use weft_switch::TxFrame;
 
 use crate::sys::RawAddr;
 use crate::tx::VxlanTx;
+use crate::tx_burst::Burst;
 use crate::tx_super::{MAX_GSO_PAYLOAD, MAX_GSO_SEGMENTS};
 use crate::udp_offload::{send_segmented_iov, UIO_MAXIOV};
 
@@ -158,11 +159,17 @@ pub(crate) enum RunSent {
 }
 
 impl VxlanTx {
-    /// Sends `frames` (a run found by [`run_len`], starting with the frame `first` describes)
-    /// as one `sendmsg` with `UDP_SEGMENT`. A segmented send is all or nothing: the kernel
-    /// builds the whole buffer before it cuts it.
-    pub(crate) fn send_small_run(&mut self, frames: &[TxFrame<'_>], first: Route) -> RunSent {
-        let Some(((remote, socket), segment)) = first.run_key() else {
+    /// Sends `frames` (a run found by [`run_len`], frame `first` of `burst` on) as one
+    /// `sendmsg` with `UDP_SEGMENT`. A segmented send is all or nothing: the kernel builds
+    /// the whole buffer before it cuts it.
+    pub(crate) fn send_small_run(
+        &mut self,
+        frames: &[TxFrame<'_>],
+        burst: &Burst,
+        first: usize,
+    ) -> RunSent {
+        let key = burst.routes.get(first).and_then(Route::run_key);
+        let Some(((remote, socket), segment)) = key else {
             return RunSent::Refused;
         };
         let Some(fd) = self.gso.get(socket).map(|g| g.0.as_raw_fd()) else {
@@ -173,8 +180,8 @@ impl VxlanTx {
         };
         let s = &mut self.small;
         s.iov.clear();
-        for frame in frames {
-            let head = frame.head();
+        for (i, frame) in frames.iter().enumerate() {
+            let (head, body) = burst.parts(first + i, frame);
             s.iov.extend_from_slice(&[
                 libc::iovec {
                     iov_base: s.header.as_mut_ptr().cast(),
@@ -185,8 +192,8 @@ impl VxlanTx {
                     iov_len: head.len(),
                 },
                 libc::iovec {
-                    iov_base: frame.body.as_ptr().cast_mut().cast(),
-                    iov_len: frame.body.len(),
+                    iov_base: body.as_ptr().cast_mut().cast(),
+                    iov_len: body.len(),
                 },
             ]);
         }

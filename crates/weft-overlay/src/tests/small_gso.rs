@@ -293,3 +293,62 @@ fn a_segmented_burst_reaches_a_weft_port_with_gro_as_the_original_frames_in_orde
     );
     assert_eq!((b.rx_frames, b.total_drops()), (104, 0), "{b:?}");
 }
+
+/// `frame` as a sender with checksum offload hands it: the UDP checksum field holding only
+/// the pseudo-header sum, to be completed.
+fn partial(frame: &[u8]) -> (Vec<u8>, OffloadInfo) {
+    let mut out = frame.to_vec();
+    let udp_len = u16::from_be_bytes([out[38], out[39]]);
+    let pseudo = weft_packet::checksum::pseudo_header_v4(
+        [10, 0, 0, 1].into(),
+        [10, 0, 0, 2].into(),
+        17,
+        udp_len,
+    );
+    out[40..42].copy_from_slice(&pseudo.to_be_bytes());
+    let info = OffloadInfo {
+        needs_csum: true,
+        csum_start: 34,
+        csum_offset: 6,
+        ..OffloadInfo::default()
+    };
+    (out, info)
+}
+
+#[test]
+fn frames_with_partial_checksums_go_in_runs_with_their_checksums_completed() {
+    if !can_run("frames_with_partial_checksums_go_in_runs_with_their_checksums_completed") {
+        return;
+    }
+    let p = port(16);
+    let at_b = UdpSocket::bind(SocketAddr::new(lo(2), p)).unwrap();
+    crate::udp_offload::size_buffer(std::os::fd::AsRawFd::as_raw_fd(&at_b), true, 1 << 20);
+    let c = config(lo(1), port(17), p)
+        .static_mac(TO_B, lo(2))
+        .static_mac(TO_C, lo(3));
+    let (_rx, mut tx, stats) = VxlanPort::open(&c).unwrap().split();
+    let frames = burst();
+    let partials: Vec<(Vec<u8>, OffloadInfo)> = frames.iter().map(|f| partial(f)).collect();
+    assert_ne!(partials[0].0, frames[0], "the checksum is left to the port");
+    let sent: Vec<TxFrame<'_>> = partials
+        .iter()
+        .map(|(f, info)| TxFrame::with_head(&f[..14], &f[14..], *info))
+        .collect();
+    assert_eq!(tx.transmit(&sent), frames.len());
+    let s = stats.snapshot();
+    assert_eq!(
+        (s.tx_small_gso_sends, s.tx_small_gso_datagrams),
+        (2, 101),
+        "{s:?}"
+    );
+    let got: Vec<Vec<u8>> = drain(&at_b).into_iter().map(|(_, d)| d).collect();
+    let want: Vec<Vec<u8>> = frames
+        .iter()
+        .filter(|f| f[..6] == TO_B.octets())
+        .map(|f| [&[0x08, 0, 0, 0, 0, 0, 42, 0][..], f].concat())
+        .collect();
+    assert_eq!(
+        got, want,
+        "the frames with their checksums completed, in order"
+    );
+}
