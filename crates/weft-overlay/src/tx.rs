@@ -203,10 +203,17 @@ impl VxlanTx {
         let (socket, src_port) = pick_source_port(&self.gso, flow_hash(&prefix[..n]));
         let unicast_to = Some(dst)
             .filter(MacAddr::is_unicast)
-            .and_then(|mac| fdb.lookup(mac));
-        match unicast_to {
-            Some(entry) => Route::Unicast {
-                remote: entry.endpoint,
+            .and_then(|mac| fdb.lookup(mac))
+            .map(|entry| entry.endpoint);
+        // A flood to a port's only remote is one datagram to it, as a unicast hit is (no
+        // replication): the common two-host overlay with no static MACs and no learning.
+        let single_remote = match self.remotes.as_slice() {
+            [only] => Some(*only),
+            _ => None,
+        };
+        match unicast_to.or(single_remote) {
+            Some(remote) => Route::Unicast {
+                remote,
                 socket,
                 src_port,
                 len: frame.len(),

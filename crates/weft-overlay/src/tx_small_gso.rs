@@ -1,5 +1,6 @@
 //! Ordinary frames through UDP segmentation offload. A run of consecutive frames in a burst
-//! that go to the same single remote, from the same source port (offload socket), and are
+//! that go to the same single remote (a unicast FDB hit, or any frame when the port has only
+//! one remote), from the same source port (offload socket), and are
 //! all the same length (the last may be shorter) leave in ONE `sendmsg` with `UDP_SEGMENT` =
 //! VXLAN header + frame length, gathered without a copy: iovecs [VXLAN header, frame head,
 //! frame body] per frame. The kernel then makes one pass through UDP/IP and the underlay
@@ -31,7 +32,7 @@ pub(crate) enum Route {
     TooBig,
     /// Too short to carry a destination MAC.
     Malformed,
-    /// One remote endpoint (a unicast FDB hit).
+    /// One remote endpoint: a unicast FDB hit, or the port's only remote.
     Unicast {
         /// The remote endpoint.
         remote: IpAddr,
@@ -42,7 +43,8 @@ pub(crate) enum Route {
         /// The inner frame's length.
         len: usize,
     },
-    /// Every remote (broadcast, multicast, unknown unicast): head-end replication.
+    /// Every remote (broadcast, multicast, unknown unicast) when there are several: head-end
+    /// replication.
     Flood {
         /// The UDP source port.
         src_port: u16,

@@ -352,3 +352,37 @@ fn frames_with_partial_checksums_go_in_runs_with_their_checksums_completed() {
         "the frames with their checksums completed, in order"
     );
 }
+
+#[test]
+fn with_one_remote_unknown_unicast_goes_in_runs_and_with_two_it_is_replicated_raw() {
+    if !can_run("with_one_remote_unknown_unicast_goes_in_runs_and_with_two_it_is_replicated_raw") {
+        return;
+    }
+    let p = port(18);
+    let listen = |ip: IpAddr| {
+        let s = UdpSocket::bind(SocketAddr::new(ip, p)).unwrap();
+        crate::udp_offload::size_buffer(std::os::fd::AsRawFd::as_raw_fd(&s), true, 1 << 20);
+        s
+    };
+    let (at_b, at_c) = (listen(lo(2)), listen(lo(3)));
+    let frames: Vec<Vec<u8>> = (0..70u8).map(|i| frame(TO_B, 18, i)).collect();
+    let sent = as_tx(&frames);
+
+    let one = config(lo(1), port(19), p).remote(lo(2));
+    let (_rx, mut tx, stats) = VxlanPort::open(&one).unwrap().split();
+    assert_eq!(tx.transmit(&sent), frames.len());
+    let s = stats.snapshot();
+    assert_eq!(
+        (s.tx_small_gso_sends, s.tx_small_gso_datagrams),
+        (2, 70),
+        "{s:?}"
+    );
+    assert_eq!(drain(&at_b).len(), 70);
+
+    let two = config(lo(1), port(20), p).remote(lo(2)).remote(lo(3));
+    let (_rx, mut tx, stats) = VxlanPort::open(&two).unwrap().split();
+    assert_eq!(tx.transmit(&sent), frames.len());
+    let s = stats.snapshot();
+    assert_eq!((s.tx_small_gso_sends, s.tx_datagrams), (0, 140), "{s:?}");
+    assert_eq!((drain(&at_b).len(), drain(&at_c).len()), (70, 70));
+}
