@@ -256,7 +256,7 @@ impl PortTx for VxlanTx {
     fn transmit(&mut self, frames: &[TxFrame<'_>]) -> usize {
         let fdb_handle = Arc::clone(&self.fdb);
         let fdb = lock(&fdb_handle);
-        let mut burst = std::mem::replace(&mut self.burst, Burst::new(0));
+        let mut burst = std::mem::take(&mut self.burst);
         burst.prepare(frames, |f| self.route(f, &fdb));
         let done = self.transmit_routed(frames, &burst, &fdb);
         self.burst = burst;

@@ -12,7 +12,9 @@ use crate::tx_small_gso::Route;
 /// Room kept for completed copies from the start (grown when a burst needs more).
 const ARENA_START: usize = 256 * 128;
 
-/// Routes and completed copies of the burst being sent.
+/// Routes and completed copies of the burst being sent. (`Default` allocates nothing: the
+/// placeholder while a burst is out of the port.)
+#[derive(Default)]
 pub(crate) struct Burst {
     pub(crate) routes: Vec<Route>,
     /// Per frame: where its completed copy lies in `arena`, if it has one.
