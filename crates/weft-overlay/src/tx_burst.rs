@@ -70,7 +70,7 @@ impl Burst {
     }
 
     /// Frame `index`'s bytes as they go out: (head, body), its completed copy if it has one.
-    pub(crate) fn parts<'a>(
+    fn parts<'a>(
         &'a self,
         index: usize,
         frame: &'a TxFrame<'_>,
@@ -85,5 +85,31 @@ impl Burst {
             Some(bytes) => (&[], bytes),
             None => (frame.head(), frame.body),
         }
+    }
+
+    /// Frame `index`'s datagram as an iovec triple: [`header` (`header_len` bytes; may be set
+    /// later), the frame's head, its body] (its completed copy, if it has one, as the body).
+    pub(crate) fn iovecs(
+        &self,
+        index: usize,
+        frame: &TxFrame<'_>,
+        header: *mut libc::c_void,
+        header_len: usize,
+    ) -> [libc::iovec; 3] {
+        let (head, body) = self.parts(index, frame);
+        [
+            libc::iovec {
+                iov_base: header,
+                iov_len: header_len,
+            },
+            libc::iovec {
+                iov_base: head.as_ptr().cast_mut().cast(),
+                iov_len: head.len(),
+            },
+            libc::iovec {
+                iov_base: body.as_ptr().cast_mut().cast(),
+                iov_len: body.len(),
+            },
+        ]
     }
 }

@@ -114,21 +114,8 @@ impl VxlanTx {
                 continue;
             };
             s.headers.push(header);
-            let (head, body) = burst.parts(first + i, frame);
-            s.iovecs.push([
-                libc::iovec {
-                    iov_base: std::ptr::null_mut(),
-                    iov_len: ENCAP_LEN,
-                },
-                libc::iovec {
-                    iov_base: head.as_ptr().cast_mut().cast(),
-                    iov_len: head.len(),
-                },
-                libc::iovec {
-                    iov_base: body.as_ptr().cast_mut().cast(),
-                    iov_len: body.len(),
-                },
-            ]);
+            s.iovecs
+                .push(burst.iovecs(first + i, frame, std::ptr::null_mut(), ENCAP_LEN));
             match unicast_to {
                 Some(ip) => {
                     s.addrs.push(RawAddr::new(SocketAddr::new(ip, 0)));

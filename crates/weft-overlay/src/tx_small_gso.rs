@@ -183,21 +183,9 @@ impl VxlanTx {
         let s = &mut self.small;
         s.iov.clear();
         for (i, frame) in frames.iter().enumerate() {
-            let (head, body) = burst.parts(first + i, frame);
-            s.iov.extend_from_slice(&[
-                libc::iovec {
-                    iov_base: s.header.as_mut_ptr().cast(),
-                    iov_len: VXLAN_HEADER_LEN,
-                },
-                libc::iovec {
-                    iov_base: head.as_ptr().cast_mut().cast(),
-                    iov_len: head.len(),
-                },
-                libc::iovec {
-                    iov_base: body.as_ptr().cast_mut().cast(),
-                    iov_len: body.len(),
-                },
-            ]);
+            let header = s.header.as_mut_ptr().cast();
+            s.iov
+                .extend_from_slice(&burst.iovecs(first + i, frame, header, VXLAN_HEADER_LEN));
         }
         let to = RawAddr::new(SocketAddr::new(remote, self.remote_port));
         let datagrams = u64::try_from(frames.len()).unwrap_or(u64::MAX);

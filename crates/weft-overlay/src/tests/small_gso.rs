@@ -195,6 +195,13 @@ fn as_tx(frames: &[Vec<u8>]) -> Vec<TxFrame<'_>> {
         .collect()
 }
 
+/// A plain UDP socket (no GRO) at `ip`:`port`, with room for a whole burst.
+fn listener(ip: IpAddr, port: u16) -> UdpSocket {
+    let s = UdpSocket::bind(SocketAddr::new(ip, port)).unwrap();
+    crate::udp_offload::size_buffer(std::os::fd::AsRawFd::as_raw_fd(&s), true, 1 << 20);
+    s
+}
+
 /// Every datagram `socket` receives until it has been quiet for 300 ms: (source, payload).
 fn drain(socket: &UdpSocket) -> Vec<(SocketAddr, Vec<u8>)> {
     socket
@@ -216,11 +223,7 @@ fn a_burst_of_equal_small_frames_leaves_in_two_segmented_sends_as_the_raw_paths_
         return;
     }
     let p = port(12);
-    let listen = |ip: IpAddr| {
-        let s = UdpSocket::bind(SocketAddr::new(ip, p)).unwrap();
-        crate::udp_offload::size_buffer(std::os::fd::AsRawFd::as_raw_fd(&s), true, 1 << 20);
-        s
-    };
+    let listen = |ip: IpAddr| listener(ip, p);
     let (at_b, at_c) = (listen(lo(2)), listen(lo(3)));
     let c = config(lo(1), port(13), p)
         .static_mac(TO_B, lo(2))
@@ -321,8 +324,7 @@ fn frames_with_partial_checksums_go_in_runs_with_their_checksums_completed() {
         return;
     }
     let p = port(16);
-    let at_b = UdpSocket::bind(SocketAddr::new(lo(2), p)).unwrap();
-    crate::udp_offload::size_buffer(std::os::fd::AsRawFd::as_raw_fd(&at_b), true, 1 << 20);
+    let at_b = listener(lo(2), p);
     let c = config(lo(1), port(17), p)
         .static_mac(TO_B, lo(2))
         .static_mac(TO_C, lo(3));
@@ -359,11 +361,7 @@ fn with_one_remote_unknown_unicast_goes_in_runs_and_with_two_it_is_replicated_ra
         return;
     }
     let p = port(18);
-    let listen = |ip: IpAddr| {
-        let s = UdpSocket::bind(SocketAddr::new(ip, p)).unwrap();
-        crate::udp_offload::size_buffer(std::os::fd::AsRawFd::as_raw_fd(&s), true, 1 << 20);
-        s
-    };
+    let listen = |ip: IpAddr| listener(ip, p);
     let (at_b, at_c) = (listen(lo(2)), listen(lo(3)));
     let frames: Vec<Vec<u8>> = (0..70u8).map(|i| frame(TO_B, 18, i)).collect();
     let sent = as_tx(&frames);
