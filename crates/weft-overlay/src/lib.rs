@@ -31,6 +31,9 @@ mod sys;
 pub mod tcp_link;
 pub mod too_big;
 mod tx;
+mod tx_burst;
+mod tx_raw;
+mod tx_small_gso;
 pub mod tx_super;
 mod udp_offload;
 

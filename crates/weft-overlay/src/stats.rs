@@ -66,6 +66,9 @@ pub struct OverlayStats {
     tx_gso_sends: AtomicU64,
     too_big: AtomicU64,
     too_big_answered: AtomicU64,
+    tx_raw_sends: AtomicU64,
+    tx_small_gso_sends: AtomicU64,
+    tx_small_gso_datagrams: AtomicU64,
 }
 
 /// A copy of the counters.
@@ -104,6 +107,13 @@ pub struct OverlayStatsSnapshot {
     /// Of those, how many were answered with ICMP "fragmentation needed" / "packet too big"
     /// (the others: not DF, an ICMP error, rate limited...).
     pub too_big_answered: u64,
+    /// `sendmmsg` calls on the raw socket (one per burst of up to 256 datagrams).
+    pub tx_raw_sends: u64,
+    /// `sendmsg` calls with UDP segmentation offload that carried a run of ordinary frames
+    /// (equal-length frames to one remote, one datagram each; see `tx_small_gso`).
+    pub tx_small_gso_sends: u64,
+    /// Datagrams those calls carried.
+    pub tx_small_gso_datagrams: u64,
 }
 
 impl OverlayStatsSnapshot {
@@ -167,6 +177,13 @@ impl OverlayStats {
     pub(crate) fn rx_coalesced(&self) {
         bump(&self.rx_coalesced, 1);
     }
+    pub(crate) fn tx_raw_send(&self) {
+        bump(&self.tx_raw_sends, 1);
+    }
+    pub(crate) fn tx_small_gso(&self, datagrams: u64) {
+        bump(&self.tx_small_gso_sends, 1);
+        bump(&self.tx_small_gso_datagrams, datagrams);
+    }
     pub(crate) fn tx_super_frame(&self, gso_sends: u64) {
         bump(&self.tx_super_frames, 1);
         bump(&self.tx_gso_sends, gso_sends);
@@ -191,6 +208,9 @@ impl OverlayStats {
             tx_gso_sends: r(&self.tx_gso_sends),
             too_big: r(&self.too_big),
             too_big_answered: r(&self.too_big_answered),
+            tx_raw_sends: r(&self.tx_raw_sends),
+            tx_small_gso_sends: r(&self.tx_small_gso_sends),
+            tx_small_gso_datagrams: r(&self.tx_small_gso_datagrams),
         }
     }
 }

@@ -4,5 +4,6 @@
 mod codec;
 mod offload;
 mod remote_ageing;
+mod small_gso;
 mod sockets;
 mod too_big_switch;

@@ -1,23 +1,26 @@
-//! The transmit half: each frame encapsulated by scatter/gather — an iovec of [UDP + VXLAN
-//! header in a 16-byte per-frame buffer, the frame's rewritten head, the frame's body where
-//! it lies] — and sent to the endpoint its destination MAC maps to, or to every remote
-//! (head-end replication) for broadcast, multicast and unknown unicast. One `sendmmsg` per
-//! burst (per 256 datagrams); replicas share the frame's header and iovecs.
+//! The transmit half: each frame's route worked out once per burst (its remote endpoint by
+//! destination MAC, or every remote — head-end replication — for broadcast, multicast and
+//! unknown unicast; its flow's source port), then the burst handed to the kernel in order:
+//! on the raw socket, one `sendmmsg` per up to 256 datagrams (`tx_raw`); with offloads on,
+//! runs of equal-length frames to one remote in one `UDP_SEGMENT` send each
+//! (`tx_small_gso`), and super-frames segmented by the port (`tx_super`).
 
-use std::net::{IpAddr, SocketAddr};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::net::IpAddr;
+use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
 
 use weft_packet::{MacAddr, Vni};
 use weft_switch::{PortCaps, PortTx, TxFrame};
 
 use crate::config::VxlanConfig;
-use crate::encap::{flow_hash, source_port, write_header, ENCAP_LEN, HASH_PREFIX};
+use crate::encap::{flow_hash, source_port, HASH_PREFIX};
 use crate::port::lock;
 use crate::remote_fdb::RemoteFdb;
 use crate::stats::OverlayStats;
-use crate::sys::{self, RawAddr};
 use crate::too_big::{answer, l3_offset, RateLimit, TooBigShared};
+use crate::tx_burst::Burst;
+use crate::tx_raw::TxScratch;
+use crate::tx_small_gso::{run_len, Route, RunSent, SmallGsoScratch};
 
 /// Most datagrams per `sendmmsg` (and so most frames per chunk).
 pub(crate) const MAX_MSGS: usize = 256;
@@ -29,24 +32,9 @@ const TOO_BIG_BURST: u32 = 10;
 /// Room for a super-frame's segments, each behind a copy of the headers and a VXLAN header.
 const SEGMENTS_LEN: usize = 192 << 10;
 
-/// Headers for `sendmmsg`, rebuilt on every call.
-struct TxScratch {
-    headers: Vec<[u8; ENCAP_LEN]>,
-    iovecs: Vec<[libc::iovec; 3]>,
-    addrs: Vec<RawAddr>,
-    msgs: Vec<libc::mmsghdr>,
-    /// For each message, the index (in the burst) of the frame it carries.
-    msg_frame: Vec<usize>,
-}
-
-// SAFETY: the raw pointers in the scratch headers point into buffers that live only for one
-// `transmit` call (the frames) or are owned by the scratch itself; they are rewritten before
-// every system call and never read otherwise.
-unsafe impl Send for TxScratch {}
-
 /// The transmit half.
 pub struct VxlanTx {
-    socket: OwnedFd,
+    pub(crate) socket: OwnedFd,
     /// UDP sockets for segmentation offload and their bound (source) ports; empty when
     /// offloads are off.
     pub(crate) gso: Vec<(OwnedFd, u16)>,
@@ -56,7 +44,7 @@ pub struct VxlanTx {
     pub(crate) remotes: Vec<IpAddr>,
     fdb: Arc<Mutex<RemoteFdb>>,
     pub(crate) stats: Arc<OverlayStats>,
-    scratch: TxScratch,
+    pub(crate) scratch: TxScratch,
     /// A super-frame made contiguous, and its segments behind their VXLAN headers.
     pub(crate) linear: Vec<u8>,
     pub(crate) segments: Vec<u8>,
@@ -64,25 +52,16 @@ pub struct VxlanTx {
     pub(crate) inner_mtu: usize,
     /// Oversize frames' answers: the prefix quoted, the rate limit, the queue to the receive
     /// half.
-    too_big_quote: Vec<u8>,
-    too_big_limit: RateLimit,
-    too_big: Option<Arc<TooBigShared>>,
+    pub(crate) too_big_quote: Vec<u8>,
+    pub(crate) too_big_limit: RateLimit,
+    pub(crate) too_big: Option<Arc<TooBigShared>>,
     /// The kernel refused `UDP_SEGMENT` (a device without checksum offload): segments are
     /// sent one `sendmsg` each from then on.
     pub(crate) gso_refused: bool,
-}
-
-/// How many frames the messages carry (each frame's messages are contiguous).
-fn distinct_frames(msg_frame: &[usize]) -> usize {
-    let mut n = 0;
-    let mut last = None;
-    for &f in msg_frame {
-        if last != Some(f) {
-            n += 1;
-            last = Some(f);
-        }
-    }
-    n
+    /// Each frame's route and completed checksum, for the burst being sent.
+    burst: Burst,
+    /// Segmented sends of ordinary frames.
+    pub(crate) small: SmallGsoScratch,
 }
 
 /// The first bytes of a frame (head then body), copied for the MAC lookup and flow hash.
@@ -96,7 +75,7 @@ fn frame_prefix(frame: &TxFrame<'_>, out: &mut [u8; HASH_PREFIX]) -> usize {
 }
 
 /// Answers an oversize frame (rate limited); counts it either way.
-fn answer_too_big(
+pub(crate) fn answer_too_big(
     frame: &TxFrame<'_>,
     mtu: usize,
     quote: &mut [u8],
@@ -168,6 +147,13 @@ impl VxlanTx {
             too_big,
         } = setup;
         let super_frames = !gso.is_empty();
+        // Partial checksums are completed per burst (`tx_burst`): the switch then hands
+        // every frame of a burst in one call (it sends frames the port cannot take one by
+        // one), so that runs can form.
+        let caps = PortCaps {
+            partial_csum: true,
+            ..caps
+        };
         VxlanTx {
             socket,
             gso,
@@ -177,13 +163,7 @@ impl VxlanTx {
             remotes: config.remotes.clone(),
             fdb,
             stats,
-            scratch: TxScratch {
-                headers: Vec::with_capacity(MAX_MSGS),
-                iovecs: Vec::with_capacity(MAX_MSGS),
-                addrs: Vec::with_capacity(MAX_MSGS),
-                msgs: Vec::with_capacity(MAX_MSGS),
-                msg_frame: Vec::with_capacity(MAX_MSGS),
-            },
+            scratch: TxScratch::new(),
             linear: if super_frames {
                 vec![0; crate::MAX_SUPER_FRAME]
             } else {
@@ -195,6 +175,8 @@ impl VxlanTx {
                 Vec::new()
             },
             gso_refused: false,
+            burst: Burst::new(MAX_MSGS),
+            small: SmallGsoScratch::new(config.vni),
             inner_mtu,
             too_big_quote: vec![0; crate::too_big::QUOTE_PREFIX],
             too_big_limit: RateLimit::new(TOO_BIG_RATE, TOO_BIG_BURST),
@@ -202,128 +184,56 @@ impl VxlanTx {
         }
     }
 
-    /// Lays out the messages for `frames` (from the start) until MAX_MSGS; returns how many
-    /// frames were consumed (sent-to-be, or dropped and counted).
-    fn build(&mut self, frames: &[TxFrame<'_>], fdb: &RemoteFdb) -> usize {
-        let s = &mut self.scratch;
-        s.headers.clear();
-        s.iovecs.clear();
-        s.addrs.clear();
-        s.msg_frame.clear();
-        let mut consumed = 0;
-        for (i, frame) in frames.iter().enumerate() {
-            if frame.offload.is_gso() {
-                break; // Sent on its own (tx_super), in order.
-            }
-            let mut prefix = [0u8; HASH_PREFIX];
-            let n = frame_prefix(frame, &mut prefix);
-            let l3_len = frame.len().saturating_sub(l3_offset(&prefix[..n]));
-            if l3_len > self.inner_mtu {
-                // The switch keeps these back (our caps' MTU) and calls `too_big`; a direct
-                // caller gets the same answer.
-                consumed = i + 1;
-                if let Some(shared) = &self.too_big {
-                    answer_too_big(
-                        frame,
-                        self.inner_mtu,
-                        &mut self.too_big_quote,
-                        &mut self.too_big_limit,
-                        shared,
-                        &self.stats,
-                    );
-                } else {
-                    self.stats.tx_error(1);
-                }
-                continue;
-            }
-            let dst = MacAddr::from_bytes(&prefix[..n.min(6)]);
-            let unicast_to = dst
-                .filter(MacAddr::is_unicast)
-                .and_then(|mac| fdb.lookup(mac))
-                .map(|e| e.endpoint);
-            let copies = if unicast_to.is_some() {
-                1
-            } else {
-                self.remotes.len()
-            };
-            if s.addrs.len() + copies > MAX_MSGS {
-                break;
-            }
-            consumed = i + 1;
-            if dst.is_none() {
-                self.stats.tx_error(1);
-                continue;
-            }
-            if copies == 0 {
-                self.stats.tx_no_remote();
-                continue;
-            }
-            let src_port = pick_source_port(&self.gso, flow_hash(&prefix[..n])).1;
-            let Some(header) = write_header(self.vni, src_port, self.remote_port, frame.len())
-            else {
-                self.stats.tx_error(1);
-                continue;
-            };
-            s.headers.push(header);
-            let (head, body) = (frame.head(), frame.body);
-            s.iovecs.push([
-                libc::iovec {
-                    iov_base: std::ptr::null_mut(),
-                    iov_len: ENCAP_LEN,
-                },
-                libc::iovec {
-                    iov_base: head.as_ptr().cast_mut().cast(),
-                    iov_len: head.len(),
-                },
-                libc::iovec {
-                    iov_base: body.as_ptr().cast_mut().cast(),
-                    iov_len: body.len(),
-                },
-            ]);
-            match unicast_to {
-                Some(ip) => {
-                    s.addrs.push(RawAddr::new(SocketAddr::new(ip, 0)));
-                    s.msg_frame.push(i);
-                }
-                None => {
-                    for ip in &self.remotes {
-                        s.addrs.push(RawAddr::new(SocketAddr::new(*ip, 0)));
-                        s.msg_frame.push(i);
-                    }
-                }
-            }
+    /// Where `frame` goes: its path, remote and source port.
+    fn route(&self, frame: &TxFrame<'_>, fdb: &RemoteFdb) -> Route {
+        if frame.offload.is_gso() {
+            return Route::Super;
         }
-        consumed
+        let mut prefix = [0u8; HASH_PREFIX];
+        let n = frame_prefix(frame, &mut prefix);
+        let l3_len = frame.len().saturating_sub(l3_offset(&prefix[..n]));
+        if l3_len > self.inner_mtu {
+            // The switch keeps these back (our caps' MTU) and calls `too_big`; a direct
+            // caller gets the same answer.
+            return Route::TooBig;
+        }
+        let Some(dst) = MacAddr::from_bytes(&prefix[..n.min(6)]) else {
+            return Route::Malformed;
+        };
+        let (socket, src_port) = pick_source_port(&self.gso, flow_hash(&prefix[..n]));
+        let unicast_to = Some(dst)
+            .filter(MacAddr::is_unicast)
+            .and_then(|mac| fdb.lookup(mac))
+            .map(|entry| entry.endpoint);
+        // A flood to a port's only remote is one datagram to it, as a unicast hit is (no
+        // replication): the common two-host overlay with no static MACs and no learning.
+        let single_remote = match self.remotes.as_slice() {
+            [only] => Some(*only),
+            _ => None,
+        };
+        match unicast_to.or(single_remote) {
+            Some(remote) => Route::Unicast {
+                remote,
+                socket,
+                src_port,
+                len: frame.len(),
+            },
+            None => Route::Flood { src_port },
+        }
     }
 
-    /// Points the message headers at the scratch buffers (after they stopped growing).
-    fn link(&mut self) {
-        let s = &mut self.scratch;
-        s.msgs.clear();
-        let mut iov_index = 0;
-        let mut last_frame = None;
-        for (k, addr) in s.addrs.iter_mut().enumerate() {
-            let frame = s.msg_frame[k];
-            if last_frame.is_some_and(|f| f != frame) {
-                iov_index += 1;
-            }
-            last_frame = Some(frame);
-            let header = &mut s.headers[iov_index];
-            let iov = &mut s.iovecs[iov_index];
-            iov[0].iov_base = header.as_mut_ptr().cast();
-            let mut m = sys::empty_mmsghdr();
-            m.msg_hdr.msg_name = std::ptr::from_mut(&mut addr.storage).cast();
-            m.msg_hdr.msg_namelen = addr.len;
-            m.msg_hdr.msg_iov = iov.as_mut_ptr();
-            m.msg_hdr.msg_iovlen = 3;
-            s.msgs.push(m);
+    /// How many frames from the start of `routes` go in one segmented send (< 2: none).
+    fn segmented_run(&self, routes: &[Route]) -> usize {
+        if self.gso.is_empty() || self.gso_refused {
+            return 0;
         }
+        run_len(routes, self.small.max_segment)
     }
 }
 
 impl PortTx for VxlanTx {
-    /// TSO (IPv4 and IPv6) when offloads are on (see `tx_super`); no partial checksums:
-    /// the core completes them for ordinary frames.
+    /// TSO (IPv4 and IPv6) when offloads are on (see `tx_super`); partial checksums,
+    /// completed by the port (`tx_burst`).
     fn caps(&self) -> PortCaps {
         self.caps
     }
@@ -346,59 +256,54 @@ impl PortTx for VxlanTx {
     fn transmit(&mut self, frames: &[TxFrame<'_>]) -> usize {
         let fdb_handle = Arc::clone(&self.fdb);
         let fdb = lock(&fdb_handle);
+        let mut burst = std::mem::take(&mut self.burst);
+        burst.prepare(frames, |f| self.route(f, &fdb));
+        let done = self.transmit_routed(frames, &burst, &fdb);
+        self.burst = burst;
+        done
+    }
+}
+
+impl VxlanTx {
+    /// `transmit` once every frame's route is known: super-frames, segmented runs and the
+    /// frames between them (raw `sendmmsg`), in burst order.
+    fn transmit_routed(&mut self, frames: &[TxFrame<'_>], burst: &Burst, fdb: &RemoteFdb) -> usize {
+        let routes = &burst.routes;
         let mut done = 0;
-        while done < frames.len() {
-            if let Some(frame) = frames.get(done).filter(|f| f.offload.is_gso()) {
-                if !self.send_super_frame(frame, &fdb) {
+        while let (Some(frame), Some(&route)) = (frames.get(done), routes.get(done)) {
+            if route == Route::Super {
+                if !self.send_super_frame(frame, fdb) {
                     return done;
                 }
                 done += 1;
                 continue;
             }
-            let consumed = self.build(&frames[done..], &fdb);
-            self.link();
-            let fd = self.socket.as_raw_fd();
-            let total = self.scratch.msgs.len();
-            let mut sent = 0;
-            let mut errors = 0;
-            while sent < total {
-                // SAFETY: each header points at a scratch address and iovec array, whose
-                // entries point at a scratch header and at the frames' head and body, all
-                // alive and unmodified for the call.
-                match unsafe { sys::sendmmsg(fd, &mut self.scratch.msgs[sent..]) } {
-                    Ok(0) => break,
-                    Ok(n) => sent += n,
-                    Err(e)
-                        if matches!(
-                            e.raw_os_error(),
-                            Some(libc::EAGAIN | libc::ENOBUFS | libc::EINTR)
-                        ) =>
-                    {
-                        break
+            let run = self.segmented_run(&routes[done..]);
+            if run >= 2 {
+                match self.send_small_run(&frames[done..done + run], burst, done) {
+                    RunSent::Done => {
+                        done += run;
+                        continue;
                     }
-                    // A datagram the kernel refuses (no route, too big): skip it.
-                    Err(_) => {
-                        errors += 1;
-                        sent += 1;
-                    }
+                    RunSent::Full => return done,
+                    // At least its first frame goes raw, below: the loop always advances.
+                    RunSent::Refused => {}
                 }
             }
-            self.stats.tx_error(errors);
-            let datagrams = u64::try_from(sent).unwrap_or(u64::MAX) - errors;
-            if sent < total {
-                // The socket buffer is full: the frames from the first unsent datagram on
-                // are not accepted (a frame's replicas are contiguous, so a frame some of
-                // whose replicas went is retried whole by the caller, or dropped).
-                let frame = self.scratch.msg_frame[sent];
-                let whole = distinct_frames(&self.scratch.msg_frame[..sent])
-                    - usize::from(sent > 0 && self.scratch.msg_frame[sent - 1] == frame);
-                self.stats
-                    .tx(u64::try_from(whole).unwrap_or(u64::MAX), datagrams);
+            // The raw path up to the next super-frame or segmented run.
+            let limit = frames.len().min(done + MAX_MSGS);
+            let mut end = done + 1;
+            while end < limit
+                && routes[end] != Route::Super
+                && self.segmented_run(&routes[end..]) < 2
+            {
+                end += 1;
+            }
+            let consumed = self.build(&frames[done..end], burst, done);
+            self.link();
+            if let Err(frame) = self.send_built() {
                 return done + frame;
             }
-            let frames_sent = distinct_frames(&self.scratch.msg_frame);
-            self.stats
-                .tx(u64::try_from(frames_sent).unwrap_or(u64::MAX), datagrams);
             done += consumed;
             if consumed == 0 {
                 break;

@@ -144,18 +144,23 @@ impl VxlanTx {
                 return true;
             }
         };
-        let endpoints = match unicast_to {
-            Some(ip) => std::slice::from_ref(&ip).to_vec(),
-            None if self.remotes.is_empty() => {
-                self.stats.tx_no_remote();
-                return true;
-            }
-            None => self.remotes.clone(),
+        let copies = if unicast_to.is_some() {
+            1
+        } else {
+            self.remotes.len()
         };
+        if copies == 0 {
+            self.stats.tx_no_remote();
+            return true;
+        }
         let mut calls = 0;
         let mut datagrams = 0;
-        for (k, ip) in endpoints.iter().enumerate() {
-            let to = destination(*ip, self.remote_port);
+        for k in 0..copies {
+            // By index, not by borrowing `remotes`: the loop updates `self`.
+            let Some(ip) = unicast_to.or_else(|| self.remotes.get(k).copied()) else {
+                break;
+            };
+            let to = destination(ip, self.remote_port);
             for range in plan.sends() {
                 let payload = &self.segments[range];
                 let result = if self.gso_refused {

@@ -16,6 +16,8 @@ pub(crate) const UDP_GRO: i32 = 104;
 /// Room for one `cmsghdr` carrying an `int` (CMSG_SPACE(4) on 64-bit Linux), in u64s so that
 /// the buffer is aligned for `cmsghdr`.
 pub(crate) const CMSG_INT_WORDS: usize = 3;
+/// Most iovecs one `sendmsg` takes (`UIO_MAXIOV`, `linux/uio.h`).
+pub(crate) const UIO_MAXIOV: usize = 1024;
 /// Ports tried for each segmentation-offload socket before giving up.
 const PORT_ATTEMPTS: usize = 512;
 
@@ -153,18 +155,39 @@ pub(crate) fn send_segmented(
     payload: &[u8],
     segment: Option<u16>,
 ) -> io::Result<usize> {
-    let mut iov = libc::iovec {
+    let iov = [libc::iovec {
         iov_base: payload.as_ptr().cast_mut().cast(),
         iov_len: payload.len(),
-    };
+    }];
+    // SAFETY: the one iovec describes `payload`, alive and unmodified for the call.
+    unsafe { send_segmented_iov(fd, to, &iov, segment) }
+}
+
+/// [`send_segmented`] with the payload gathered from `iov` (at most `UIO_MAXIOV` entries):
+/// the kernel copies the pieces into one buffer, so the datagrams may be cut across them.
+///
+/// # Safety
+///
+/// Every entry of `iov` must describe memory that is readable for its length and not
+/// modified during the call.
+pub(crate) unsafe fn send_segmented_iov(
+    fd: RawFd,
+    to: &RawAddr,
+    iov: &[libc::iovec],
+    segment: Option<u16>,
+) -> io::Result<usize> {
+    if iov.len() > UIO_MAXIOV {
+        return Err(io::Error::from_raw_os_error(libc::EMSGSIZE));
+    }
     let mut control = [0u64; CMSG_INT_WORDS];
     let mut addr = *to;
     // SAFETY: msghdr is plain old data (null pointers and zero lengths are valid).
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_name = std::ptr::from_mut(&mut addr.storage).cast();
     msg.msg_namelen = addr.len;
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
+    // sendmsg only reads the iovecs (the pointer is mutable in the C declaration).
+    msg.msg_iov = iov.as_ptr().cast_mut();
+    msg.msg_iovlen = iov.len();
     if let Some(size) = segment {
         let space = std::mem::size_of_val(&control);
         msg.msg_control = control.as_mut_ptr().cast();
@@ -183,8 +206,8 @@ pub(crate) fn send_segmented(
             msg.msg_controllen = usize::try_from(libc::CMSG_SPACE(2)).unwrap_or(space);
         }
     }
-    // SAFETY: the header points at `addr`, `iov` (describing `payload`) and `control`, all
-    // alive and unmodified for the call.
+    // SAFETY: the header points at `addr`, `iov` (whose entries the caller vouches for) and
+    // `control`, all alive and unmodified for the call.
     let ret = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT) };
     usize::try_from(ret).map_err(|_| io::Error::last_os_error())
 }

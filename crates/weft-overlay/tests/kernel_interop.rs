@@ -4,11 +4,13 @@
 //! tunnel endpoint, and a TAP port on the same switch leads into namespace C. Ping and
 //! iperf3 TCP both ways between A's vxlan address and C's, over an IPv4 and an IPv6
 //! underlay; tshark (when installed) decodes the captured underlay as VXLAN with VNI 42.
+//! A burst of equal small frames that weft sends as `UDP_SEGMENT` runs reaches a socket
+//! behind the kernel's vxlan, every datagram in order.
 //! Needs root (prints SKIP otherwise).
 
 mod common;
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -17,7 +19,7 @@ use common::lab::{self, iperf3, run, tcp_bytes_received, Background, Netns};
 use common::runner::{IdlePolicy, SwitchThread};
 use weft_overlay::{DecapDrop, VxlanConfig, VxlanPort};
 use weft_packet::{MacAddr, Vni};
-use weft_switch::{DropReason, PortTx, Switch, SwitchConfig};
+use weft_switch::{DropReason, PortTx, Switch, SwitchConfig, TxFrame};
 use weft_tap::Offloads;
 use weft_testlab::ports;
 
@@ -203,6 +205,8 @@ fn interop(test: &str, u: &Underlay) {
         println!("tshark not installed: underlay capture not checked");
     }
 
+    segmented_burst_reaches_kernel_vxlan(&ns_a, &ns_b, a_ip, b_ip);
+
     for reverse in [false, true] {
         let mut args = vec!["-t", "2"];
         if reverse {
@@ -277,6 +281,66 @@ fn interop(test: &str, u: &Underlay) {
         s.tx_datagrams > s.tx_frames,
         "super-frames became several datagrams: {s:?}"
     );
+}
+
+/// A second weft VXLAN port in B (its own receive port; the kernel only checks the
+/// destination port) sends 100 equal 64 B frames and a shorter one to A's vxlan address as
+/// UDP_SEGMENT runs; a UDP socket in A receives all 101 inner datagrams, in order.
+fn segmented_burst_reaches_kernel_vxlan(ns_a: &Netns, ns_b: &Netns, a_ip: IpAddr, b_ip: IpAddr) {
+    const SINK_PORT: u16 = 7000;
+    let sink = weft_overlay::netns::run_in(Some(ns_a.path().as_path()), || {
+        UdpSocket::bind("10.78.0.1:7000").map_err(|source| weft_overlay::OverlayError::Socket {
+            call: "bind sink",
+            source,
+        })
+    })
+    .expect("a UDP socket in A");
+    nix::sys::socket::setsockopt(&sink, nix::sys::socket::sockopt::RcvBufForce, &(4 << 20))
+        .expect("SO_RCVBUFFORCE");
+    sink.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let config = VxlanConfig::new(SocketAddr::new(b_ip, 4790), Vni::new(42).unwrap())
+        .static_mac(A_MAC, a_ip)
+        .netns(ns_b.path());
+    let (_rx, mut tx, stats) = VxlanPort::open(&config)
+        .unwrap_or_else(|e| panic!("open a second VXLAN port: {e}"))
+        .split();
+    let frames: Vec<Vec<u8>> = (0..101u8)
+        .map(|i| {
+            let mut out = Vec::new();
+            etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 0xc], A_MAC.octets())
+                .ipv4([10, 78, 0, 2], [10, 78, 0, 1], 64)
+                .udp(40_000, SINK_PORT)
+                .write(&mut out, &vec![i; if i == 100 { 10 } else { 18 }])
+                .unwrap();
+            out
+        })
+        .collect();
+    let burst: Vec<TxFrame<'_>> = frames
+        .iter()
+        .map(|f| TxFrame::whole(f, weft_packet::OffloadInfo::default()))
+        .collect();
+    assert_eq!(tx.transmit(&burst), frames.len());
+    let s = stats.snapshot();
+    assert_eq!(
+        (s.tx_small_gso_sends, s.tx_small_gso_datagrams, s.tx_errors),
+        (2, 101, 0),
+        "64 + 37 datagrams in two UDP_SEGMENT sends: {s:?}"
+    );
+    let mut buf = [0u8; 2048];
+    let mut got = Vec::new();
+    while let Ok(n) = sink.recv(&mut buf) {
+        got.push(buf[..n].to_vec());
+    }
+    let want: Vec<Vec<u8>> = (0..101u8)
+        .map(|i| vec![i; if i == 100 { 10 } else { 18 }])
+        .collect();
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "every datagram through the kernel's vxlan"
+    );
+    assert_eq!(got, want, "in order");
 }
 
 /// Every VXLAN packet on the underlay decodes with VNI 42; those weft sent carry its TTL,
