@@ -31,6 +31,9 @@ const DESC_LEN: usize = 16;
 const USED_ELEM_LEN: usize = 8;
 /// How many chains ahead a burst's buffers are prefetched (descriptors twice as far).
 pub(crate) const PREFETCH_DISTANCE: u16 = 8;
+/// How much of a frame the receive chains ahead are prefetched for (its first line after
+/// the header; the hardware prefetcher follows a longer copy).
+pub(crate) const PREFETCH_FRAME_BYTES: usize = 64;
 
 /// Guest memory as one burst sees it: translations that remember the last region hit.
 pub(crate) struct GuestView<'m> {
@@ -157,10 +160,21 @@ impl<'m> SplitRing<'m> {
     /// Hints the caches toward the chains a burst will reach soon, so that their misses
     /// overlap instead of stalling one after the other (the rings and buffers were last
     /// written by the guest's core). Two stages, as DPDK's vhost does: the descriptor of the
-    /// chain `2 × distance` ahead of `cursor`, and the first buffer line of the chain
-    /// `distance` ahead, whose descriptor the previous stage brought in. Only reads and
-    /// hints: a bad entry or address is left for the real walk to judge.
-    pub(crate) fn prefetch_ahead(&self, view: &GuestView<'m>, cursor: &AvailCursor, distance: u16) {
+    /// chain `2 × distance` ahead of `cursor`, and the lines holding the first `span` bytes
+    /// of the buffer of the chain `distance` ahead (its first line and the one `span` ends
+    /// in: a frame often starts a line after its virtio-net header), whose descriptor the
+    /// previous stage brought in. `for_write`: the buffers will be written (receive chains),
+    /// so their lines are asked for with intent to write: taken from the guest's core in one
+    /// step rather than shared, then upgraded. Only reads and hints: a bad entry or address
+    /// is left for the real walk to judge.
+    pub(crate) fn prefetch_ahead(
+        &self,
+        view: &GuestView<'m>,
+        cursor: &AvailCursor,
+        distance: u16,
+        span: usize,
+        for_write: bool,
+    ) {
         let table = self.desc.ptr_guard().as_ptr();
         let far = cursor.next.wrapping_add(distance.wrapping_mul(2));
         if cursor.covers(far) {
@@ -184,8 +198,16 @@ impl<'m> SplitRing<'m> {
         else {
             return;
         };
-        if let Some(buffer) = view.host_address_hint(desc.addr()) {
+        let Some(buffer) = view.host_address_hint(desc.addr()) else {
+            return;
+        };
+        let last = buffer.wrapping_add(span.saturating_sub(1));
+        if for_write {
+            prefetch_for_write(buffer);
+            prefetch_for_write(last);
+        } else {
             prefetch(buffer);
+            prefetch(last);
         }
     }
 
@@ -216,6 +238,32 @@ fn prefetch(at: *const u8) {
     unsafe {
         core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(at.cast::<i8>());
     }
+}
+
+/// Whether the CPU has `prefetchw` (CPUID 8000_0001h, ECX bit 8), asked once.
+#[cfg(target_arch = "x86_64")]
+fn has_prefetchw() -> bool {
+    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAS.get_or_init(|| {
+        let max_extended = core::arch::x86_64::__cpuid(0x8000_0000).eax;
+        max_extended >= 0x8000_0001 && core::arch::x86_64::__cpuid(0x8000_0001).ecx & (1 << 8) != 0
+    })
+}
+
+/// Starts taking the cache line `at` is in for writing (`prefetchw`, where the CPU has it;
+/// a plain prefetch otherwise): a hint that never faults, whatever the address.
+#[inline(always)]
+fn prefetch_for_write(at: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    if has_prefetchw() {
+        // SAFETY: `prefetchw` is a hint: it loads nothing into the program, writes nothing
+        // and never faults whatever the address; it runs only on CPUs that have it.
+        unsafe {
+            core::arch::asm!("prefetchw [{0}]", in(reg) at, options(nostack, preserves_flags, readonly));
+        }
+        return;
+    }
+    prefetch(at);
 }
 
 /// A position in the available ring and the index it may go up to (read once, as

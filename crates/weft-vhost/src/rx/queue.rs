@@ -153,7 +153,13 @@ impl RxQueue {
             Err(f) => fault = Some(f),
             Ok((mut cursor, ring)) => {
                 while batch.room() > 0 && taken < limit && self.heads.len() < MAX_BATCH {
-                    ring.prefetch_ahead(&view, &cursor, PREFETCH_DISTANCE);
+                    ring.prefetch_ahead(
+                        &view,
+                        &cursor,
+                        PREFETCH_DISTANCE,
+                        hdr_len + weft_packet::ethernet::HEADER_LEN,
+                        false,
+                    );
                     let Some(head) = cursor.next_head(&ring) else {
                         break;
                     };

@@ -8,7 +8,9 @@ use crate::chain::{write_header, write_rx_chain, ChainError, FrameSource, TableR
 use crate::config::MAX_FRAME_LEN;
 use crate::counters::{FrameDrop, QueueFault};
 use crate::features::Features;
-use crate::ring_access::{AvailCursor, GuestView, SplitRing, PREFETCH_DISTANCE};
+use crate::ring_access::{
+    AvailCursor, GuestView, SplitRing, PREFETCH_DISTANCE, PREFETCH_FRAME_BYTES,
+};
 
 /// What the guest is told about a frame: `DATA_VALID` only if it negotiated checksums.
 fn offload_for_guest(mut info: OffloadInfo, features: Features) -> OffloadInfo {
@@ -59,8 +61,13 @@ impl RingWriter<'_, '_> {
         let first = self.used.len();
         let mut header = None;
         loop {
-            self.ring
-                .prefetch_ahead(self.view, &self.cursor, PREFETCH_DISTANCE);
+            self.ring.prefetch_ahead(
+                self.view,
+                &self.cursor,
+                PREFETCH_DISTANCE,
+                hdr_len + PREFETCH_FRAME_BYTES,
+                true,
+            );
             let Some(head) = self.cursor.next_head(&self.ring) else {
                 rewind(&mut self.cursor, self.used, first);
                 return Put::NoBuffers;
