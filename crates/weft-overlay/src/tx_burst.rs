@@ -70,11 +70,7 @@ impl Burst {
     }
 
     /// Frame `index`'s bytes as they go out: (head, body), its completed copy if it has one.
-    fn parts<'a>(
-        &'a self,
-        index: usize,
-        frame: &'a TxFrame<'_>,
-    ) -> (&'a [u8], &'a [u8]) {
+    fn parts<'a>(&'a self, index: usize, frame: &'a TxFrame<'_>) -> (&'a [u8], &'a [u8]) {
         let copy = self
             .completed
             .get(index)

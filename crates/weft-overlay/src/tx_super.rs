@@ -115,11 +115,18 @@ impl VxlanTx {
     /// went because the socket buffer is full (the caller stops the burst there); anything
     /// else is sent or counted.
     pub(crate) fn send_super_frame(&mut self, frame: &TxFrame<'_>, fdb: &RemoteFdb) -> bool {
-        let Some(len) = frame.copy_to(&mut self.linear) else {
-            self.stats.tx_error(1);
-            return true;
+        // A frame with no rewritten head is segmented where it lies; only one whose head the
+        // switch rewrote (a VLAN tag pushed or popped) is made contiguous first.
+        let linear: &[u8] = if frame.head().is_empty() {
+            frame.body
+        } else {
+            let Some(len) = frame.copy_to(&mut self.linear) else {
+                self.stats.tx_error(1);
+                return true;
+            };
+            &self.linear[..len]
         };
-        let linear = &self.linear[..len];
+        let len = linear.len();
         let dst = MacAddr::from_bytes(linear.get(..6).unwrap_or_default());
         let unicast_to = dst
             .filter(MacAddr::is_unicast)
