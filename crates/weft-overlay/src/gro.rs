@@ -1,4 +1,4 @@
-//! UDP GRO on receive: with `UDP_GRO` on, the kernel may hand one buffer holding several
+//! UDP GRO on receive (and the socket's drop count, read from the same control messages): with `UDP_GRO` on, the kernel may hand one buffer holding several
 //! datagrams of one flow, each `gso_size` bytes but the last, and says `gso_size` in a control
 //! message. This reads that message and cuts the buffer back into datagrams. Pure (no I/O):
 //! the control bytes come from the kernel, but are read as untrusted all the same.
@@ -21,9 +21,21 @@ pub enum GroError {
     BadSegmentSize,
 }
 
-/// The segment size a control buffer announces: `Ok(None)` when there is no `UDP_GRO`
-/// message (the buffer is one datagram).
-pub fn gro_segment_size(control: &[u8]) -> Result<Option<u16>, GroError> {
+/// What a received buffer's control messages say.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RxControl {
+    /// The `UDP_GRO` segment size: `None` when the buffer is one datagram.
+    pub gro_segment: Option<u16>,
+    /// The socket's `SO_RXQ_OVFL` count: datagrams the kernel dropped because the socket's
+    /// receive buffer was full, since the socket was opened (wrapping at 2³²). The kernel
+    /// sends it only once there has been a drop.
+    pub socket_drops: Option<u32>,
+}
+
+/// Reads the control messages of one received buffer (untrusted: any bad length is an error,
+/// never a panic).
+pub fn read_control(control: &[u8]) -> Result<RxControl, GroError> {
+    let mut out = RxControl::default();
     let mut at = 0;
     while control.len().saturating_sub(at) >= CMSG_HEADER {
         let word = |o: usize, n: usize| control.get(at + o..at + o + n);
@@ -41,19 +53,28 @@ pub fn gro_segment_size(control: &[u8]) -> Result<Option<u16>, GroError> {
         if len < CMSG_HEADER || len > control.len() - at {
             return Err(GroError::BadControl);
         }
+        let known = (level == libc::SOL_UDP && kind == UDP_GRO)
+            || (level == libc::SOL_SOCKET && kind == libc::SO_RXQ_OVFL);
+        if known && len < CMSG_HEADER + 4 {
+            return Err(GroError::BadControl);
+        }
         if level == libc::SOL_UDP && kind == UDP_GRO {
-            if len < CMSG_HEADER + 4 {
-                return Err(GroError::BadControl);
-            }
-            let value = int_at(CMSG_HEADER)?;
-            return match u16::try_from(value) {
-                Ok(size) if size > 0 => Ok(Some(size)),
-                _ => Err(GroError::BadSegmentSize),
+            out.gro_segment = match u16::try_from(int_at(CMSG_HEADER)?) {
+                Ok(size) if size > 0 => Some(size),
+                _ => return Err(GroError::BadSegmentSize),
             };
+        } else if level == libc::SOL_SOCKET && kind == libc::SO_RXQ_OVFL {
+            out.socket_drops = Some(u32::from_ne_bytes(int_at(CMSG_HEADER)?.to_ne_bytes()));
         }
         at += len.div_ceil(CMSG_ALIGN) * CMSG_ALIGN;
     }
-    Ok(None)
+    Ok(out)
+}
+
+/// The segment size a control buffer announces: `Ok(None)` when there is no `UDP_GRO`
+/// message (the buffer is one datagram).
+pub fn gro_segment_size(control: &[u8]) -> Result<Option<u16>, GroError> {
+    read_control(control).map(|c| c.gro_segment)
 }
 
 /// The datagrams in a buffer of `len` bytes cut every `segment` bytes (`segment` > 0).

@@ -108,6 +108,8 @@ impl VxlanPort {
             }
         }
         let gro = config.offload && udp_offload::enable_gro(udp.as_raw_fd());
+        // Best effort: without it the socket's overflows are only in /proc/net/udp.
+        let _ = udp_offload::enable_drop_count(udp.as_raw_fd());
         let fdb = Arc::new(Mutex::new(fdb));
         let stats = Arc::new(OverlayStats::default());
         let mut caps = PortCaps::plain(mtu);
@@ -137,6 +139,7 @@ impl VxlanPort {
             remotes: config.remotes.clone(),
             learning: config.learning,
             gro,
+            socket_drops_seen: 0,
             fdb: Arc::clone(&fdb),
             stats: Arc::clone(&stats),
             slot_len,

@@ -14,14 +14,13 @@ use weft_packet::MacAddr;
 use weft_switch::{FrameHandle, PortRx, RxBatch, RxDesc};
 
 use crate::decap::{decapsulate, remote_allowed, DecapRules};
-use crate::gro::{gro_segment_size, GroError};
+use crate::gro::{read_control, GroError};
 use crate::port::lock;
 use crate::remote_fdb::RemoteFdb;
 use crate::rx_coalesce::coalesce;
 use crate::stats::{DecapDrop, OverlayStats};
 use crate::sys::{self, RawAddr};
 use crate::too_big::{TooBigQueue, TooBigShared};
-use crate::udp_offload::CMSG_INT_WORDS;
 
 /// Where a received frame lies in `buffers`.
 #[derive(Debug, Clone, Copy)]
@@ -44,11 +43,15 @@ pub(crate) struct Received {
     source: IpAddr,
 }
 
+/// Room for a datagram's control messages: `UDP_GRO` and `SO_RXQ_OVFL`, an int each
+/// (`CMSG_SPACE(4)` = 24 bytes apiece on 64-bit Linux).
+const RX_CONTROL_WORDS: usize = 6;
+
 /// Headers for `recvmmsg`, rebuilt on every call.
 pub(crate) struct RxScratch {
     iovecs: Vec<libc::iovec>,
     addrs: Vec<RawAddr>,
-    controls: Vec<[u64; CMSG_INT_WORDS]>,
+    controls: Vec<[u64; RX_CONTROL_WORDS]>,
     msgs: Vec<libc::mmsghdr>,
 }
 
@@ -57,7 +60,7 @@ impl RxScratch {
         RxScratch {
             iovecs: Vec::with_capacity(batch),
             addrs: vec![RawAddr::zeroed(); batch],
-            controls: vec![[0; CMSG_INT_WORDS]; batch],
+            controls: vec![[0; RX_CONTROL_WORDS]; batch],
             msgs: Vec::with_capacity(batch),
         }
     }
@@ -75,6 +78,8 @@ pub struct VxlanRx {
     pub(crate) remotes: Vec<IpAddr>,
     pub(crate) learning: bool,
     pub(crate) gro: bool,
+    /// The socket's drop count (`SO_RXQ_OVFL`) as last reported.
+    pub(crate) socket_drops_seen: u32,
     pub(crate) fdb: Arc<Mutex<RemoteFdb>>,
     pub(crate) stats: Arc<OverlayStats>,
     pub(crate) slot_len: usize,
@@ -118,7 +123,6 @@ impl VxlanRx {
                 iov_len: slot.len(),
             });
         }
-        let gro = self.gro;
         for ((iov, addr), control) in s
             .iovecs
             .iter_mut()
@@ -131,10 +135,8 @@ impl VxlanRx {
             m.msg_hdr.msg_namelen = addr.len;
             m.msg_hdr.msg_iov = std::ptr::from_mut(iov);
             m.msg_hdr.msg_iovlen = 1;
-            if gro {
-                m.msg_hdr.msg_control = control.as_mut_ptr().cast();
-                m.msg_hdr.msg_controllen = std::mem::size_of_val(control);
-            }
+            m.msg_hdr.msg_control = control.as_mut_ptr().cast();
+            m.msg_hdr.msg_controllen = std::mem::size_of_val(control);
             s.msgs.push(m);
         }
         // SAFETY: every header points at a slot of `buffers`, an address of `addrs`, a
@@ -170,14 +172,20 @@ impl VxlanRx {
             self.stats.rx_drop(DecapDrop::UnknownRemote);
             return;
         }
+        let words = &self.scratch.controls[i];
+        let mut bytes = [0u8; RX_CONTROL_WORDS * 8];
+        for (out, w) in bytes.chunks_exact_mut(8).zip(words) {
+            out.copy_from_slice(&w.to_ne_bytes());
+        }
+        let control = read_control(&bytes[..control_len.min(bytes.len())]);
+        if let Some(seen) = control.ok().and_then(|c| c.socket_drops) {
+            // Cumulative since the socket opened: count what is new since the last look.
+            let new = seen.wrapping_sub(self.socket_drops_seen);
+            self.socket_drops_seen = seen;
+            self.stats.rx_socket_overflow(u64::from(new));
+        }
         let segment = if self.gro {
-            let words = &self.scratch.controls[i];
-            let mut bytes = [0u8; CMSG_INT_WORDS * 8];
-            for (out, w) in bytes.chunks_exact_mut(8).zip(words) {
-                out.copy_from_slice(&w.to_ne_bytes());
-            }
-            let control = &bytes[..control_len.min(bytes.len())];
-            match gro_segment_size(control) {
+            match control.map(|c| c.gro_segment) {
                 // A cut control message may have hidden the segment size.
                 Ok(None) if flags & libc::MSG_CTRUNC != 0 => Err(GroError::BadControl),
                 other => other,

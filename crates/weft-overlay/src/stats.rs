@@ -53,6 +53,7 @@ impl DecapDrop {
 pub struct OverlayStats {
     rx_frames: AtomicU64,
     rx_errors: AtomicU64,
+    rx_socket_overflow: AtomicU64,
     rx_drops: [AtomicU64; DecapDrop::ALL.len()],
     tx_frames: AtomicU64,
     tx_datagrams: AtomicU64,
@@ -78,6 +79,9 @@ pub struct OverlayStatsSnapshot {
     pub rx_frames: u64,
     /// Receive calls that failed (other than "nothing to read").
     pub rx_errors: u64,
+    /// Datagrams the kernel dropped before the port read them: the underlay socket's receive
+    /// buffer was full (`SO_RXQ_OVFL`).
+    pub rx_socket_overflow: u64,
     /// Datagrams dropped, by [`DecapDrop`] index.
     pub rx_drops: [u64; DecapDrop::ALL.len()],
     /// Frames the port accepted for sending.
@@ -142,6 +146,9 @@ impl OverlayStats {
     pub(crate) fn rx_error(&self) {
         bump(&self.rx_errors, 1);
     }
+    pub(crate) fn rx_socket_overflow(&self, n: u64) {
+        bump(&self.rx_socket_overflow, n);
+    }
     pub(crate) fn tx(&self, frames: u64, datagrams: u64) {
         bump(&self.tx_frames, frames);
         bump(&self.tx_datagrams, datagrams);
@@ -195,6 +202,7 @@ impl OverlayStats {
         OverlayStatsSnapshot {
             rx_frames: r(&self.rx_frames),
             rx_errors: r(&self.rx_errors),
+            rx_socket_overflow: r(&self.rx_socket_overflow),
             rx_drops: std::array::from_fn(|i| r(&self.rx_drops[i])),
             tx_frames: r(&self.tx_frames),
             tx_datagrams: r(&self.tx_datagrams),

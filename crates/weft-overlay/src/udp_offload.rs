@@ -78,6 +78,13 @@ pub(crate) fn enable_gro(fd: RawFd) -> bool {
     set_int(fd, libc::SOL_UDP, UDP_GRO, 1).is_ok()
 }
 
+/// Asks the kernel to say, with every datagram received after a drop, how many datagrams it
+/// has dropped on this socket because its receive buffer was full (`SO_RXQ_OVFL`), so that
+/// the port counts what never reached it.
+pub(crate) fn enable_drop_count(fd: RawFd) -> bool {
+    set_int(fd, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1).is_ok()
+}
+
 /// A UDP socket for segmentation offload: bound to `local`'s address and a free port in the
 /// dynamic range RFC 7348 §5 recommends for source ports (tried from `*next` on, which is
 /// advanced past the port taken), non-blocking, with a filter that queues nothing it might

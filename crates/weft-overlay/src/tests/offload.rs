@@ -6,7 +6,7 @@ use etherparse::{NetHeaders, PacketHeaders, TransportHeader};
 use proptest::prelude::*;
 use weft_packet::{GsoKind, OffloadInfo, Vni};
 
-use crate::gro::{gro_segment_size, gro_segments, GroError};
+use crate::gro::{gro_segment_size, gro_segments, read_control, GroError, RxControl};
 use crate::tx_super::{encapsulate_super_frame, SuperFrameError, MAX_GSO_PAYLOAD};
 use crate::udp_offload::UDP_GRO;
 
@@ -153,6 +153,32 @@ fn the_gro_control_message_gives_the_segment_size() {
         gro_segment_size(&cmsg(20, libc::SOL_IP, 8, &[0; 4])),
         Ok(None)
     );
+}
+
+#[test]
+fn the_socket_drop_count_is_read_beside_the_gro_size() {
+    let mut both = cmsg(20, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, &7u32.to_ne_bytes());
+    both.extend(cmsg(20, libc::SOL_UDP, UDP_GRO, &1472i32.to_ne_bytes()));
+    assert_eq!(
+        read_control(&both),
+        Ok(RxControl {
+            gro_segment: Some(1472),
+            socket_drops: Some(7)
+        })
+    );
+    // The count is unsigned and wraps: the top values are counts, not errors.
+    let wrapped = cmsg(
+        20,
+        libc::SOL_SOCKET,
+        libc::SO_RXQ_OVFL,
+        &u32::MAX.to_ne_bytes(),
+    );
+    assert_eq!(
+        read_control(&wrapped).map(|c| c.socket_drops),
+        Ok(Some(u32::MAX))
+    );
+    let short = cmsg(16, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, &[]);
+    assert_eq!(read_control(&short), Err(GroError::BadControl));
 }
 
 #[test]

@@ -346,3 +346,40 @@ fn the_inner_mtu_is_the_route_mtu_minus_the_overlay_cost() {
     let lonely = VxlanPort::open(&config(lo(1), port(13), port(13))).unwrap();
     assert_eq!(lonely.mtu(), 1450);
 }
+
+#[test]
+fn datagrams_the_kernel_drops_at_a_full_underlay_socket_are_counted() {
+    if !can_run("datagrams_the_kernel_drops_at_a_full_underlay_socket_are_counted") {
+        return;
+    }
+    const SENT: usize = 3000;
+    let p = port(21);
+    let mut c = config(lo(2), p, p).remote(lo(1));
+    c.mtu_from_underlay = false;
+    c.offload = false;
+    c.socket_buffer = 64 << 10;
+    let (mut rx, _tx, stats) = VxlanPort::open(&c).unwrap().split();
+    let peer = UdpSocket::bind(SocketAddr::new(lo(1), 0)).unwrap();
+    let datagram = [
+        &[0x08, 0, 0, 0, 0, 0, 42, 0][..],
+        &frame([2, 0, 0, 0, 0, 2], 9),
+    ]
+    .concat();
+    let to = SocketAddr::new(lo(2), p);
+    // More than the receive buffer holds, with nobody reading: the kernel drops the rest.
+    for _ in 0..SENT {
+        peer.send_to(&datagram, to).unwrap();
+    }
+    let mut got = receive_all(&mut rx, SENT).len();
+    // The kernel reports its count with the next datagram it queues.
+    peer.send_to(&datagram, to).unwrap();
+    got += receive_all(&mut rx, 1).len();
+    let s = stats.snapshot();
+    assert!(s.rx_socket_overflow > 0, "the buffer overflowed: {s:?}");
+    assert_eq!(
+        u64::try_from(got).unwrap() + s.rx_socket_overflow,
+        u64::try_from(SENT + 1).unwrap(),
+        "every datagram is received or counted: {s:?}"
+    );
+    assert_eq!(s.total_drops(), 0);
+}

@@ -34,6 +34,7 @@ pub fn device_drops(keep: &Keepalive) -> Vec<(String, u64)> {
             .into_iter()
             .map(|r| (format!("port_{}", decap_drop_name(r)), s.drops(r)))
             .collect();
+        out.push(("port_vxlan_socket_overflow".into(), s.rx_socket_overflow));
         out.push(("port_vxlan_rx_errors".into(), s.rx_errors));
         out.push(("port_vxlan_tx_errors".into(), s.tx_errors));
         out.push(("port_vxlan_no_remote".into(), s.tx_no_remote));
