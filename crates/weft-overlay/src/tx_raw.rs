@@ -13,6 +13,7 @@ use crate::sys::{self, RawAddr};
 use crate::tx::{answer_too_big, VxlanTx, MAX_MSGS};
 use crate::tx_burst::Burst;
 use crate::tx_small_gso::Route;
+use crate::udp_offload::socket_full;
 
 /// Headers for `sendmmsg`, rebuilt on every call.
 pub(crate) struct TxScratch {
@@ -170,14 +171,7 @@ impl VxlanTx {
             match unsafe { sys::sendmmsg(fd, &mut self.scratch.msgs[sent..]) } {
                 Ok(0) => break,
                 Ok(n) => sent += n,
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(libc::EAGAIN | libc::ENOBUFS | libc::EINTR)
-                    ) =>
-                {
-                    break
-                }
+                Err(e) if socket_full(&e) => break,
                 // A datagram the kernel refuses (no route, too big): skip it.
                 Err(_) => {
                     errors += 1;

@@ -21,7 +21,7 @@ use crate::sys::RawAddr;
 use crate::tx::VxlanTx;
 use crate::tx_burst::Burst;
 use crate::tx_super::{MAX_GSO_PAYLOAD, MAX_GSO_SEGMENTS};
-use crate::udp_offload::{send_segmented_iov, UIO_MAXIOV};
+use crate::udp_offload::{send_segmented_iov, socket_full, UIO_MAXIOV};
 
 /// Where a frame of a burst goes, worked out once per burst.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,8 +197,8 @@ impl VxlanTx {
                 self.stats.tx_small_gso(datagrams);
                 RunSent::Done
             }
+            Err(e) if socket_full(&e) => RunSent::Full,
             Err(e) => match e.raw_os_error() {
-                Some(libc::EAGAIN | libc::ENOBUFS | libc::EINTR) => RunSent::Full,
                 // The route's device cannot take UDP GSO (no checksum offload): never again,
                 // as `tx_super` does.
                 Some(libc::EIO) => {

@@ -20,7 +20,7 @@ use crate::remote_fdb::RemoteFdb;
 use crate::sys::RawAddr;
 use crate::too_big::l3_offset;
 use crate::tx::{pick_source_port, VxlanTx};
-use crate::udp_offload::send_segmented;
+use crate::udp_offload::{send_segmented, socket_full};
 
 /// Most datagrams per `UDP_SEGMENT` send (the kernel's `UDP_MAX_SEGMENTS` is 64 on older
 /// kernels, 128 on newer ones).
@@ -187,7 +187,7 @@ impl VxlanTx {
                         calls += 1;
                         datagrams += n;
                     }
-                    Err(e) if is_full(&e) && k == 0 && calls == 0 => return false,
+                    Err(e) if socket_full(&e) && k == 0 && calls == 0 => return false,
                     Err(e)
                         if matches!(e.raw_os_error(), Some(libc::EIO | libc::EINVAL))
                             && !self.gso_refused =>
@@ -228,11 +228,4 @@ impl VxlanTx {
         }
         Ok(sent)
     }
-}
-
-fn is_full(e: &std::io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(libc::EAGAIN | libc::ENOBUFS | libc::EINTR)
-    )
 }

@@ -153,6 +153,15 @@ pub(crate) fn gso_socket(
     Ok((fd, port))
 }
 
+/// Whether a send failed only because the socket buffer is full (or a signal came): nothing
+/// went, and the caller stops the burst there for the switch to retry or drop.
+pub(crate) fn socket_full(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EAGAIN | libc::ENOBUFS | libc::EINTR)
+    )
+}
+
 /// One `sendmsg(MSG_DONTWAIT)` of `payload` to `to`; when `segment` is set, with a
 /// `UDP_SEGMENT` control message: the kernel sends `payload` as datagrams of `segment` bytes
 /// (the last may be shorter), in one pass through its stack.
