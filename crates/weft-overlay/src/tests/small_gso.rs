@@ -172,6 +172,14 @@ fn frame(dst: MacAddr, payload_len: usize, fill: u8) -> Vec<u8> {
     out
 }
 
+/// The VXLAN header every datagram of these tests starts with (VNI 42).
+const VNI_42: [u8; 8] = [0x08, 0, 0, 0, 0, 0, 42, 0];
+
+/// The frames of `frames` addressed to B, in order.
+fn to_b(frames: &[Vec<u8>]) -> impl Iterator<Item = &Vec<u8>> {
+    frames.iter().filter(|f| f[..6] == TO_B.octets())
+}
+
 const TO_B: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xb]);
 const TO_C: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xc]);
 
@@ -254,11 +262,7 @@ fn a_burst_of_equal_small_frames_leaves_in_two_segmented_sends_as_the_raw_paths_
     assert_eq!(segmented.1.len(), 3, "every datagram to C");
     assert_eq!(segmented, raw, "the same datagrams, sources and order");
     let (ports_b, payloads_b): (Vec<_>, Vec<_>) = segmented.0.into_iter().unzip();
-    let want_b: Vec<Vec<u8>> = frames
-        .iter()
-        .filter(|f| f[..6] == TO_B.octets())
-        .map(|f| [&[0x08, 0, 0, 0, 0, 0, 42, 0][..], f].concat())
-        .collect();
+    let want_b: Vec<Vec<u8>> = to_b(&frames).map(|f| [&VNI_42[..], f].concat()).collect();
     assert_eq!(
         payloads_b, want_b,
         "VXLAN header + the frame, in burst order"
@@ -281,11 +285,7 @@ fn a_segmented_burst_reaches_a_weft_port_with_gro_as_the_original_frames_in_orde
     let (mut brx, _btx, bstats) = VxlanPort::open(&cb).unwrap().split();
     let frames = burst();
     assert_eq!(atx.transmit(&as_tx(&frames)), frames.len());
-    let to_b: Vec<Vec<u8>> = frames
-        .iter()
-        .filter(|f| f[..6] == TO_B.octets())
-        .cloned()
-        .collect();
+    let to_b: Vec<Vec<u8>> = to_b(&frames).cloned().collect();
     let got = receive_all(&mut brx, to_b.len());
     assert_eq!(got, to_b, "every frame, whole and in order");
     let (a, b) = (astats.snapshot(), bstats.snapshot());
@@ -344,11 +344,7 @@ fn frames_with_partial_checksums_go_in_runs_with_their_checksums_completed() {
         "{s:?}"
     );
     let got: Vec<Vec<u8>> = drain(&at_b).into_iter().map(|(_, d)| d).collect();
-    let want: Vec<Vec<u8>> = frames
-        .iter()
-        .filter(|f| f[..6] == TO_B.octets())
-        .map(|f| [&[0x08, 0, 0, 0, 0, 0, 42, 0][..], f].concat())
-        .collect();
+    let want: Vec<Vec<u8>> = to_b(&frames).map(|f| [&VNI_42[..], f].concat()).collect();
     assert_eq!(
         got, want,
         "the frames with their checksums completed, in order"

@@ -26,15 +26,19 @@ fn show(f: &mut Fixture, name: &str) -> weft_control::response::PortInfo {
     port
 }
 
-#[test]
-fn tcp_links_connect_and_port_show_counts_a_peer_wired_to_another_link() {
-    let mut f = fixture(vec![switch("br0", &[])]);
-    // A free port on loopback, released just before the link binds it.
-    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+/// A free TCP port on loopback, released just before a link binds it.
+fn free_loopback_address() -> String {
+    std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
-        .to_string();
+        .to_string()
+}
+
+#[test]
+fn tcp_links_connect_and_port_show_counts_a_peer_wired_to_another_link() {
+    let mut f = fixture(vec![switch("br0", &[])]);
+    let addr = free_loopback_address();
     add(&mut f, "l", tcp_link(Some(&addr), None)).unwrap();
     add(&mut f, "c", tcp_link(None, Some(&addr))).unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -144,11 +148,7 @@ fn tcp_links_with_one_key_file_connect_and_port_show_counts_a_client_without_it(
     let key = dir.join("link.key");
     std::fs::write(&key, [0x42u8; 32]).unwrap();
     let mut f = fixture(vec![switch("br0", &[])]);
-    let addr = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string();
+    let addr = free_loopback_address();
     add(&mut f, "l", keyed(tcp_link(Some(&addr), None), &key)).unwrap();
     add(&mut f, "c", keyed(tcp_link(None, Some(&addr)), &key)).unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
