@@ -116,6 +116,31 @@ fn pseudo_header_v6_equals_sum_of_its_bytes() {
     assert_eq!(pseudo_header_v6(src, dst, 6, len), sum(&bytes));
 }
 
+#[test]
+fn sum_of_super_frame_sized_buffers_equals_naive_in_every_lane_state() {
+    // All ones drives every lane to its largest values; the odd lengths leave 1 to 31 bytes
+    // after the last 32-byte step, so the tail path meets full lanes.
+    let ones = vec![0xffu8; 65_600];
+    let mut noise = vec![0u8; 65_600];
+    let mut x: u32 = 0x1234_5678;
+    for b in &mut noise {
+        x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+        *b = x.to_be_bytes()[1];
+    }
+    for len in [65_536, 65_537, 65_535, 65_599, 65_568, 65_571] {
+        assert_eq!(
+            sum(&ones[..len]),
+            naive_sum(&ones[..len]),
+            "ones, {len} bytes"
+        );
+        assert_eq!(
+            sum(&noise[..len]),
+            naive_sum(&noise[..len]),
+            "noise, {len} bytes"
+        );
+    }
+}
+
 proptest! {
     #[test]
     fn fast_sum_equals_naive_reference(data in proptest::collection::vec(any::<u8>(), 0..600)) {
