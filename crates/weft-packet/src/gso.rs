@@ -8,7 +8,7 @@
 
 mod layout;
 
-use core::net::{Ipv4Addr, Ipv6Addr};
+use core::net::Ipv6Addr;
 
 use crate::checksum;
 use crate::error::ParseError;
@@ -151,12 +151,26 @@ enum Plan {
     },
 }
 
+/// One segment's headers, as [`Segmenter::next_segment_headers`] wrote them, and the payload
+/// that follows them in that segment, where it lies in the super-frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentHeaders<'a> {
+    /// Header bytes written at the start of the caller's buffer.
+    pub len: usize,
+    /// The segment's payload: a piece of the super-frame, not copied.
+    pub payload: &'a [u8],
+}
+
 /// Cuts one frame into wire-ready frames, one per [`next_segment`](Self::next_segment) call.
 ///
 /// TCP segments get their sequence number advanced, FIN and PSH on the last segment only, CWR
 /// on the first only; UDP segments their own length. Every segment gets its IPv4 total length,
 /// identification (+1 per segment) and header checksum, or IPv6 payload length, and a full L4
 /// checksum (the pseudo-header sum a sender left in the super-frame is not trusted).
+///
+/// [`next_segment_headers`](Self::next_segment_headers) writes only a segment's headers and
+/// points at its payload, for a caller that gathers the two (a `sendmsg` iovec) instead of
+/// copying the payload.
 #[derive(Debug, Clone)]
 pub struct Segmenter<'a> {
     frame: &'a [u8],
@@ -248,21 +262,55 @@ impl<'a> Segmenter<'a> {
         }
     }
 
+    /// Length of the headers every segment repeats: what
+    /// [`next_segment_headers`](Self::next_segment_headers) writes. A frame passed through
+    /// whole is all header.
+    pub fn header_len(&self) -> usize {
+        match self.plan {
+            Plan::PassThrough(_) => self.frame.len(),
+            Plan::Segment { layout, .. } => layout.payload,
+        }
+    }
+
     /// Writes the next segment, a complete Ethernet frame, at the start of `out` and returns
     /// its length; `None` once every segment has been written. After an error the segmenter
     /// is finished (returns `None`), so that a loop over it always ends.
     pub fn next_segment(&mut self, out: &mut [u8]) -> Option<Result<usize, GsoError>> {
+        self.step(|segmenter, index| {
+            let headers = segmenter.write_headers(index, out)?;
+            let len = headers.len + headers.payload.len();
+            let available = out.len();
+            out.get_mut(headers.len..len)
+                .ok_or(GsoError::SegmentTooLarge {
+                    needed: len,
+                    available,
+                })?
+                .copy_from_slice(headers.payload);
+            Ok(len)
+        })
+    }
+
+    /// Writes the next segment's headers ([`header_len`](Self::header_len) bytes, lengths,
+    /// sequence number and checksums final) at the start of `out` and returns them with the
+    /// payload that completes the segment, where it lies in the frame. The same segments as
+    /// [`next_segment`](Self::next_segment), byte for byte, without copying the payload.
+    pub fn next_segment_headers(
+        &mut self,
+        out: &mut [u8],
+    ) -> Option<Result<SegmentHeaders<'a>, GsoError>> {
+        self.step(|segmenter, index| segmenter.write_headers(index, out))
+    }
+
+    /// Runs `write` for the next segment; after an error, finishes.
+    fn step<T>(
+        &mut self,
+        write: impl FnOnce(&Self, usize) -> Result<T, GsoError>,
+    ) -> Option<Result<T, GsoError>> {
         if self.next >= self.count {
             return None;
         }
         let index = self.next;
-        let result = match self.plan {
-            Plan::PassThrough(info) => self.pass_through(&info, out),
-            Plan::Segment {
-                layout,
-                segment_payload,
-            } => self.write_segment(&layout, segment_payload, index, out),
-        };
+        let result = write(self, index);
         self.next = if result.is_ok() {
             index + 1
         } else {
@@ -271,7 +319,21 @@ impl<'a> Segmenter<'a> {
         Some(result)
     }
 
-    fn pass_through(&self, info: &OffloadInfo, out: &mut [u8]) -> Result<usize, GsoError> {
+    fn write_headers(&self, index: usize, out: &mut [u8]) -> Result<SegmentHeaders<'a>, GsoError> {
+        match self.plan {
+            Plan::PassThrough(info) => self.pass_through(&info, out),
+            Plan::Segment {
+                layout,
+                segment_payload,
+            } => self.segment_headers(&layout, segment_payload, index, out),
+        }
+    }
+
+    fn pass_through(
+        &self,
+        info: &OffloadInfo,
+        out: &mut [u8],
+    ) -> Result<SegmentHeaders<'a>, GsoError> {
         let len = self.frame.len();
         let available = out.len();
         let dst = out.get_mut(..len).ok_or(GsoError::SegmentTooLarge {
@@ -280,31 +342,31 @@ impl<'a> Segmenter<'a> {
         })?;
         dst.copy_from_slice(self.frame);
         complete_checksum(dst, info)?;
-        Ok(len)
+        Ok(SegmentHeaders { len, payload: &[] })
     }
 
-    fn write_segment(
+    /// Segment `index`'s headers into `out`; its L4 checksum sums the headers written and the
+    /// payload where it lies.
+    fn segment_headers(
         &self,
         layout: &Layout,
         segment_payload: usize,
         index: usize,
         out: &mut [u8],
-    ) -> Result<usize, GsoError> {
+    ) -> Result<SegmentHeaders<'a>, GsoError> {
+        let frame: &'a [u8] = self.frame;
         let header_len = layout.payload;
         let offset = index * segment_payload;
-        let payload = &self.frame[header_len..];
-        let piece = payload
+        let piece = frame[header_len..]
             .get(offset..)
             .map(|rest| &rest[..rest.len().min(segment_payload)])
             .unwrap_or_default();
-        let len = header_len + piece.len();
         let available = out.len();
-        let out = out.get_mut(..len).ok_or(GsoError::SegmentTooLarge {
-            needed: len,
+        let out = out.get_mut(..header_len).ok_or(GsoError::SegmentTooLarge {
+            needed: header_len + piece.len(),
             available,
         })?;
-        out[..header_len].copy_from_slice(&self.frame[..header_len]);
-        out[header_len..].copy_from_slice(piece);
+        out.copy_from_slice(&frame[..header_len]);
 
         let too_long = |_| GsoError::LengthMismatch;
         // Index < MAX_SEGMENTS, so it fits; IP identifications wrap by design.
@@ -313,25 +375,40 @@ impl<'a> Segmenter<'a> {
         })?;
         let (l3, l4) = out.split_at_mut(layout.l4);
         let l3 = &mut l3[layout.l3..];
-        let ip_len = l3.len() + l4.len();
-        let l4_len = l4.len();
+        let ip_len = l3.len() + l4.len() + piece.len();
+        let l4_len = l4.len() + piece.len();
+        let protocol = match layout.transport {
+            Transport::Tcp => tcp::PROTOCOL,
+            Transport::Udp => crate::udp::PROTOCOL,
+        };
         let pseudo = match layout.family {
             Family::V4 => {
                 let mut ip = Ipv4Packet::new_unchecked(&mut *l3);
                 ip.set_total_len(u16::try_from(ip_len).map_err(too_long)?);
                 ip.set_ident(ip.ident().wrapping_add(index16));
                 ip.fill_checksum();
-                Pseudo::V4(ip.src_addr(), ip.dst_addr())
+                let l4_len = u16::try_from(l4_len).map_err(too_long)?;
+                checksum::pseudo_header_v4(ip.src_addr(), ip.dst_addr(), protocol, l4_len)
             }
             Family::V6 => {
                 let payload_len = u16::try_from(ip_len - 40).map_err(too_long)?;
                 l3[4..6].copy_from_slice(&payload_len.to_be_bytes());
-                Pseudo::V6(ipv6_addr(&l3[8..24]), ipv6_addr(&l3[24..40]))
+                let l4_len = u32::try_from(l4_len).map_err(too_long)?;
+                let (src, dst) = (ipv6_addr(&l3[8..24]), ipv6_addr(&l3[24..40]));
+                checksum::pseudo_header_v6(src, dst, protocol, l4_len)
             }
+        };
+        // L4 headers are a whole number of 32-bit words (TCP) or 8 bytes (UDP): the payload's
+        // sum adds on without a byte swap.
+        let l4_sum = |l4: &[u8]| {
+            checksum::combine(
+                checksum::combine(pseudo, checksum::sum(l4)),
+                checksum::sum(piece),
+            )
         };
         match layout.transport {
             Transport::Tcp => {
-                let mut tcp = TcpPacket::new_unchecked(l4);
+                let mut tcp = TcpPacket::new_unchecked(&mut *l4);
                 let advance = u32::try_from(offset).map_err(too_long)?;
                 tcp.set_seq_number(tcp.seq_number().wrapping_add(advance));
                 if index + 1 != self.count {
@@ -341,28 +418,25 @@ impl<'a> Segmenter<'a> {
                 if index != 0 {
                     tcp.set_cwr(false);
                 }
-                match pseudo {
-                    Pseudo::V4(src, dst) => tcp.fill_checksum_v4(src, dst)?,
-                    Pseudo::V6(src, dst) => tcp.fill_checksum_v6(src, dst)?,
-                }
+                tcp.set_checksum(0);
+                let value = checksum::finish(l4_sum(l4));
+                TcpPacket::new_unchecked(&mut *l4).set_checksum(value);
             }
             Transport::Udp => {
-                let mut udp = UdpPacket::new_unchecked(l4);
+                let mut udp = UdpPacket::new_unchecked(&mut *l4);
                 udp.set_len(u16::try_from(l4_len).map_err(too_long)?);
-                match pseudo {
-                    Pseudo::V4(src, dst) => udp.fill_checksum_v4(src, dst),
-                    Pseudo::V6(src, dst) => udp.fill_checksum_v6(src, dst),
-                }
+                udp.set_checksum(0);
+                // 0 means "no checksum" in UDP: a computed zero goes out as 0xffff.
+                let value = checksum::finish(l4_sum(l4));
+                let value = if value == 0 { 0xffff } else { value };
+                UdpPacket::new_unchecked(&mut *l4).set_checksum(value);
             }
         }
-        Ok(len)
+        Ok(SegmentHeaders {
+            len: header_len,
+            payload: piece,
+        })
     }
-}
-
-/// The addresses of a segment's pseudo-header.
-enum Pseudo {
-    V4(Ipv4Addr, Ipv4Addr),
-    V6(Ipv6Addr, Ipv6Addr),
 }
 
 /// An IPv6 address from 16 bytes (callers pass exactly 16).

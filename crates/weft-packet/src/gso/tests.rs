@@ -331,17 +331,27 @@ fn any_info() -> impl Strategy<Value = OffloadInfo> {
     )
 }
 
-/// Runs the segmenter over `frame` and checks that whatever comes out respects the limits.
+/// Runs the segmenter over `frame` and checks that whatever comes out respects the limits,
+/// and that the headers-only walk gives every segment the copying walk gives.
 fn run_hostile(frame: &[u8], info: &OffloadInfo, max_frame_len: usize, out_len: usize) {
     let mut out = vec![0u8; out_len];
+    let mut headers = vec![0u8; out_len];
     let mut copy = frame.to_vec();
     let _ = complete_checksum(&mut copy, info);
     if let Ok(mut segmenter) = Segmenter::new(frame, info, max_frame_len) {
         assert!(segmenter.segment_count() <= MAX_SEGMENTS);
+        let mut gathered = segmenter.clone();
         let mut produced = 0;
         while let Some(result) = segmenter.next_segment(&mut out) {
+            let headers_only = gathered.next_segment_headers(&mut headers);
             if let Ok(len) = result {
                 assert!(len <= max_frame_len && len <= out_len);
+                let Some(Ok(h)) = headers_only else {
+                    panic!("segment {produced}: copied, but its headers alone failed")
+                };
+                assert_eq!(h.len, segmenter.header_len());
+                assert_eq!(&out[..h.len], &headers[..h.len]);
+                assert_eq!(&out[h.len..len], h.payload);
             }
             produced += 1;
         }
@@ -405,5 +415,6 @@ proptest! {
         prop_assume!(len.div_ceil(segment_payload) <= MAX_SEGMENTS);
         let segments = segment_all(&frame, &info, max_frame_len);
         validate_segments(&frame, &segments, segment_payload, max_frame_len);
+        run_hostile(&frame, &info, max_frame_len, max_frame_len);
     }
 }
