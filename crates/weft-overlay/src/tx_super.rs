@@ -1,13 +1,16 @@
 //! TCP super-frames (TSO) on transmit. VXLAN over UDP is not what `UDP_SEGMENT` segments by
 //! itself (it cuts a payload into equal pieces; it knows nothing of the inner TCP), so the
 //! port segments the inner frame in software (`weft_packet::gso::Segmenter`: MTU-sized inner
-//! TCP segments, checksums complete), writes each behind its VXLAN header into one buffer —
-//! `[VXLAN | segment][VXLAN | segment]...`, all the same length but the last — and hands that
-//! buffer to the kernel in one `sendmsg` with `UDP_SEGMENT` = that length, on a UDP socket
-//! whose bound port is the flow's source port. The kernel builds every outer datagram in one
-//! pass through its stack; a peer with `UDP_GRO` receives them as one buffer again.
+//! TCP segments, checksums complete). Only the headers are written: each segment's VXLAN
+//! header and Ethernet/IP/TCP headers go into one header buffer, and its payload stays where
+//! it lies in the super-frame. One `sendmsg` with `UDP_SEGMENT` gathers
+//! `[headers 0, payload 0, headers 1, payload 1, ...]` (all datagrams the same length but the
+//! last) on a UDP socket whose bound port is the flow's source port: the kernel copies the
+//! frame once, builds every outer datagram in one pass through its stack, and a peer with
+//! `UDP_GRO` receives them as one buffer again.
 
 use std::net::SocketAddr;
+use std::ops::Range;
 use std::os::fd::{AsRawFd, RawFd};
 
 use weft_packet::gso::{GsoError, Segmenter};
@@ -20,7 +23,7 @@ use crate::remote_fdb::RemoteFdb;
 use crate::sys::RawAddr;
 use crate::too_big::l3_offset;
 use crate::tx::{pick_source_port, VxlanTx};
-use crate::udp_offload::{send_segmented, socket_full};
+use crate::udp_offload::{send_segmented_iov, socket_full};
 
 /// Most datagrams per `UDP_SEGMENT` send (the kernel's `UDP_MAX_SEGMENTS` is 64 on older
 /// kernels, 128 on newer ones).
@@ -34,75 +37,130 @@ pub enum SuperFrameError {
     /// The inner frame could not be segmented.
     #[error("segmentation: {0}")]
     Segment(#[from] GsoError),
-    /// The output buffer is too small for every segment.
-    #[error("output buffer too small")]
+    /// The header buffer is too small for every segment's headers.
+    #[error("header buffer too small")]
     NoRoom,
     /// The segments are not all the same length but the last (`UDP_SEGMENT` needs that).
     #[error("segments of unequal length")]
     Uneven,
 }
 
-/// A super-frame laid out as VXLAN datagram payloads, ready for `UDP_SEGMENT` sends.
+/// A super-frame laid out as VXLAN datagrams for gathered `UDP_SEGMENT` sends: datagram `i`
+/// is its header block (`stride` bytes at `i * stride` of the header buffer: VXLAN header and
+/// the segment's own headers) followed by its piece of the frame's payload, not copied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Encapsulated {
-    /// Bytes written.
-    pub len: usize,
-    /// Length of every datagram payload but the last (VXLAN header + inner segment).
-    pub segment: usize,
+pub struct Gathered {
+    /// Bytes of each header block.
+    pub stride: usize,
     /// How many datagrams.
     pub count: usize,
+    /// Where the payload starts in the frame.
+    payload_start: usize,
+    /// The frame's length.
+    frame_len: usize,
+    /// Payload bytes of every datagram but the last.
+    piece: usize,
 }
 
-impl Encapsulated {
-    /// The byte ranges to hand to one send each: at most [`MAX_GSO_SEGMENTS`] datagrams and
-    /// [`MAX_GSO_PAYLOAD`] bytes, cut at datagram boundaries.
-    pub fn sends(&self) -> impl Iterator<Item = std::ops::Range<usize>> {
-        let per_send = (MAX_GSO_PAYLOAD / self.segment.max(1)).clamp(1, MAX_GSO_SEGMENTS);
-        let step = per_send * self.segment.max(1);
-        let len = self.len;
-        (0..len).step_by(step).map(move |s| s..(s + step).min(len))
+impl Gathered {
+    /// Length of every datagram but the last (the `UDP_SEGMENT` size).
+    pub fn segment(&self) -> usize {
+        self.stride + self.piece
+    }
+
+    /// Datagram `i`'s header block in the header buffer `headers`.
+    pub fn header_block<'h>(&self, headers: &'h [u8], i: usize) -> &'h [u8] {
+        headers
+            .get(i * self.stride..(i + 1) * self.stride)
+            .unwrap_or_default()
+    }
+
+    /// Datagram `i`'s payload in `frame`.
+    pub fn payload_of<'f>(&self, frame: &'f [u8], i: usize) -> &'f [u8] {
+        let start = self.payload_start + i * self.piece;
+        let end = (start + self.piece).min(self.frame_len);
+        frame.get(start..end).unwrap_or_default()
+    }
+
+    /// The datagrams to hand to one send each: at most [`MAX_GSO_SEGMENTS`] datagrams and
+    /// [`MAX_GSO_PAYLOAD`] bytes.
+    pub fn sends(&self) -> impl Iterator<Item = Range<usize>> {
+        let per_send = (MAX_GSO_PAYLOAD / self.segment().max(1)).clamp(1, MAX_GSO_SEGMENTS);
+        let count = self.count;
+        (0..count)
+            .step_by(per_send)
+            .map(move |s| s..(s + per_send).min(count))
     }
 }
 
 /// Segments `frame` (a super-frame described by `offload`) into inner frames whose L3 packet
-/// is at most `mtu` bytes, each behind a VXLAN header for `vni`, back to back in `out`.
-pub fn encapsulate_super_frame(
+/// is at most `mtu` bytes, each behind a VXLAN header for `vni`: writes every datagram's
+/// headers into `headers` and leaves the payload where it lies.
+pub fn gather_super_frame(
     frame: &[u8],
     offload: &OffloadInfo,
     mtu: usize,
     vni: Vni,
-    out: &mut [u8],
-) -> Result<Encapsulated, SuperFrameError> {
+    headers: &mut [u8],
+) -> Result<Gathered, SuperFrameError> {
     let mut segmenter = Segmenter::new(frame, offload, l3_offset(frame) + mtu)?;
     let count = segmenter.segment_count();
-    let mut at = 0;
-    let mut segment = 0;
-    for index in 0..count {
-        let room = out.get_mut(at..).ok_or(SuperFrameError::NoRoom)?;
-        if room.len() <= VXLAN_HEADER_LEN {
-            return Err(SuperFrameError::NoRoom);
-        }
-        let (header, inner) = room.split_at_mut(VXLAN_HEADER_LEN);
-        vxlan::emit(vni, header).map_err(|_| SuperFrameError::NoRoom)?;
-        let written = match segmenter.next_segment(inner) {
-            Some(Ok(n)) => n,
-            Some(Err(GsoError::SegmentTooLarge { .. })) => return Err(SuperFrameError::NoRoom),
+    let header_len = segmenter.header_len();
+    let stride = VXLAN_HEADER_LEN + header_len;
+    let room = headers
+        .get_mut(..count * stride)
+        .ok_or(SuperFrameError::NoRoom)?;
+    let mut piece = 0;
+    for (index, block) in room.chunks_exact_mut(stride).enumerate() {
+        let (vxlan_header, inner) = block.split_at_mut(VXLAN_HEADER_LEN);
+        vxlan::emit(vni, vxlan_header).map_err(|_| SuperFrameError::NoRoom)?;
+        let written = match segmenter.next_segment_headers(inner) {
+            Some(Ok(h)) => h,
             Some(Err(e)) => return Err(e.into()),
             None => return Err(SuperFrameError::Uneven),
         };
-        let len = written + VXLAN_HEADER_LEN;
+        let len = written.payload.len();
         if index == 0 {
-            segment = len;
-        } else if len > segment || (len != segment && index + 1 < count) {
+            piece = len;
+        } else if len > piece || (len != piece && index + 1 < count) {
             return Err(SuperFrameError::Uneven);
         }
-        at += len;
     }
-    Ok(Encapsulated {
-        len: at,
-        segment,
+    Ok(Gathered {
+        stride,
         count,
+        payload_start: header_len,
+        frame_len: frame.len(),
+        piece,
     })
+}
+
+/// Two iovecs per datagram, for one send's datagrams.
+type SendIovecs = [libc::iovec; 2 * MAX_GSO_SEGMENTS];
+
+/// Fills `iov` with datagrams `range` of `plan` (header block, then payload); how many
+/// iovecs it used.
+fn fill_iovecs(
+    iov: &mut [libc::iovec],
+    plan: &Gathered,
+    headers: &[u8],
+    frame: &[u8],
+    range: Range<usize>,
+) -> usize {
+    let mut n = 0;
+    for i in range {
+        for piece in [plan.header_block(headers, i), plan.payload_of(frame, i)] {
+            if piece.is_empty() || n == iov.len() {
+                continue;
+            }
+            iov[n] = libc::iovec {
+                iov_base: piece.as_ptr().cast_mut().cast(),
+                iov_len: piece.len(),
+            };
+            n += 1;
+        }
+    }
+    n
 }
 
 /// A destination of the super-frame path.
@@ -138,7 +196,7 @@ impl VxlanTx {
             self.stats.tx_error(1);
             return true;
         };
-        let plan = match encapsulate_super_frame(
+        let plan = match gather_super_frame(
             linear,
             &frame.offload,
             self.inner_mtu,
@@ -160,6 +218,11 @@ impl VxlanTx {
             self.stats.tx_no_remote();
             return true;
         }
+        let headers = &self.segments[..];
+        let mut iov: SendIovecs = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; 2 * MAX_GSO_SEGMENTS];
         let mut calls = 0;
         let mut datagrams = 0;
         for k in 0..copies {
@@ -169,18 +232,17 @@ impl VxlanTx {
             };
             let to = destination(ip, self.remote_port);
             for range in plan.sends() {
-                let payload = &self.segments[range];
                 let result = if self.gso_refused {
-                    self.send_one_by_one(fd, &to, payload, plan.segment)
+                    send_one_by_one(fd, &to, &plan, headers, linear, range.clone())
                 } else {
-                    send_segmented(
-                        fd,
-                        &to,
-                        payload,
-                        (payload.len() > plan.segment)
-                            .then(|| u16::try_from(plan.segment).unwrap_or(u16::MAX)),
-                    )
-                    .map(|_| payload.len().div_ceil(plan.segment.max(1)))
+                    let n = fill_iovecs(&mut iov, &plan, headers, linear, range.clone());
+                    let segment = u16::try_from(plan.segment()).unwrap_or(u16::MAX);
+                    // SAFETY: the iovecs point into `headers` and `linear`, both borrowed (so
+                    // alive and unmodified) for the whole call.
+                    unsafe {
+                        send_segmented_iov(fd, &to, &iov[..n], (range.len() > 1).then_some(segment))
+                    }
+                    .map(|_| range.len())
                 };
                 match result {
                     Ok(n) => {
@@ -195,7 +257,7 @@ impl VxlanTx {
                         // The route's device cannot take UDP GSO (no checksum offload, or a
                         // segment larger than its MTU): from now on, one datagram per call.
                         self.gso_refused = true;
-                        match self.send_one_by_one(fd, &to, payload, plan.segment) {
+                        match send_one_by_one(fd, &to, &plan, headers, linear, range) {
                             Ok(n) => datagrams += n,
                             Err(_) => self.stats.tx_error(1),
                         }
@@ -212,20 +274,25 @@ impl VxlanTx {
         self.stats.tx_super_frame(calls);
         true
     }
+}
 
-    /// The slow way: each datagram of `payload` (cut every `segment` bytes) in its own call.
-    fn send_one_by_one(
-        &self,
-        fd: RawFd,
-        to: &RawAddr,
-        payload: &[u8],
-        segment: usize,
-    ) -> std::io::Result<usize> {
-        let mut sent = 0;
-        for datagram in payload.chunks(segment.max(1)) {
-            send_segmented(fd, to, datagram, None)?;
-            sent += 1;
-        }
-        Ok(sent)
+/// The slow way: each datagram of `range` in its own call.
+fn send_one_by_one(
+    fd: RawFd,
+    to: &RawAddr,
+    plan: &Gathered,
+    headers: &[u8],
+    frame: &[u8],
+    range: Range<usize>,
+) -> std::io::Result<usize> {
+    let mut iov = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; 2];
+    for i in range.clone() {
+        let n = fill_iovecs(&mut iov, plan, headers, frame, i..i + 1);
+        // SAFETY: the iovecs point into `headers` and `frame`, borrowed for the call.
+        unsafe { send_segmented_iov(fd, to, &iov[..n], None) }?;
     }
+    Ok(range.len())
 }

@@ -162,25 +162,11 @@ pub(crate) fn socket_full(e: &io::Error) -> bool {
     )
 }
 
-/// One `sendmsg(MSG_DONTWAIT)` of `payload` to `to`; when `segment` is set, with a
-/// `UDP_SEGMENT` control message: the kernel sends `payload` as datagrams of `segment` bytes
-/// (the last may be shorter), in one pass through its stack.
-pub(crate) fn send_segmented(
-    fd: RawFd,
-    to: &RawAddr,
-    payload: &[u8],
-    segment: Option<u16>,
-) -> io::Result<usize> {
-    let iov = [libc::iovec {
-        iov_base: payload.as_ptr().cast_mut().cast(),
-        iov_len: payload.len(),
-    }];
-    // SAFETY: the one iovec describes `payload`, alive and unmodified for the call.
-    unsafe { send_segmented_iov(fd, to, &iov, segment) }
-}
-
-/// [`send_segmented`] with the payload gathered from `iov` (at most `UIO_MAXIOV` entries):
-/// the kernel copies the pieces into one buffer, so the datagrams may be cut across them.
+/// One `sendmsg(MSG_DONTWAIT)` to `to` of the payload gathered from `iov` (at most
+/// `UIO_MAXIOV` entries); when `segment` is set, with a `UDP_SEGMENT` control message: the
+/// kernel copies the pieces into one buffer and sends it as datagrams of `segment` bytes (the
+/// last may be shorter, and a datagram may be cut across pieces), in one pass through its
+/// stack.
 ///
 /// # Safety
 ///

@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use weft_packet::{GsoKind, OffloadInfo, Vni};
 
 use crate::gro::{gro_segment_size, gro_segments, read_control, GroError, RxControl};
-use crate::tx_super::{encapsulate_super_frame, SuperFrameError, MAX_GSO_PAYLOAD};
+use crate::tx_super::{gather_super_frame, Gathered, SuperFrameError, MAX_GSO_PAYLOAD};
 use crate::udp_offload::UDP_GRO;
 
 const MSS: u16 = 1398;
@@ -37,19 +37,39 @@ fn payload(len: usize) -> Vec<u8> {
     (0..len).map(|i| u8::try_from(i % 251).unwrap()).collect()
 }
 
+/// The datagrams of `frame`'s gathered sends, back to back: what the kernel copies from the
+/// iovecs (and what a peer's GRO socket receives).
+pub(crate) fn encapsulate(
+    frame: &[u8],
+    info: &OffloadInfo,
+    mtu: usize,
+    vni: Vni,
+) -> Result<(Vec<u8>, Gathered), SuperFrameError> {
+    let mut headers = vec![0u8; 64 << 10];
+    let plan = gather_super_frame(frame, info, mtu, vni, &mut headers)?;
+    let mut out = Vec::new();
+    for i in 0..plan.count {
+        out.extend_from_slice(plan.header_block(&headers, i));
+        out.extend_from_slice(plan.payload_of(frame, i));
+    }
+    Ok((out, plan))
+}
+
 fn check_segments(v6: bool, len: usize, mtu: usize) {
     let data = payload(len);
     let (frame, info) = tcp_super_frame(v6, &data);
-    let mut out = vec![0u8; 256 << 10];
     let vni = Vni::new(42).unwrap();
-    let plan = encapsulate_super_frame(&frame, &info, mtu, vni, &mut out).unwrap();
+    let (out, plan) = encapsulate(&frame, &info, mtu, vni).unwrap();
     let mss = usize::from(MSS).min(mtu - if v6 { 60 } else { 40 });
     assert_eq!(plan.count, len.div_ceil(mss));
     let mut joined = Vec::new();
     let mut expected_seq = 1_000_000u32;
-    for (i, datagram) in out[..plan.len].chunks(plan.segment).enumerate() {
+    for (i, datagram) in out.chunks(plan.segment()).enumerate() {
         let last = i + 1 == plan.count;
-        assert!(last || datagram.len() == plan.segment, "equal but the last");
+        assert!(
+            last || datagram.len() == plan.segment(),
+            "equal but the last"
+        );
         assert_eq!(
             &datagram[..8],
             &[0x08, 0, 0, 0, 0, 0, 42, 0],
@@ -86,17 +106,16 @@ fn check_segments(v6: bool, len: usize, mtu: usize) {
     assert_eq!(joined, data, "the payload survives whole and in order");
     let mut covered = 0;
     for range in plan.sends() {
-        assert_eq!(range.start, covered);
-        let n = range.len();
-        assert!(n <= MAX_GSO_PAYLOAD);
-        assert!(n.div_ceil(plan.segment) <= 64);
-        assert!(
-            range.end == plan.len || n % plan.segment == 0,
-            "cut at datagrams"
-        );
+        assert_eq!(range.start, covered, "sends follow one another");
+        assert!(!range.is_empty() && range.len() <= 64);
+        let bytes: usize = range
+            .clone()
+            .map(|i| plan.stride + plan.payload_of(&frame, i).len())
+            .sum();
+        assert!(bytes <= MAX_GSO_PAYLOAD);
         covered = range.end;
     }
-    assert_eq!(covered, plan.len);
+    assert_eq!(covered, plan.count);
 }
 
 #[test]
@@ -112,19 +131,21 @@ fn an_ipv6_super_frame_is_cut_to_the_overlay_mtu_even_when_the_mss_is_larger() {
 }
 
 #[test]
-fn a_super_frame_that_does_not_fit_the_buffer_is_refused() {
+fn a_super_frame_whose_headers_do_not_fit_the_buffer_is_refused() {
     let (frame, info) = tcp_super_frame(false, &payload(30_000));
-    let mut out = vec![0u8; 10_000];
-    let got = encapsulate_super_frame(&frame, &info, 1450, Vni::new(1).unwrap(), &mut out);
+    // 22 segments need 22 × (8 + 54) header bytes.
+    let mut headers = vec![0u8; 22 * 62 - 1];
+    let got = gather_super_frame(&frame, &info, 1450, Vni::new(1).unwrap(), &mut headers);
     assert_eq!(got, Err(SuperFrameError::NoRoom));
+    let mut headers = vec![0u8; 22 * 62];
+    assert!(gather_super_frame(&frame, &info, 1450, Vni::new(1).unwrap(), &mut headers).is_ok());
 }
 
 #[test]
 fn a_syn_super_frame_is_refused_not_segmented() {
     let (mut frame, info) = tcp_super_frame(false, &payload(5000));
     frame[14 + 20 + 13] |= 0x02; // SYN
-    let mut out = vec![0u8; 64 << 10];
-    let got = encapsulate_super_frame(&frame, &info, 1450, Vni::new(1).unwrap(), &mut out);
+    let got = encapsulate(&frame, &info, 1450, Vni::new(1).unwrap());
     assert!(matches!(got, Err(SuperFrameError::Segment(_))));
 }
 
@@ -236,11 +257,8 @@ fn rules() -> crate::decap::DecapRules {
 /// What a GRO socket receives from a peer's `UDP_SEGMENT` send of this super-frame.
 fn gro_buffer(v6: bool, len: usize) -> (Vec<u8>, usize, Vec<u8>) {
     let (frame, info) = tcp_super_frame(v6, &payload(len));
-    let mut out = vec![0u8; 256 << 10];
-    let plan =
-        encapsulate_super_frame(&frame, &info, 1450, Vni::new(42).unwrap(), &mut out).unwrap();
-    out.truncate(plan.len);
-    (out, plan.segment, frame)
+    let (out, plan) = encapsulate(&frame, &info, 1450, Vni::new(42).unwrap()).unwrap();
+    (out, plan.segment(), frame)
 }
 
 #[test]
