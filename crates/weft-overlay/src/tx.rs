@@ -29,7 +29,9 @@ pub(crate) const MAX_MSGS: usize = 256;
 /// smaller: a switch answers for many senders).
 const TOO_BIG_RATE: u32 = 100;
 const TOO_BIG_BURST: u32 = 10;
-/// Room for a super-frame's segments, each behind a copy of the headers and a VXLAN header.
+/// Room for a super-frame's header blocks (a VXLAN header and a copy of the inner headers per
+/// segment; the payloads are not copied): 512 segments (`gso::MAX_SEGMENTS`) of up to 384
+/// header bytes.
 const SEGMENTS_LEN: usize = 192 << 10;
 
 /// The transmit half.
@@ -45,7 +47,7 @@ pub struct VxlanTx {
     fdb: Arc<Mutex<RemoteFdb>>,
     pub(crate) stats: Arc<OverlayStats>,
     pub(crate) scratch: TxScratch,
-    /// A super-frame made contiguous, and its segments behind their VXLAN headers.
+    /// A super-frame made contiguous, and its segments' header blocks (`tx_super`).
     pub(crate) linear: Vec<u8>,
     pub(crate) segments: Vec<u8>,
     /// The largest L3 packet the overlay carries (the caps' MTU).
