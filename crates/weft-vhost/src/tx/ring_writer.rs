@@ -8,9 +8,7 @@ use crate::chain::{write_header, write_rx_chain, ChainError, FrameSource, TableR
 use crate::config::MAX_FRAME_LEN;
 use crate::counters::{FrameDrop, QueueFault};
 use crate::features::Features;
-use crate::ring_access::{
-    AvailCursor, GuestView, SplitRing, PREFETCH_DISTANCE, PREFETCH_FRAME_BYTES,
-};
+use crate::ring_access::{AvailCursor, GuestView, SplitRing, PREFETCH_DISTANCE};
 
 /// What the guest is told about a frame: `DATA_VALID` only if it negotiated checksums.
 fn offload_for_guest(mut info: OffloadInfo, features: Features) -> OffloadInfo {
@@ -60,14 +58,11 @@ impl RingWriter<'_, '_> {
         let mut src = FrameSource::new(head, body);
         let first = self.used.len();
         let mut header = None;
+        // The frame written now stands for the one that will reach the chain prefetched.
+        let span = hdr_len + src.remaining();
         loop {
-            self.ring.prefetch_ahead(
-                self.view,
-                &self.cursor,
-                PREFETCH_DISTANCE,
-                hdr_len + PREFETCH_FRAME_BYTES,
-                true,
-            );
+            self.ring
+                .prefetch_ahead(self.view, &self.cursor, PREFETCH_DISTANCE, span, true);
             let Some(head) = self.cursor.next_head(&self.ring) else {
                 rewind(&mut self.cursor, self.used, first);
                 return Put::NoBuffers;
