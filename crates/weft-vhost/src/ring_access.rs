@@ -102,20 +102,28 @@ pub(crate) struct SplitRing<'m> {
     avail: VolatileSlice<'m>,
     used: VolatileSlice<'m>,
     size: u16,
+    /// `size - 1`: ring positions wrap with a mask, not a division (`size` is a power of two).
+    mask: u16,
 }
 
 impl<'m> SplitRing<'m> {
     /// Maps the rings `queue` was started with. `None` when one of them is not wholly inside
     /// one memory region (a ring outside memory was refused when it started; one spanning
-    /// two regions is not served — no frontend here lays rings out that way).
+    /// two regions is not served — no frontend here lays rings out that way), or when the
+    /// size is not a power of two (refused when the frontend set it; checked again here
+    /// because the positions wrap by mask).
     pub(crate) fn new(view: &GuestView<'m>, queue: &Queue) -> Option<Self> {
         let size = queue.size();
+        if !size.is_power_of_two() {
+            return None;
+        }
         let n = usize::from(size);
         Some(SplitRing {
             desc: view.slice(GuestAddress(queue.desc_table()), DESC_LEN * n)?,
             avail: view.slice(GuestAddress(queue.avail_ring()), 4 + 2 * n)?,
             used: view.slice(GuestAddress(queue.used_ring()), 4 + USED_ELEM_LEN * n)?,
             size,
+            mask: size - 1,
         })
     }
 
@@ -129,7 +137,7 @@ impl<'m> SplitRing<'m> {
 
     /// The head index at available-ring position `pos`.
     fn avail_head(&self, pos: u16) -> Option<u16> {
-        let slot = 4 + 2 * usize::from(pos % self.size.max(1));
+        let slot = 4 + 2 * usize::from(pos & self.mask);
         self.avail
             .get_ref::<u16>(slot)
             .ok()
@@ -219,7 +227,7 @@ impl<'m> SplitRing<'m> {
 
     /// Writes used element `(head, len)` at used position `pos` (not yet visible).
     pub(crate) fn write_used(&self, pos: u16, head: u16, len: u32) -> bool {
-        let slot = 4 + USED_ELEM_LEN * usize::from(pos % self.size.max(1));
+        let slot = 4 + USED_ELEM_LEN * usize::from(pos & self.mask);
         let elem = u64::from(head) | (u64::from(len) << 32);
         // One volatile store (a byte copy through `write_obj` costs a `memcpy` call).
         self.used
