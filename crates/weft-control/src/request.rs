@@ -165,6 +165,19 @@ pub enum Request {
         /// The rule.
         rule: RuleSpec,
     },
+    /// Adds a route: a flow rule and, with `remote`, the static remote FDB entry that sends
+    /// the rule's destination MAC to that endpoint through the VXLAN port the rule outputs
+    /// to. Both go in or neither does (a route needs a destination MAC and one `output`
+    /// action to have a remote).
+    RouteAdd {
+        /// Switch.
+        switch: String,
+        /// The rule.
+        rule: RuleSpec,
+        /// The remote endpoint for the rule's destination MAC.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        remote: Option<String>,
+    },
     /// Removes a flow rule by id.
     RuleDel {
         /// Switch.

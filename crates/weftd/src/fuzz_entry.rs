@@ -183,6 +183,8 @@ mod tests {
             (name.clone(), any::<bool>()).prop_map(|(n, f)| json!({"op": "switch_del", "name": n, "force": f})),
             (name.clone(), any::<u16>(), any::<u16>()).prop_map(|(n, p, v)| json!({"op": "rule_add", "switch": n,
                 "rule": {"priority": p, "match": {"vlan": v}, "actions": ["flood"]}})),
+            (name.clone(), mac.clone(), "[0-9.]{0,12}").prop_map(|(n, m, r)| json!({"op": "route_add", "switch": n,
+                "rule": {"match": {"dst_mac": m}, "actions": [{"output": "p"}]}, "remote": r})),
             (name.clone(), 0u64..8).prop_map(|(n, id)| json!({"op": "rule_del", "switch": n, "id": id})),
             (name.clone(), mac, any::<u16>()).prop_map(|(n, m, v)| json!({"op": "fdb_add", "switch": n, "mac": m, "vlan": v, "port": "p"})),
             name.clone().prop_map(|n| json!({"op": "stats", "switch": n})),

@@ -4,9 +4,10 @@
 //! `weft rule list` shows them among the others (with `cookie=0x...`).
 //!
 //! A route to a VXLAN port with several remotes leaves the choice of remote to the port's
-//! remote FDB (by destination MAC): `--remote IP` adds that remote FDB entry too, so the
-//! endpoint is per destination MAC, not per (source, destination) pair — a rule action with
-//! an endpoint would be a change to the switch's core for little gain.
+//! remote FDB (by destination MAC): `--remote IP` adds that remote FDB entry too, in the
+//! same request (`route_add`: both or neither), so the endpoint is per destination MAC, not
+//! per (source, destination) pair — a rule action with an endpoint would be a change to the
+//! switch's core for little gain.
 
 use serde::Serialize;
 use weft_control::response::RuleInfo;
@@ -100,28 +101,28 @@ pub fn run(daemon: &mut dyn Daemon, cmd: &RouteCmd, json_output: bool) -> Result
             remote,
             priority,
         } => {
-            if let Some(remote) = remote {
-                let MacOrAny::Mac(dst) = &matches.dst else {
-                    return Err(CliError::usage(
-                        "--remote needs --dst MAC",
-                        "the remote is chosen by destination MAC (the port's remote FDB): \
-                         give the destination, or route to the port and let it replicate",
-                    ));
-                };
-                match daemon.call(Request::RemoteMacAdd {
+            let rule = route_rule(matches, to, *priority);
+            let request = match remote {
+                None => Request::RuleAdd {
                     switch: switch.clone(),
-                    port: to.clone(),
-                    mac: dst.clone(),
-                    remote: remote.clone(),
-                })? {
-                    Response::Done => {}
-                    other => return Err(unexpected("remote_mac_add", &other)),
+                    rule,
+                },
+                Some(remote) => {
+                    if matches!(matches.dst, MacOrAny::Any) {
+                        return Err(CliError::usage(
+                            "--remote needs --dst MAC",
+                            "the remote is chosen by destination MAC (the port's remote FDB): \
+                             give the destination, or route to the port and let it replicate",
+                        ));
+                    }
+                    Request::RouteAdd {
+                        switch: switch.clone(),
+                        rule,
+                        remote: Some(remote.clone()),
+                    }
                 }
-            }
-            let response = daemon.call(Request::RuleAdd {
-                switch: switch.clone(),
-                rule: route_rule(matches, to, *priority),
-            })?;
+            };
+            let response = daemon.call(request)?;
             match response {
                 Response::RuleAdded { id } if !json_output => Ok(format!("{id}\n")),
                 Response::RuleAdded { .. } => Ok(json(&response)),

@@ -277,3 +277,26 @@ fn remote_mac_requests_round_trip() {
         port: "vx".into(),
     });
 }
+
+#[test]
+fn route_add_round_trips_with_and_without_a_remote() {
+    let rule = RuleSpec {
+        priority: 100,
+        matches: MatchSpec {
+            dst_mac: Some("02:00:00:00:00:02".into()),
+            ..MatchSpec::default()
+        },
+        actions: vec![ActionSpec::Output("vx".into())],
+        cookie: 1,
+    };
+    round_trip(Request::RouteAdd {
+        switch: "br0".into(),
+        rule: rule.clone(),
+        remote: Some("10.0.0.2".into()),
+    });
+    round_trip(Request::RouteAdd {
+        switch: "br0".into(),
+        rule,
+        remote: None,
+    });
+}

@@ -20,6 +20,7 @@ mod fdb;
 pub mod pool;
 mod ports;
 mod remote_macs;
+mod routes;
 mod rules;
 pub mod stats;
 mod switches;
@@ -215,6 +216,11 @@ impl Controller {
             }
             Request::RemoteMacShow { switch, port } => self.remote_mac_show(&switch, &port),
             Request::RuleAdd { switch, rule } => self.rule_add(&switch, rule),
+            Request::RouteAdd {
+                switch,
+                rule,
+                remote,
+            } => self.route_add(&switch, rule, remote.as_deref()),
             Request::RuleDel { switch, id } => self.rule_del(&switch, id),
             Request::RuleList { switch } => self.rule_list(&switch),
             Request::Stats { switch } => self.stats(switch.as_deref()),

@@ -2,10 +2,13 @@
 //! remote endpoint). Static entries are part of the port's kind in the state file and are
 //! changed in the running port's table in place (the port is not reopened).
 
+use std::net::IpAddr;
 use weft_control::response::RemoteMacEntry;
-use weft_control::state::{PortKind, RemoteMac};
+
+use weft_control::state::{PortKind, RemoteMac, SwitchState};
 use weft_control::{ControlError, Response};
-use weft_overlay::RemoteFdbHandle;
+use weft_overlay::{RemoteEntry, RemoteFdbHandle};
+use weft_packet::MacAddr;
 
 use super::{no_port, Controller};
 use crate::devices::VxlanDevice;
@@ -17,6 +20,85 @@ fn not_vxlan(switch: &str, port: &str) -> ControlError {
          remote FDB"
     ))
     .with_hint("use weft fdb for the switch's own FDB")
+}
+
+/// The remote MACs of port `port` in a copy of switch `switch`'s configuration.
+fn port_remote_macs<'a>(
+    s: &'a mut SwitchState,
+    switch: &str,
+    port: &str,
+) -> Result<&'a mut Vec<RemoteMac>, ControlError> {
+    let conf = s
+        .ports
+        .iter_mut()
+        .find(|p| p.name == port)
+        .ok_or_else(|| no_port(switch, port))?;
+    match &mut conf.kind {
+        PortKind::Vxlan { remote_macs, .. } => Ok(remote_macs),
+        _ => Err(not_vxlan(switch, port)),
+    }
+}
+
+/// A static remote MAC checked against its port, ready to go in.
+pub(super) struct CheckedRemoteMac {
+    switch: String,
+    port: String,
+    addr: MacAddr,
+    entry: RemoteMac,
+    /// The running port's remote FDB; `None` when its device is not open.
+    fdb: Option<RemoteFdbHandle>,
+}
+
+impl CheckedRemoteMac {
+    /// Puts the entry in a copy of its switch's configuration, in place of any entry for
+    /// the same MAC.
+    pub(super) fn stage(&self, s: &mut SwitchState) -> Result<(), ControlError> {
+        let macs = port_remote_macs(s, &self.switch, &self.port)?;
+        macs.retain(|m| translate::mac(&m.mac).ok() != Some(self.addr));
+        macs.push(self.entry.clone());
+        Ok(())
+    }
+
+    /// The endpoint. Validation of the staged configuration has checked that it is one the
+    /// port may send to; it normalizes nothing, so after it this parse cannot fail.
+    pub(super) fn endpoint(&self) -> Result<IpAddr, ControlError> {
+        self.entry.remote.parse().map_err(|_| {
+            ControlError::invalid(format!(
+                "remote {:?} is not an IP address",
+                self.entry.remote
+            ))
+        })
+    }
+
+    /// Puts the entry in the running port's remote FDB; returns the entry it replaced, for
+    /// [`CheckedRemoteMac::restore`].
+    pub(super) fn install(&self, endpoint: IpAddr) -> Result<Option<RemoteEntry>, ControlError> {
+        let Some(fdb) = &self.fdb else {
+            return Ok(None);
+        };
+        let previous = fdb.lookup(self.addr);
+        fdb.insert_static(self.addr, endpoint)
+            .map_err(|e| super::internal(format!("adding the remote MAC: {e}")))?;
+        Ok(previous)
+    }
+
+    /// Undoes [`CheckedRemoteMac::install`]: the static entry it replaced comes back; a
+    /// learned one is forgotten (the next frame from that MAC teaches it again).
+    pub(super) fn restore(&self, previous: Option<RemoteEntry>) {
+        let Some(fdb) = &self.fdb else {
+            return;
+        };
+        match previous {
+            Some(e) if e.is_static => {
+                if let Err(e) = fdb.insert_static(self.addr, e.endpoint) {
+                    tracing::error!(error = %e, "cannot restore a remote MAC");
+                }
+            }
+            _ => {
+                fdb.remove(self.addr);
+            }
+        }
+    }
 }
 
 impl Controller {
@@ -48,26 +130,26 @@ impl Controller {
             .map(|d| d.fdb.clone()))
     }
 
-    /// Changes the port's `remote_macs` in a copy of the configuration (validated).
-    fn with_remote_macs(
+    /// Checks a static remote MAC for a VXLAN port, changing nothing. The endpoint is
+    /// checked against the port when the entry is staged and the configuration validated.
+    pub(super) fn check_remote_mac(
         &self,
         switch: &str,
         port: &str,
-        change: impl FnOnce(&mut Vec<RemoteMac>),
-    ) -> Result<weft_control::state::State, ControlError> {
-        self.with_switch(switch, |s| {
-            let conf = s
-                .ports
-                .iter_mut()
-                .find(|p| p.name == port)
-                .ok_or_else(|| no_port(switch, port))?;
-            match &mut conf.kind {
-                PortKind::Vxlan { remote_macs, .. } => {
-                    change(remote_macs);
-                    Ok(())
-                }
-                _ => Err(not_vxlan(switch, port)),
-            }
+        mac: &str,
+        remote: &str,
+    ) -> Result<CheckedRemoteMac, ControlError> {
+        let addr = translate::unicast_mac(mac)?;
+        self.remote_macs(switch, port)?;
+        Ok(CheckedRemoteMac {
+            switch: switch.to_string(),
+            port: port.to_string(),
+            addr,
+            entry: RemoteMac {
+                mac: addr.to_string(),
+                remote: remote.to_string(),
+            },
+            fdb: self.remote_fdb(switch, port)?,
         })
     }
 
@@ -78,28 +160,10 @@ impl Controller {
         mac: &str,
         remote: &str,
     ) -> Result<Response, ControlError> {
-        let addr = translate::unicast_mac(mac)?;
-        self.remote_macs(switch, port)?;
-        let entry = RemoteMac {
-            mac: addr.to_string(),
-            remote: remote.to_string(),
-        };
-        // Validation (of the whole port, with this entry) says whether the endpoint is one
-        // the port may send to; it normalizes nothing, so the parse below cannot fail.
-        let next = self.with_remote_macs(switch, port, |macs| {
-            macs.retain(|m| translate::mac(&m.mac).ok() != Some(addr));
-            macs.push(entry);
-        })?;
-        let endpoint = remote.parse().map_err(|_| {
-            ControlError::invalid(format!("remote {remote:?} is not an IP address"))
-        })?;
-        let fdb = self.remote_fdb(switch, port)?;
-        self.commit_then(next, |_| match fdb {
-            Some(fdb) => fdb
-                .insert_static(addr, endpoint)
-                .map_err(|e| super::internal(format!("adding the remote MAC: {e}"))),
-            None => Ok(()),
-        })?;
+        let checked = self.check_remote_mac(switch, port, mac, remote)?;
+        let next = self.with_switch(switch, |s| checked.stage(s))?;
+        let endpoint = checked.endpoint()?;
+        self.commit_then(next, |_| checked.install(endpoint).map(drop))?;
         Ok(Response::Done)
     }
 
@@ -116,8 +180,10 @@ impl Controller {
             .any(|m| translate::mac(&m.mac).ok() == Some(addr));
         let fdb = self.remote_fdb(switch, port)?;
         if configured {
-            let next = self.with_remote_macs(switch, port, |macs| {
-                macs.retain(|m| translate::mac(&m.mac).ok() != Some(addr));
+            let next = self.with_switch(switch, |s| {
+                port_remote_macs(s, switch, port)?
+                    .retain(|m| translate::mac(&m.mac).ok() != Some(addr));
+                Ok(())
             })?;
             self.commit_then(next, |_| {
                 if let Some(fdb) = fdb {

@@ -6,8 +6,9 @@
 
 use weft_control::response::RuleInfo;
 use weft_control::rule::RuleSpec;
+use weft_control::state::SwitchState;
 use weft_control::{ControlError, Response};
-use weft_switch::RuleId;
+use weft_switch::{FlowRule, RuleId};
 
 use super::{limit, Controller};
 use crate::model::translate;
@@ -17,12 +18,27 @@ fn no_rule(switch: &str, id: u64) -> ControlError {
         .with_hint("list the rules and their ids with rule_list (weft rule list)")
 }
 
+/// A rule checked against its switch (ports resolved, limit kept), ready to go in.
+pub(super) struct CheckedRule {
+    spec: RuleSpec,
+    rule: FlowRule,
+    worker: usize,
+}
+
+impl CheckedRule {
+    /// Appends the rule to a copy of its switch's configuration.
+    pub(super) fn stage(&self, s: &mut SwitchState) {
+        s.rules.push(self.spec.clone());
+    }
+}
+
 impl Controller {
-    pub(super) fn rule_add(
-        &mut self,
+    /// Checks `spec` against switch `switch`, changing nothing.
+    pub(super) fn check_rule(
+        &self,
         switch: &str,
         spec: RuleSpec,
-    ) -> Result<Response, ControlError> {
+    ) -> Result<CheckedRule, ControlError> {
         let conf = self.switch_conf(switch)?;
         let rt = self.switch_rt(switch)?;
         let lookup = |name: &str| rt.ports.get(name).map(|p| p.id);
@@ -33,21 +49,43 @@ impl Controller {
                 conf.rules.len()
             )));
         }
-        let worker = rt.worker;
+        Ok(CheckedRule {
+            spec,
+            rule,
+            worker: rt.worker,
+        })
+    }
+
+    /// Puts a checked (and committed) rule in its switch's flow table.
+    pub(super) fn install_rule(
+        &mut self,
+        switch: &str,
+        checked: CheckedRule,
+    ) -> Result<RuleId, ControlError> {
+        let CheckedRule { rule, worker, .. } = checked;
+        let id = self
+            .pool
+            .on_switch(worker, switch, move |sw, _| sw.add_rule(rule))?
+            .map_err(|e| super::internal(format!("adding the rule: {e}")))?;
+        if let Some(rt) = self.switches.get_mut(switch) {
+            rt.rule_ids.push(id);
+        }
+        Ok(id)
+    }
+
+    pub(super) fn rule_add(
+        &mut self,
+        switch: &str,
+        spec: RuleSpec,
+    ) -> Result<Response, ControlError> {
+        let checked = self.check_rule(switch, spec)?;
         let next = self.with_switch(switch, |s| {
-            s.rules.push(spec);
+            checked.stage(s);
             Ok(())
         })?;
         let mut added = None;
         self.commit_then(next, |c| {
-            let id = c
-                .pool
-                .on_switch(worker, switch, move |sw, _| sw.add_rule(rule))?
-                .map_err(|e| super::internal(format!("adding the rule: {e}")))?;
-            if let Some(rt) = c.switches.get_mut(switch) {
-                rt.rule_ids.push(id);
-            }
-            added = Some(id);
+            added = Some(c.install_rule(switch, checked)?);
             Ok(())
         })?;
         let id = added.ok_or_else(|| super::internal("the rule got no id"))?;

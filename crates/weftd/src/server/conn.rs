@@ -144,6 +144,7 @@ fn changes_configuration(request: &weft_control::Request) -> bool {
         | R::RemoteMacAdd { .. }
         | R::RemoteMacDel { .. }
         | R::RuleAdd { .. }
+        | R::RouteAdd { .. }
         | R::RuleDel { .. } => true,
         R::ConfigApply { dry_run, .. } => !dry_run,
         R::Hello {}

@@ -96,8 +96,8 @@ fn a_route_is_a_mac_rule_with_the_route_cookie() {
 }
 
 #[test]
-fn a_route_with_a_remote_also_pins_the_destination_in_the_remote_fdb() {
-    let (script, _) = run_script(
+fn a_route_with_a_remote_is_one_route_add_request_carrying_the_remote() {
+    let (script, out) = run_script(
         &[
             "add",
             "br0",
@@ -108,18 +108,25 @@ fn a_route_with_a_remote_also_pins_the_destination_in_the_remote_fdb() {
             "--remote",
             "192.0.2.3",
         ],
-        vec![Ok(Response::Done), Ok(Response::RuleAdded { id: 1 })],
+        vec![Ok(Response::RuleAdded { id: 1 })],
     );
+    assert_eq!(out, "1\n");
     assert_eq!(
-        script.seen[0],
-        Request::RemoteMacAdd {
+        script.seen,
+        [Request::RouteAdd {
             switch: "br0".into(),
-            port: "vx".into(),
-            mac: B.into(),
-            remote: "192.0.2.3".into(),
-        }
+            rule: RuleSpec {
+                priority: 100,
+                matches: MatchSpec {
+                    dst_mac: Some(B.into()),
+                    ..MatchSpec::default()
+                },
+                actions: vec![ActionSpec::Output("vx".into())],
+                cookie: ROUTE_COOKIE,
+            },
+            remote: Some("192.0.2.3".into()),
+        }]
     );
-    assert!(matches!(script.seen[1], Request::RuleAdd { .. }));
     // Without a destination MAC there is no entry to pin: refused before any request.
     let mut script = Script {
         answers: Vec::new(),

@@ -167,3 +167,108 @@ fn bad_remote_macs_are_refused_and_change_nothing() {
     });
     assert_eq!(e.kind, ErrorKind::NotFound, "{}", e.message);
 }
+
+fn route(dst: Option<&str>, src: Option<&str>) -> RuleSpec {
+    RuleSpec {
+        priority: 100,
+        matches: MatchSpec {
+            src_mac: src.map(str::to_string),
+            dst_mac: dst.map(str::to_string),
+            ..MatchSpec::default()
+        },
+        actions: vec![ActionSpec::Output("vx".into())],
+        cookie: 1,
+    }
+}
+
+fn add_route(f: &mut Fixture, rule: RuleSpec, remote: &str) -> Result<Response, ControlError> {
+    f.req(Request::RouteAdd {
+        switch: "br0".into(),
+        rule,
+        remote: Some(remote.into()),
+    })
+}
+
+fn rule_count(f: &mut Fixture) -> usize {
+    let Response::Rules { rules } = f.ok(Request::RuleList {
+        switch: "br0".into(),
+    }) else {
+        panic!("not rules")
+    };
+    rules.len()
+}
+
+#[test]
+fn a_route_with_a_remote_adds_its_rule_and_remote_mac_together_or_not_at_all() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIP: a VXLAN port's raw socket needs root");
+        return;
+    }
+    let mut br0 = switch("br0", &[]);
+    br0.settings.max_rules = 2;
+    let mut f = fixture(vec![br0]);
+    let pinned = remote_mac("02:00:00:00:00:01", "127.0.0.2");
+    add_port(&mut f, vxlan(udp_port(3), vec![pinned.clone()])).unwrap();
+    let before = vec![(
+        "02:00:00:00:00:01".to_string(),
+        "127.0.0.2".to_string(),
+        true,
+    )];
+
+    // A bad rule, a bad remote, a route with no destination: refused, the entry for
+    // 02:..:01 keeps its endpoint, and no rule goes in.
+    let dst = Some("02:00:00:00:00:01");
+    for (rule, remote, says) in [
+        (route(dst, Some("nonsense")), "127.0.0.3", "MAC"),
+        (
+            route(dst, None),
+            "127.0.0.9",
+            "not one of the port's remotes",
+        ),
+        (route(None, None), "127.0.0.3", "destination MAC"),
+    ] {
+        let e = add_route(&mut f, rule, remote).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Invalid, "{}", e.message);
+        assert!(e.message.contains(says), "{says}: {}", e.message);
+        assert_eq!(shown(&mut f), before);
+        assert_eq!(saved_macs(&f), std::slice::from_ref(&pinned));
+        assert_eq!(rule_count(&mut f), 0);
+        assert!(f.saved().switches[0].rules.is_empty());
+    }
+
+    // Both go in: the entry moves to the route's remote, the rule is listed and saved.
+    let Response::RuleAdded { .. } = add_route(&mut f, route(dst, None), "127.0.0.3").unwrap()
+    else {
+        panic!("route_add answered something else")
+    };
+    let moved = vec![(
+        "02:00:00:00:00:01".to_string(),
+        "127.0.0.3".to_string(),
+        true,
+    )];
+    assert_eq!(shown(&mut f), moved);
+    assert_eq!(
+        saved_macs(&f),
+        [remote_mac("02:00:00:00:00:01", "127.0.0.3")]
+    );
+    assert_eq!(rule_count(&mut f), 1);
+
+    // The rule limit refuses the next route's rule: its remote MAC does not go in either.
+    add_route(&mut f, route(Some("02:00:00:00:00:02"), None), "127.0.0.2").unwrap();
+    let e = add_route(&mut f, route(Some("02:00:00:00:00:03"), None), "127.0.0.2").unwrap_err();
+    assert_eq!(e.kind, ErrorKind::LimitReached, "{}", e.message);
+    let macs: Vec<String> = shown(&mut f).into_iter().map(|(m, _, _)| m).collect();
+    assert_eq!(macs, ["02:00:00:00:00:01", "02:00:00:00:00:02"]);
+    assert_eq!(saved_macs(&f).len(), 2);
+    assert_eq!(rule_count(&mut f), 2);
+
+    // Without a remote, a route is a plain rule (no remote FDB change).
+    let e = f
+        .req(Request::RouteAdd {
+            switch: "br0".into(),
+            rule: route(None, None),
+            remote: None,
+        })
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::LimitReached, "{}", e.message);
+}
