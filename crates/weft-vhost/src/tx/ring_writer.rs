@@ -55,6 +55,9 @@ impl RingWriter<'_, '_> {
     /// takes (one without mergeable buffers); on failure gives the chains back.
     pub(super) fn put(&mut self, head: &[u8], body: &[u8], info: &OffloadInfo) -> Put {
         let hdr_len = self.features.header_len();
+        if let Some(done) = self.put_in_one_buffer(hdr_len, head, body, info) {
+            return done;
+        }
         let mut src = FrameSource::new(head, body);
         let first = self.used.len();
         let mut header = None;
@@ -109,6 +112,54 @@ impl RingWriter<'_, '_> {
         self.delivered += 1;
         self.bytes += (head.len() + body.len()) as u64;
         Put::Done
+    }
+}
+
+impl RingWriter<'_, '_> {
+    /// The common case, without the general chain walk: the next chain is one write-only
+    /// buffer that takes header and frame whole. `None` (the chain given back) otherwise,
+    /// for [`RingWriter::put`]'s general path.
+    fn put_in_one_buffer(
+        &mut self,
+        hdr_len: usize,
+        head: &[u8],
+        body: &[u8],
+        info: &OffloadInfo,
+    ) -> Option<Put> {
+        let total = hdr_len + head.len() + body.len();
+        // The frame written now stands for the one that will reach the chain prefetched.
+        self.ring
+            .prefetch_ahead(self.view, &self.cursor, PREFETCH_DISTANCE, total, true);
+        let Some(chain_head) = self.cursor.next_head(&self.ring) else {
+            return Some(Put::NoBuffers);
+        };
+        let written = u32::try_from(total).ok().and_then(|len| {
+            let desc = self
+                .ring
+                .chain(self.view, chain_head)
+                .single()
+                .filter(|d| d.is_write_only() && d.len() >= len)?;
+            let slice = self.view.slice(desc.addr(), total)?;
+            let header = slice.subslice(0, hdr_len).ok()?;
+            if !head.is_empty() {
+                slice.subslice(hdr_len, head.len()).ok()?.copy_from(head);
+            }
+            if !body.is_empty() {
+                slice.offset(hdr_len + head.len()).ok()?.copy_from(body);
+            }
+            if hdr_len > 0 {
+                write_header(&header, &offload_for_guest(*info, self.features), 1);
+            }
+            Some(len)
+        });
+        let Some(len) = written else {
+            self.cursor.back();
+            return None;
+        };
+        self.used.push((chain_head, len));
+        self.delivered += 1;
+        self.bytes += (head.len() + body.len()) as u64;
+        Some(Put::Done)
     }
 }
 
