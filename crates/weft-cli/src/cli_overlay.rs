@@ -73,7 +73,8 @@ pub enum RouteCmd {
         weft route add br0 --dst 52:54:00:00:00:09 --to vx --remote 192.0.2.3\n\n\
         A route to a VXLAN port with several remotes goes where the port's remote FDB says \
         for the destination MAC; --remote (needs --dst MAC) sets that entry too (weft \
-        remote-mac add), so it holds for every source.")]
+        remote-mac add), so it holds for every source. The route and the entry go in \
+        together or not at all.")]
     Add {
         /// The switch.
         switch: String,
