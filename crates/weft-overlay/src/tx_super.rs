@@ -223,7 +223,7 @@ impl VxlanTx {
             iov_base: std::ptr::null_mut(),
             iov_len: 0,
         }; 2 * MAX_GSO_SEGMENTS];
-        let mut calls = 0;
+        let mut gso_sends = 0;
         let mut datagrams = 0;
         for k in 0..copies {
             // By index, not by borrowing `remotes`: the loop updates `self`.
@@ -232,51 +232,59 @@ impl VxlanTx {
             };
             let to = destination(ip, self.remote_port);
             for range in plan.sends() {
-                let result = if self.gso_refused {
+                let (sent, error) = if self.gso_refused {
                     send_one_by_one(fd, &to, &plan, headers, linear, range.clone())
                 } else {
                     let n = fill_iovecs(&mut iov, &plan, headers, linear, range.clone());
                     let segment = u16::try_from(plan.segment()).unwrap_or(u16::MAX);
                     // SAFETY: the iovecs point into `headers` and `linear`, both borrowed (so
                     // alive and unmodified) for the whole call.
-                    unsafe {
+                    match unsafe {
                         send_segmented_iov(fd, &to, &iov[..n], (range.len() > 1).then_some(segment))
-                    }
-                    .map(|_| range.len())
-                };
-                match result {
-                    Ok(n) => {
-                        calls += 1;
-                        datagrams += n;
-                    }
-                    Err(e) if socket_full(&e) && k == 0 && calls == 0 => return false,
-                    Err(e)
-                        if matches!(e.raw_os_error(), Some(libc::EIO | libc::EINVAL))
-                            && !self.gso_refused =>
-                    {
-                        // The route's device cannot take UDP GSO (no checksum offload, or a
-                        // segment larger than its MTU): from now on, one datagram per call.
-                        self.gso_refused = true;
-                        match send_one_by_one(fd, &to, &plan, headers, linear, range) {
-                            Ok(n) => datagrams += n,
-                            Err(_) => self.stats.tx_error(1),
+                    } {
+                        Ok(_) => {
+                            gso_sends += 1;
+                            (range.len(), None)
                         }
+                        // A segmented send is all or nothing.
+                        Err(e) => (0, Some(e)),
                     }
-                    Err(_) => {
-                        self.stats.tx_error(1);
-                        break;
-                    }
+                };
+                datagrams += sent;
+                let Some(e) = error else {
+                    continue;
+                };
+                if socket_full(&e) && k == 0 && datagrams == 0 {
+                    // Nothing of the frame went: the switch may offer it again whole.
+                    return false;
                 }
+                if matches!(e.raw_os_error(), Some(libc::EIO | libc::EINVAL)) && !self.gso_refused {
+                    // The route's device cannot take UDP GSO (no checksum offload, or a
+                    // segment larger than its MTU): from now on, one datagram per call.
+                    self.gso_refused = true;
+                    let (sent, error) = send_one_by_one(fd, &to, &plan, headers, linear, range);
+                    datagrams += sent;
+                    if error.is_some() {
+                        self.stats.tx_error(1);
+                    }
+                    continue;
+                }
+                // Any other error, or a full socket once part of the frame went: the frame
+                // is done as far as it went (TCP repairs the rest) and never offered again,
+                // so no datagram goes twice.
+                self.stats.tx_error(1);
+                break;
             }
         }
         self.stats
             .tx(1, u64::try_from(datagrams).unwrap_or(u64::MAX));
-        self.stats.tx_super_frame(calls);
+        self.stats.tx_super_frame(gso_sends);
         true
     }
 }
 
-/// The slow way: each datagram of `range` in its own call.
+/// The slow way: each datagram of `range` in its own call. How many went, and the error that
+/// stopped the rest, if one did.
 fn send_one_by_one(
     fd: RawFd,
     to: &RawAddr,
@@ -284,15 +292,19 @@ fn send_one_by_one(
     headers: &[u8],
     frame: &[u8],
     range: Range<usize>,
-) -> std::io::Result<usize> {
+) -> (usize, Option<std::io::Error>) {
     let mut iov = [libc::iovec {
         iov_base: std::ptr::null_mut(),
         iov_len: 0,
     }; 2];
-    for i in range.clone() {
+    let mut sent = 0;
+    for i in range {
         let n = fill_iovecs(&mut iov, plan, headers, frame, i..i + 1);
         // SAFETY: the iovecs point into `headers` and `frame`, borrowed for the call.
-        unsafe { send_segmented_iov(fd, to, &iov[..n], None) }?;
+        if let Err(e) = unsafe { send_segmented_iov(fd, to, &iov[..n], None) } {
+            return (sent, Some(e));
+        }
+        sent += 1;
     }
-    Ok(range.len())
+    (sent, None)
 }

@@ -294,11 +294,14 @@ fn a_tcp_super_frame_crosses_in_one_segmented_send_and_is_received_coalesced() {
         atx.transmit(&[TxFrame::with_head(&frame[..14], &frame[14..], info)]),
         1
     );
+    // As after the route refused UDP GSO: the same datagrams, one per call.
+    atx.gso_refused = true;
+    assert_eq!(atx.transmit(&[TxFrame::whole(&frame, info)]), 1);
     let want = data.len().div_ceil(1398);
     let deadline = Instant::now() + Duration::from_secs(2);
     let mut joined = Vec::new();
     let mut offloads = Vec::new();
-    while joined.len() < 2 * data.len() && Instant::now() < deadline {
+    while joined.len() < 3 * data.len() && Instant::now() < deadline {
         let mut batch = RxBatch::new(64);
         brx.receive(&mut batch);
         for d in batch.descs() {
@@ -310,12 +313,17 @@ fn a_tcp_super_frame_crosses_in_one_segmented_send_and_is_received_coalesced() {
     }
     assert_eq!(
         joined,
-        [&data[..], &data[..]].concat(),
+        [&data[..], &data[..], &data[..]].concat(),
         "every byte arrives, in order"
     );
     let (a, b) = (astats.snapshot(), bstats.snapshot());
-    assert_eq!((a.tx_super_frames, a.tx_gso_sends), (2, 2), "{a:?}");
-    assert_eq!(a.tx_datagrams, 2 * u64::try_from(want).unwrap());
+    assert_eq!(
+        (a.tx_super_frames, a.tx_gso_sends),
+        (3, 2),
+        "one-per-call sends are not GSO sends: {a:?}"
+    );
+    assert_eq!(a.tx_datagrams, 3 * u64::try_from(want).unwrap());
+    assert_eq!(a.tx_errors, 0);
     assert!(
         b.rx_coalesced >= 1,
         "loopback keeps the GSO buffer whole: {b:?}"
