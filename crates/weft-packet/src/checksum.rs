@@ -67,12 +67,13 @@ pub const fn combine_at(earlier: u16, later: u16, offset: usize) -> u16 {
 /// accumulator with end-around carry, on the 64 KiB super-frames the overlay checksums). This is
 /// the same sum: 2^16 ≡ 1 (mod 0xffff), so a 32-bit word adds as its two 16-bit halves, and a
 /// sum of little-endian words is the byte-swapped sum of big-endian ones (RFC 1071 §2(B)).
-/// A lane takes one word per 32 bytes, so it cannot overflow within a 4 GiB block.
+/// A lane takes one word per 32 bytes, so it cannot overflow within a 2 GiB block.
 #[inline]
 pub fn sum(data: &[u8]) -> u16 {
     const LANES: usize = 8;
     let mut total: u64 = 0;
-    for block in data.chunks(1 << 32) {
+    // 2 GiB (not 4): the constant must fit a 32-bit `usize` too.
+    for block in data.chunks(1 << 31) {
         let mut lanes = [0u64; LANES];
         let mut steps = block.chunks_exact(4 * LANES);
         for step in &mut steps {
@@ -93,7 +94,7 @@ pub fn sum(data: &[u8]) -> u16 {
             total += u64::from(*last);
         }
     }
-    // `total` holds at most a few hundred thousand 16-bit values: `fold` takes it whole.
+    // `total` gains at most 24 16-bit values per block: `fold` takes it whole.
     fold(total).swap_bytes()
 }
 
