@@ -216,8 +216,11 @@ impl<'m> SplitRing<'m> {
             let span = span
                 .min(PREFETCH_WRITE_MAX)
                 .min(usize::try_from(desc.len()).unwrap_or(0));
-            for offset in (0..span).step_by(64) {
-                prefetch_for_write(buffer.wrapping_add(offset));
+            // Every line the span touches, from the one holding its first byte: a buffer
+            // that does not start on a line boundary ends one line further on.
+            let first_line = buffer.wrapping_sub(buffer as usize & 63);
+            for offset in (0..span + (buffer as usize & 63)).step_by(64) {
+                prefetch_for_write(first_line.wrapping_add(offset));
             }
         } else {
             prefetch(buffer);
