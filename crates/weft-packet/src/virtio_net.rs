@@ -250,6 +250,10 @@ impl<T: AsRef<[u8]>> VirtioNetHeader<T> {
     ) -> core::result::Result<OffloadInfo, VirtioNetHeaderError> {
         use VirtioNetHeaderError as E;
         let flag_bits = self.flags();
+        if flag_bits == 0 && self.gso_type() == 0 {
+            // The common frame asks for nothing; every other field then means nothing.
+            return Ok(OffloadInfo::default());
+        }
         if flag_bits & !flags::ALL != 0 {
             return Err(E::UnknownFlags(flag_bits));
         }
