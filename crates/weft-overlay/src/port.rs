@@ -7,12 +7,12 @@
 //! receive half (VALE's one critical section per destination per batch).
 
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use weft_switch::PortCaps;
 
-use crate::config::VxlanConfig;
+use crate::config::{VxlanConfig, MAX_GSO_SOCKETS};
 use crate::decap::DecapRules;
 use crate::error::OverlayError;
 use crate::fdb_handle::RemoteFdbHandle;
@@ -54,7 +54,10 @@ fn inner_mtu(config: &VxlanConfig, underlay: Option<usize>) -> usize {
 
 impl VxlanPort {
     /// Opens the sockets (inside `config.netns` when set): a UDP socket bound to the local
-    /// endpoint for receiving, a raw UDP socket for sending (needs `CAP_NET_RAW`).
+    /// endpoint for receiving, a raw UDP socket for sending (needs `CAP_NET_RAW`; without it,
+    /// datagrams leave through UDP sockets bound to `gso_sockets` source ports instead, so
+    /// fewer distinct source ports for the underlay to balance on), and with offloads the
+    /// bound sockets for `UDP_SEGMENT`.
     pub fn open(config: &VxlanConfig) -> Result<VxlanPort, OverlayError> {
         config.validate()?;
         if config.remotes.len() > MAX_REMOTES {
@@ -70,13 +73,13 @@ impl VxlanPort {
         }
         let (udp, raw, gso, underlay) = netns::run_in(config.netns.as_deref(), || {
             let udp = sys::udp_socket(config.local)?;
-            let raw = sys::raw_udp_socket(config.local.ip(), config.ttl, config.dscp)?;
+            let raw = raw_socket_if_allowed(config)?;
             let mut gso = Vec::new();
-            if config.offload {
+            if config.offload || raw.is_none() {
                 // Spread where ports are tried so that ports opened together rarely collide.
                 let mut next =
                     u16::try_from(std::process::id() % 16_384).unwrap_or(0) ^ config.local.port();
-                for _ in 0..config.gso_sockets {
+                for _ in 0..config.gso_sockets.clamp(1, MAX_GSO_SOCKETS) {
                     gso.push(udp_offload::gso_socket(
                         config.local.ip(),
                         config.ttl,
@@ -102,7 +105,9 @@ impl VxlanPort {
         let mtu = inner_mtu(config, underlay);
         if config.socket_buffer > 0 {
             udp_offload::size_buffer(udp.as_raw_fd(), true, config.socket_buffer);
-            udp_offload::size_buffer(raw.as_raw_fd(), false, config.socket_buffer);
+            if let Some(raw) = &raw {
+                udp_offload::size_buffer(raw.as_raw_fd(), false, config.socket_buffer);
+            }
             for (fd, _) in &gso {
                 udp_offload::size_buffer(fd.as_raw_fd(), false, config.socket_buffer);
             }
@@ -113,7 +118,7 @@ impl VxlanPort {
         let fdb = Arc::new(Mutex::new(fdb));
         let stats = Arc::new(OverlayStats::default());
         let mut caps = PortCaps::plain(mtu);
-        if !gso.is_empty() {
+        if config.offload && !gso.is_empty() {
             caps.tso4 = true;
             caps.tso6 = true;
             caps.max_gso_frame_len = MAX_SUPER_FRAME;
@@ -154,7 +159,7 @@ impl VxlanPort {
             answers: TooBigQueue::default(),
         };
         let setup = TxSetup {
-            socket: raw,
+            raw,
             gso,
             caps,
             inner_mtu: mtu,
@@ -197,4 +202,23 @@ pub(crate) fn lock(fdb: &Mutex<RemoteFdb>) -> MutexGuard<'_, RemoteFdb> {
     // (every method keeps its invariants before returning).
     fdb.lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The raw sending socket, or `None` when this process may not open one (no `CAP_NET_RAW`:
+/// an unprivileged weftd, or a container that drops it). Any other failure is an error.
+fn raw_socket_if_allowed(config: &VxlanConfig) -> Result<Option<OwnedFd>, OverlayError> {
+    match sys::raw_udp_socket(config.local.ip(), config.ttl, config.dscp) {
+        Ok(fd) => Ok(Some(fd)),
+        Err(OverlayError::Socket { source, .. })
+            if matches!(source.raw_os_error(), Some(libc::EPERM | libc::EACCES)) =>
+        {
+            tracing::info!(
+                local = %config.local,
+                "no CAP_NET_RAW: VXLAN datagrams leave through UDP sockets bound to {} source ports",
+                config.gso_sockets.clamp(1, MAX_GSO_SOCKETS)
+            );
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }

@@ -7,3 +7,4 @@ mod remote_ageing;
 mod small_gso;
 mod sockets;
 mod too_big_switch;
+mod unprivileged;

@@ -1,7 +1,8 @@
 //! The transmit half: each frame's route worked out once per burst (its remote endpoint by
 //! destination MAC, or every remote — head-end replication — for broadcast, multicast and
 //! unknown unicast; its flow's source port), then the burst handed to the kernel in order:
-//! on the raw socket, one `sendmmsg` per up to 256 datagrams (`tx_raw`); with offloads on,
+//! on the raw socket (or, without `CAP_NET_RAW`, the bound UDP sockets), one `sendmmsg` per up
+//! to 256 datagrams (`tx_raw`); with offloads on,
 //! runs of equal-length frames to one remote in one `UDP_SEGMENT` send each
 //! (`tx_small_gso`), and super-frames segmented by the port (`tx_super`).
 
@@ -36,10 +37,14 @@ const SEGMENTS_LEN: usize = 192 << 10;
 
 /// The transmit half.
 pub struct VxlanTx {
-    pub(crate) socket: OwnedFd,
-    /// UDP sockets for segmentation offload and their bound (source) ports; empty when
-    /// offloads are off.
+    /// The raw sending socket; `None` when the process may not open one (no `CAP_NET_RAW`):
+    /// ordinary datagrams then leave through `gso`, each socket's port its source port.
+    pub(crate) raw: Option<OwnedFd>,
+    /// UDP sockets bound to source ports, and those ports: for segmentation offload, and for
+    /// every datagram when there is no raw socket; empty when neither needs them.
     pub(crate) gso: Vec<(OwnedFd, u16)>,
+    /// Segmentation offload (`UDP_SEGMENT`) is on.
+    pub(crate) offload: bool,
     pub(crate) vni: Vni,
     pub(crate) remote_port: u16,
     pub(crate) caps: PortCaps,
@@ -125,9 +130,9 @@ pub(crate) fn pick_source_port(gso: &[(OwnedFd, u16)], hash: u64) -> (usize, u16
 
 /// What `VxlanPort::open` prepared for the transmit half.
 pub(crate) struct TxSetup {
-    /// The raw sending socket.
-    pub(crate) socket: OwnedFd,
-    /// The segmentation-offload sockets and their ports.
+    /// The raw sending socket, if the process may have one.
+    pub(crate) raw: Option<OwnedFd>,
+    /// The bound UDP sockets and their ports.
     pub(crate) gso: Vec<(OwnedFd, u16)>,
     pub(crate) caps: PortCaps,
     pub(crate) inner_mtu: usize,
@@ -142,13 +147,14 @@ impl VxlanTx {
         stats: Arc<OverlayStats>,
     ) -> VxlanTx {
         let TxSetup {
-            socket,
+            raw,
             gso,
             caps,
             inner_mtu,
             too_big,
         } = setup;
-        let super_frames = !gso.is_empty();
+        let offload = config.offload && !gso.is_empty();
+        let super_frames = offload;
         // Partial checksums are completed per burst (`tx_burst`): the switch then hands
         // every frame of a burst in one call (it sends frames the port cannot take one by
         // one), so that runs can form.
@@ -157,8 +163,9 @@ impl VxlanTx {
             ..caps
         };
         VxlanTx {
-            socket,
+            raw,
             gso,
+            offload,
             vni: config.vni,
             remote_port: config.remote_port,
             caps,
@@ -220,13 +227,13 @@ impl VxlanTx {
                 src_port,
                 len: frame.len(),
             },
-            None => Route::Flood { src_port },
+            None => Route::Flood { socket, src_port },
         }
     }
 
     /// How many frames from the start of `routes` go in one segmented send (< 2: none).
     fn segmented_run(&self, routes: &[Route]) -> usize {
-        if self.gso.is_empty() || self.gso_refused {
+        if !self.offload || self.gso_refused {
             return 0;
         }
         run_len(routes, self.small.max_segment)

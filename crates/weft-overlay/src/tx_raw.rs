@@ -1,7 +1,9 @@
-//! The raw path: frames laid out as `sendmmsg` messages on the raw UDP socket, each an iovec
-//! of [UDP + VXLAN header in a 16-byte per-frame buffer, the frame's rewritten head, the
+//! The plain path: frames laid out as `sendmmsg` messages on the raw UDP socket, each an
+//! iovec of [UDP + VXLAN header in a 16-byte per-frame buffer, the frame's rewritten head, the
 //! frame's body where it lies], one message per remote (replicas share the frame's header
-//! and iovecs), up to `MAX_MSGS` per call.
+//! and iovecs), up to `MAX_MSGS` per call. Without a raw socket (no `CAP_NET_RAW`) the same
+//! messages leave without their UDP header through the bound UDP socket whose port is the
+//! flow's source port: one `sendmmsg` per run of messages on the same socket.
 
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -23,6 +25,8 @@ pub(crate) struct TxScratch {
     msgs: Vec<libc::mmsghdr>,
     /// For each message, the index (in the burst) of the frame it carries.
     msg_frame: Vec<usize>,
+    /// For each message, the bound socket it leaves through (without a raw socket).
+    msg_socket: Vec<usize>,
 }
 
 // SAFETY: the raw pointers in the scratch headers point into buffers that live only for one
@@ -38,6 +42,7 @@ impl TxScratch {
             addrs: Vec::with_capacity(MAX_MSGS),
             msgs: Vec::with_capacity(MAX_MSGS),
             msg_frame: Vec::with_capacity(MAX_MSGS),
+            msg_socket: Vec::with_capacity(MAX_MSGS),
         }
     }
 }
@@ -66,9 +71,17 @@ impl VxlanTx {
         s.iovecs.clear();
         s.addrs.clear();
         s.msg_frame.clear();
+        s.msg_socket.clear();
+        // The raw socket wants port 0 in the address (the UDP header is ours); a UDP socket
+        // the remote's port.
+        let to_port = if self.raw.is_some() {
+            0
+        } else {
+            self.remote_port
+        };
         let mut consumed = 0;
         for (i, (frame, route)) in frames.iter().zip(routes).enumerate() {
-            let (unicast_to, src_port) = match *route {
+            let (unicast_to, socket, src_port) = match *route {
                 Route::Super => break, // Sent on its own (tx_super), in order.
                 Route::TooBig => {
                     consumed = i + 1;
@@ -92,9 +105,12 @@ impl VxlanTx {
                     continue;
                 }
                 Route::Unicast {
-                    remote, src_port, ..
-                } => (Some(remote), src_port),
-                Route::Flood { src_port } => (None, src_port),
+                    remote,
+                    socket,
+                    src_port,
+                    ..
+                } => (Some(remote), socket, src_port),
+                Route::Flood { socket, src_port } => (None, socket, src_port),
             };
             let copies = if unicast_to.is_some() {
                 1
@@ -119,13 +135,15 @@ impl VxlanTx {
                 .push(burst.iovecs(first + i, frame, std::ptr::null_mut(), ENCAP_LEN));
             match unicast_to {
                 Some(ip) => {
-                    s.addrs.push(RawAddr::new(SocketAddr::new(ip, 0)));
+                    s.addrs.push(RawAddr::new(SocketAddr::new(ip, to_port)));
                     s.msg_frame.push(i);
+                    s.msg_socket.push(socket);
                 }
                 None => {
                     for ip in &self.remotes {
-                        s.addrs.push(RawAddr::new(SocketAddr::new(*ip, 0)));
+                        s.addrs.push(RawAddr::new(SocketAddr::new(*ip, to_port)));
                         s.msg_frame.push(i);
+                        s.msg_socket.push(socket);
                     }
                 }
             }
@@ -135,6 +153,8 @@ impl VxlanTx {
 
     /// Points the message headers at the scratch buffers (after they stopped growing).
     pub(crate) fn link(&mut self) {
+        // Through a UDP socket the kernel writes the UDP header: only the VXLAN one is ours.
+        let skip = if self.raw.is_some() { 0 } else { 8 };
         let s = &mut self.scratch;
         s.msgs.clear();
         let mut iov_index = 0;
@@ -147,7 +167,8 @@ impl VxlanTx {
             last_frame = Some(frame);
             let header = &mut s.headers[iov_index];
             let iov = &mut s.iovecs[iov_index];
-            iov[0].iov_base = header.as_mut_ptr().cast();
+            iov[0].iov_base = header[skip..].as_mut_ptr().cast();
+            iov[0].iov_len = ENCAP_LEN - skip;
             let mut m = sys::empty_mmsghdr();
             m.msg_hdr.msg_name = std::ptr::from_mut(&mut addr.storage).cast();
             m.msg_hdr.msg_namelen = addr.len;
@@ -159,16 +180,33 @@ impl VxlanTx {
     /// Sends the built messages in `sendmmsg` calls. `Err(frame)`: the socket buffer is
     /// full, and the frames from `frame` (in the built chunk) on were not accepted.
     pub(crate) fn send_built(&mut self) -> Result<(), usize> {
-        let fd = self.socket.as_raw_fd();
         let total = self.scratch.msgs.len();
         let mut sent = 0;
         let mut errors = 0;
         while sent < total {
+            // The raw socket takes every message; a bound socket the run that is its own.
+            let (fd, end) = match &self.raw {
+                Some(raw) => (Some(raw.as_raw_fd()), total),
+                None => {
+                    let socket = self.scratch.msg_socket[sent];
+                    let run = self.scratch.msg_socket[sent..]
+                        .iter()
+                        .take_while(|s| **s == socket)
+                        .count();
+                    (self.gso.get(socket).map(|g| g.0.as_raw_fd()), sent + run)
+                }
+            };
+            let Some(fd) = fd else {
+                // No socket to send with (cannot happen: the port opens one at least).
+                errors += u64::try_from(end - sent).unwrap_or(u64::MAX);
+                sent = end;
+                continue;
+            };
             self.stats.tx_raw_send();
             // SAFETY: each header points at a scratch address and iovec array, whose
             // entries point at a scratch header and at the frames' head and body, all
             // alive and unmodified for the call.
-            match unsafe { sys::sendmmsg(fd, &mut self.scratch.msgs[sent..]) } {
+            match unsafe { sys::sendmmsg(fd, &mut self.scratch.msgs[sent..end]) } {
                 Ok(0) => break,
                 Ok(n) => sent += n,
                 Err(e) if socket_full(&e) => break,

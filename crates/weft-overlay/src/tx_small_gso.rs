@@ -46,6 +46,8 @@ pub(crate) enum Route {
     /// Every remote (broadcast, multicast, unknown unicast) when there are several: head-end
     /// replication.
     Flood {
+        /// Index of the bound socket whose port is the flow's source port.
+        socket: usize,
         /// The UDP source port.
         src_port: u16,
     },

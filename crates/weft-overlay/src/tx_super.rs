@@ -192,7 +192,8 @@ impl VxlanTx {
             .map(|e| e.endpoint);
         let prefix = &linear[..len.min(HASH_PREFIX)];
         let (socket, _) = pick_source_port(&self.gso, flow_hash(prefix));
-        let Some(fd) = self.gso.get(socket).map(|g| g.0.as_raw_fd()) else {
+        let fd = self.gso.get(socket).filter(|_| self.offload);
+        let Some(fd) = fd.map(|g| g.0.as_raw_fd()) else {
             self.stats.tx_error(1);
             return true;
         };

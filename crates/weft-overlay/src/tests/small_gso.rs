@@ -81,7 +81,10 @@ fn a_run_stops_at_64_datagrams_and_at_the_largest_udp_payload() {
 
 #[test]
 fn floods_super_frames_and_refused_frames_are_never_in_a_run() {
-    let flood = Route::Flood { src_port: 50_000 };
+    let flood = Route::Flood {
+        socket: 0,
+        src_port: 50_000,
+    };
     let routes = [
         flood,
         flood,
@@ -110,7 +113,10 @@ fn route_strategy() -> impl Strategy<Value = Route> {
     prop_oneof![
         6 => (2u8..4, 0usize..2, prop_oneof![Just(60usize), Just(59), Just(1500), 14usize..2000])
             .prop_map(|(r, s, l)| unicast(r, s, l)),
-        1 => Just(Route::Flood { src_port: 50_000 }),
+        1 => Just(Route::Flood {
+            socket: 0,
+            src_port: 50_000
+        }),
         1 => Just(Route::Super),
         1 => Just(Route::TooBig),
     ]
