@@ -398,7 +398,8 @@ pub(crate) struct RxChainWritten<'m> {
 
 /// Writes the next bytes of `src` into receive chain `chain`. When `hdr_len > 0` the
 /// chain is a frame's first: its first `hdr_len` bytes are kept for the header, which must
-/// fit in its first buffer.
+/// fit in its first buffer. (`RingWriter::put` writes a first chain that is one buffer taking
+/// the whole frame itself, without this walk.)
 pub(crate) fn write_rx_chain<'m>(
     chain: DescChain<'_, 'm>,
     table: TableRef,
@@ -407,23 +408,6 @@ pub(crate) fn write_rx_chain<'m>(
 ) -> Result<RxChainWritten<'m>, ChainError> {
     let head = chain.head_index();
     let view = chain.view();
-    if let Some(desc) = chain.single().filter(Descriptor::is_write_only) {
-        // The common receive chain: one buffer that takes header and frame whole.
-        let total = hdr_len + src.remaining();
-        let fits = usize::try_from(desc.len()).is_ok_and(|len| len >= total);
-        if let Some(slice) = fits.then(|| view.slice(desc.addr(), total)).flatten() {
-            let (header, rest) = slice
-                .split_at(hdr_len)
-                .map_err(|_| ChainError::Fault(QueueFault::AddressOutOfRange))?;
-            src.fill(&rest);
-            return Ok(RxChainWritten {
-                head,
-                len: u32::try_from(total)
-                    .map_err(|_| ChainError::Fault(QueueFault::ChainTooLarge))?,
-                header: (hdr_len > 0).then_some(header),
-            });
-        }
-    }
     let mut written = 0usize;
     let mut need_header = hdr_len;
     let mut header = None;

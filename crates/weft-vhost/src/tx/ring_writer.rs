@@ -55,23 +55,55 @@ impl RingWriter<'_, '_> {
     /// takes (one without mergeable buffers); on failure gives the chains back.
     pub(super) fn put(&mut self, head: &[u8], body: &[u8], info: &OffloadInfo) -> Put {
         let hdr_len = self.features.header_len();
-        if let Some(done) = self.put_in_one_buffer(hdr_len, head, body, info) {
-            return done;
+        // The frame written now stands for the one that will reach the chain prefetched.
+        let span = hdr_len + head.len() + body.len();
+        self.ring
+            .prefetch_ahead(self.view, &self.cursor, PREFETCH_DISTANCE, span, true);
+        let Some(first_head) = self.cursor.next_head(&self.ring) else {
+            return Put::NoBuffers;
+        };
+        if self.put_in_one_buffer(first_head, hdr_len, head, body, info) {
+            return Put::Done;
         }
+        self.put_in_chains(first_head, span, head, body, info)
+    }
+
+    /// The general path of [`RingWriter::put`], from chain `first_head` (already taken)
+    /// on: the frame over as many chains as it takes.
+    #[inline(never)]
+    fn put_in_chains(
+        &mut self,
+        first_head: u16,
+        span: usize,
+        head: &[u8],
+        body: &[u8],
+        info: &OffloadInfo,
+    ) -> Put {
+        let hdr_len = self.features.header_len();
         let mut src = FrameSource::new(head, body);
         let first = self.used.len();
         let mut header = None;
-        // The frame written now stands for the one that will reach the chain prefetched.
-        let span = hdr_len + src.remaining();
+        let mut taken = Some(first_head);
         loop {
-            self.ring
-                .prefetch_ahead(self.view, &self.cursor, PREFETCH_DISTANCE, span, true);
-            let Some(head) = self.cursor.next_head(&self.ring) else {
-                rewind(&mut self.cursor, self.used, first);
-                return Put::NoBuffers;
+            let chain_head = match taken.take() {
+                Some(h) => h,
+                None => {
+                    self.ring.prefetch_ahead(
+                        self.view,
+                        &self.cursor,
+                        PREFETCH_DISTANCE,
+                        span,
+                        true,
+                    );
+                    let Some(h) = self.cursor.next_head(&self.ring) else {
+                        rewind(&mut self.cursor, self.used, first);
+                        return Put::NoBuffers;
+                    };
+                    h
+                }
             };
-            let chain = self.ring.chain(self.view, head);
             let is_first = self.used.len() == first;
+            let chain = self.ring.chain(self.view, chain_head);
             let want_header = if is_first { hdr_len } else { 0 };
             match write_rx_chain(chain, self.table, want_header, &mut src) {
                 Ok(w) => {
@@ -113,26 +145,19 @@ impl RingWriter<'_, '_> {
         self.bytes += (head.len() + body.len()) as u64;
         Put::Done
     }
-}
 
-impl RingWriter<'_, '_> {
-    /// The common case, without the general chain walk: the next chain is one write-only
-    /// buffer that takes header and frame whole. `None` (the chain given back) otherwise,
-    /// for [`RingWriter::put`]'s general path.
+    /// The common case, without the general chain walk: chain `chain_head` is one
+    /// write-only buffer that takes header and frame whole. False (nothing used) otherwise,
+    /// for [`RingWriter::put_in_chains`].
     fn put_in_one_buffer(
         &mut self,
+        chain_head: u16,
         hdr_len: usize,
         head: &[u8],
         body: &[u8],
         info: &OffloadInfo,
-    ) -> Option<Put> {
+    ) -> bool {
         let total = hdr_len + head.len() + body.len();
-        // The frame written now stands for the one that will reach the chain prefetched.
-        self.ring
-            .prefetch_ahead(self.view, &self.cursor, PREFETCH_DISTANCE, total, true);
-        let Some(chain_head) = self.cursor.next_head(&self.ring) else {
-            return Some(Put::NoBuffers);
-        };
         let written = u32::try_from(total).ok().and_then(|len| {
             let desc = self
                 .ring
@@ -153,13 +178,12 @@ impl RingWriter<'_, '_> {
             Some(len)
         });
         let Some(len) = written else {
-            self.cursor.back();
-            return None;
+            return false;
         };
         self.used.push((chain_head, len));
         self.delivered += 1;
         self.bytes += (head.len() + body.len()) as u64;
-        Some(Put::Done)
+        true
     }
 }
 
