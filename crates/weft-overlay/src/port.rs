@@ -118,7 +118,8 @@ impl VxlanPort {
         let fdb = Arc::new(Mutex::new(fdb));
         let stats = Arc::new(OverlayStats::default());
         let mut caps = PortCaps::plain(mtu);
-        if config.offload && !gso.is_empty() {
+        let offload = config.offload && !gso.is_empty();
+        if offload {
             caps.tso4 = true;
             caps.tso6 = true;
             caps.max_gso_frame_len = MAX_SUPER_FRAME;
@@ -161,6 +162,7 @@ impl VxlanPort {
         let setup = TxSetup {
             raw,
             gso,
+            offload,
             caps,
             inner_mtu: mtu,
             too_big,

@@ -134,6 +134,8 @@ pub(crate) struct TxSetup {
     pub(crate) raw: Option<OwnedFd>,
     /// The bound UDP sockets and their ports.
     pub(crate) gso: Vec<(OwnedFd, u16)>,
+    /// Segmentation offload is on (configured, and the sockets for it are open).
+    pub(crate) offload: bool,
     pub(crate) caps: PortCaps,
     pub(crate) inner_mtu: usize,
     pub(crate) too_big: Option<Arc<TooBigShared>>,
@@ -149,12 +151,11 @@ impl VxlanTx {
         let TxSetup {
             raw,
             gso,
+            offload,
             caps,
             inner_mtu,
             too_big,
         } = setup;
-        let offload = config.offload && !gso.is_empty();
-        let super_frames = offload;
         // Partial checksums are completed per burst (`tx_burst`): the switch then hands
         // every frame of a burst in one call (it sends frames the port cannot take one by
         // one), so that runs can form.
@@ -173,12 +174,12 @@ impl VxlanTx {
             fdb,
             stats,
             scratch: TxScratch::new(),
-            linear: if super_frames {
+            linear: if offload {
                 vec![0; crate::MAX_SUPER_FRAME]
             } else {
                 Vec::new()
             },
-            segments: if super_frames {
+            segments: if offload {
                 vec![0; SEGMENTS_LEN]
             } else {
                 Vec::new()

@@ -3,8 +3,8 @@
 //! changed in the running port's table in place (the port is not reopened).
 
 use std::net::IpAddr;
-use weft_control::response::RemoteMacEntry;
 
+use weft_control::response::RemoteMacEntry;
 use weft_control::state::{PortKind, RemoteMac, SwitchState};
 use weft_control::{ControlError, Response};
 use weft_overlay::{RemoteEntry, RemoteFdbHandle};
