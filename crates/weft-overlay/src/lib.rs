@@ -44,7 +44,7 @@ pub use config::VxlanConfig;
 pub use decap::{decapsulate, DecapRules};
 pub use error::OverlayError;
 pub use fdb_handle::RemoteFdbHandle;
-pub use port::{VxlanPort, MAX_SUPER_FRAME};
+pub use port::{SocketPaths, VxlanPort, MAX_SUPER_FRAME};
 pub use remote_fdb::{RemoteEntry, RemoteFdb};
 pub use rx::VxlanRx;
 pub use stats::{DecapDrop, OverlayStats, OverlayStatsSnapshot};

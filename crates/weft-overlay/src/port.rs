@@ -39,6 +39,40 @@ pub struct VxlanPort {
     tx: VxlanTx,
     stats: Arc<OverlayStats>,
     mtu: usize,
+    paths: SocketPaths,
+}
+
+/// How an opened port's datagrams go through the kernel: fixed when it opens, decided by
+/// the configuration, the process's capabilities and what the kernel accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SocketPaths {
+    /// Datagrams leave through the raw socket; false: through the bound UDP sockets
+    /// (no `CAP_NET_RAW`), with fewer source ports for the underlay to balance on.
+    pub raw_send: bool,
+    /// TCP super-frames leave as `UDP_SEGMENT` sends, one system call each.
+    pub udp_gso: bool,
+    /// The receive socket takes coalesced datagrams (`UDP_GRO`).
+    pub udp_gro: bool,
+}
+
+impl SocketPaths {
+    /// The names `weft port show` lists beside a port's offloads: `udp_gso`, `udp_gro` when
+    /// on, then the send path, `raw_socket` or `bound_sockets`.
+    pub fn names(&self) -> Vec<&'static str> {
+        let mut names = Vec::new();
+        if self.udp_gso {
+            names.push("udp_gso");
+        }
+        if self.udp_gro {
+            names.push("udp_gro");
+        }
+        names.push(if self.raw_send {
+            "raw_socket"
+        } else {
+            "bound_sockets"
+        });
+        names
+    }
 }
 
 /// The inner MTU: the underlay route's MTU minus the overlay's cost when known and asked
@@ -159,6 +193,11 @@ impl VxlanPort {
             too_big: too_big.clone(),
             answers: TooBigQueue::default(),
         };
+        let paths = SocketPaths {
+            raw_send: raw.is_some(),
+            udp_gso: offload,
+            udp_gro: gro,
+        };
         let setup = TxSetup {
             raw,
             gso,
@@ -174,7 +213,13 @@ impl VxlanPort {
             tx,
             stats,
             mtu,
+            paths,
         })
+    }
+
+    /// How the port's datagrams go through the kernel.
+    pub fn socket_paths(&self) -> SocketPaths {
+        self.paths
     }
 
     /// A handle on the port's remote FDB, for changing static entries while it runs.

@@ -300,12 +300,16 @@ pub fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Device,
             let fdb = vxlan.remote_fdb();
             // The inner MTU the underlay allows (route MTU minus the overlay's cost).
             let mtu = u32::try_from(vxlan.mtu()).map_err(|_| "the MTU is out of range")?;
+            let paths = vxlan.socket_paths();
             let (rx, tx, stats) = vxlan.split();
             let caps = weft_switch::PortTx::caps(&tx);
+            // The inner offloads the port takes, then how its datagrams go through the kernel.
             let offloads = [("tso4", caps.tso4), ("tso6", caps.tso6)]
                 .into_iter()
                 .filter(|(_, on)| *on)
-                .map(|(name, _)| name.to_string())
+                .map(|(name, _)| name)
+                .chain(paths.names())
+                .map(String::from)
                 .collect();
             Ok(Device {
                 rx: Some(Box::new(rx)),

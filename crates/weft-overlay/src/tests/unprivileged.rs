@@ -105,7 +105,15 @@ fn without_cap_net_raw_a_port_sends_everything_through_its_bound_sockets() {
                 .remote(lo(3))
                 .static_mac(known, lo(3));
             c.offload = offload;
-            let (_rx, mut tx, stats) = VxlanPort::open(&c).unwrap().split();
+            let opened = VxlanPort::open(&c).unwrap();
+            let paths = opened.socket_paths();
+            assert!(
+                !paths.raw_send,
+                "the port says it sends through bound sockets"
+            );
+            assert_eq!(paths.udp_gso, offload);
+            assert!(paths.names().contains(&"bound_sockets"));
+            let (_rx, mut tx, stats) = opened.split();
             assert!(tx.raw.is_none(), "no raw socket without CAP_NET_RAW");
             let bound: Vec<u16> = tx.gso.iter().map(|g| g.1).collect();
             assert!(!bound.is_empty());

@@ -260,6 +260,12 @@ fn a_vxlan_port_opens_and_is_listed_with_its_kind() {
         "{:?}",
         port.kind
     );
+    // As root it sends through its raw socket, and says so beside its offloads.
+    assert!(
+        port.offloads.iter().any(|o| o == "raw_socket"),
+        "{:?}",
+        port.offloads
+    );
     f.ok(Request::PortDel {
         switch: "br0".into(),
         name: "vx".into(),
