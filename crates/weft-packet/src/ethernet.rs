@@ -41,8 +41,9 @@ impl MacAddr {
     }
     /// The address as a u64 (upper 16 bits zero), handy as a hash key.
     pub fn to_u64(&self) -> u64 {
-        let b = self.0;
-        u64::from_be_bytes([0, 0, b[0], b[1], b[2], b[3], b[4], b[5]])
+        let [a, b, c, d, e, f] = self.0;
+        // Two loads and swaps, not six byte moves: this keys every FDB lookup.
+        (u64::from(u32::from_be_bytes([a, b, c, d])) << 16) | u64::from(u16::from_be_bytes([e, f]))
     }
     /// The inverse of [`MacAddr::to_u64`] (upper 16 bits ignored).
     pub fn from_u64(v: u64) -> MacAddr {

@@ -62,6 +62,10 @@ pub struct BatchScratch {
     pub(crate) verdicts: Vec<Verdict>,
     /// Full decisions of the packets whose verdict is [`Verdict::Multi`].
     pub(crate) multi: Vec<Decision>,
+    /// Set when every packet of the batch has this one output (the bridge loop notes it,
+    /// and it is the usual case: a burst from one guest to one other): stage 3 then sends
+    /// the batch straight through, without per-destination lists.
+    pub(crate) uniform: Option<Output>,
 }
 
 impl BatchScratch {
@@ -73,12 +77,14 @@ impl BatchScratch {
             meta: vec![PacketMeta::default(); capacity],
             verdicts: vec![Verdict::Pending; capacity],
             multi: Vec::with_capacity(capacity),
+            uniform: None,
         }
     }
 
     fn clear(&mut self) {
         self.len = 0;
         self.multi.clear();
+        self.uniform = None;
     }
 
     /// The verdict for decision `d`, keeping `d` aside when it has several outputs.
@@ -134,6 +140,9 @@ impl Switch {
         let mut rx_bytes = 0u64;
         let mut last_learned = u64::MAX;
         let mut memo: Option<DstMemo> = None;
+        // The output every packet so far has (`None` once two differ or one is dropped).
+        let mut uniform: Option<Output> = None;
+        let mut all_same = true;
         let descs = self.batch.descs();
         for (((desc, frame), meta), verdict) in descs
             .iter()
@@ -149,7 +158,10 @@ impl Switch {
                 ..PacketMeta::default()
             };
             *verdict = match read_l2(frame, vlan_mode, meta) {
-                Err(reason) => Verdict::Drop(reason),
+                Err(reason) => {
+                    all_same = false;
+                    Verdict::Drop(reason)
+                }
                 Ok((dst, src, vid)) => {
                     let src_key = vlan_mac_key(vid, src);
                     if learning && last_learned != src_key {
@@ -177,13 +189,24 @@ impl Switch {
                         }
                     };
                     match out {
-                        Ok(o) => Verdict::Single(o),
-                        Err(reason) => Verdict::Drop(reason),
+                        Ok(o) => {
+                            match uniform {
+                                None => uniform = Some(o),
+                                Some(u) => all_same &= u == o,
+                            }
+                            Verdict::Single(o)
+                        }
+                        Err(reason) => {
+                            all_same = false;
+                            Verdict::Drop(reason)
+                        }
                     }
                 }
             };
         }
         s.len = descs.len().min(frames.len()).min(s.verdicts.len());
+        // Only when every packet of the batch was read (the zip stops at the shortest).
+        s.uniform = uniform.filter(|_| all_same && s.len == descs.len());
         rx_bytes
     }
 

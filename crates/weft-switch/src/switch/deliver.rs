@@ -82,6 +82,14 @@ impl PortBits {
 impl Switch {
     /// Stage 3 for the batch classified in `self.scratch`.
     pub(super) fn deliver(&mut self, in_port: PortId, frames: &Frames<'_>, now: Timestamp) {
+        if let Some(Output {
+            target: Target::Port(to),
+            vlan,
+        }) = self.scratch.uniform
+        {
+            self.deliver_to_one(in_port, to, vlan, frames, now);
+            return;
+        }
         let Switch {
             ports,
             scratch,
@@ -172,16 +180,8 @@ impl Switch {
             let Some(slot) = ports.get_mut(p).and_then(Option::as_mut) else {
                 continue;
             };
-            let generation = slot.tx.caps_generation();
-            if generation != slot.caps_generation {
-                slot.caps = slot.tx.caps();
-                slot.caps_generation = generation;
-            }
-            let mut out = Outbox {
-                chunk: &mut chunk,
-                drops: BatchDrops::default(),
-                now,
-            };
+            refresh_caps(slot);
+            let mut out = Outbox::new(&mut chunk, now);
             let mut u = ds.head[p];
             let mut m = 0usize;
             loop {
@@ -251,6 +251,59 @@ impl Switch {
     }
 }
 
+impl Switch {
+    /// Stage 3 when every packet of the batch goes to port `to` with VLAN state `vlan`
+    /// ([`super::classify::BatchScratch::uniform`]): the same sends, drops and counts, in
+    /// the same order, as the general path, without building its lists.
+    fn deliver_to_one(
+        &mut self,
+        in_port: PortId,
+        to: PortId,
+        vlan: VlanState,
+        frames: &Frames<'_>,
+        now: Timestamp,
+    ) {
+        let Switch {
+            ports,
+            scratch,
+            deliver: ds,
+            ..
+        } = self;
+        let n = scratch.len;
+        let Some(slot) = ports.get_mut(to.index()).and_then(Option::as_mut) else {
+            if let Some(slot) = ports.get(in_port.index()).and_then(Option::as_ref) {
+                slot.counters.drops.add(DropReason::PortGone, n as u64);
+            }
+            return;
+        };
+        refresh_caps(slot);
+        let mut chunk: ArrayVec<TxFrame<'_>, CHUNK> = ArrayVec::new();
+        let mut out = Outbox::new(&mut chunk, now);
+        for (frame, meta) in frames.iter().zip(&scratch.meta).take(n) {
+            out.emit(
+                slot,
+                &mut ds.linear,
+                &mut ds.segments,
+                frame,
+                meta,
+                vlan,
+                true,
+            );
+        }
+        out.flush(slot);
+        out.drops.flush(&slot.counters.drops);
+    }
+}
+
+/// Picks up a port's capabilities again when it says they changed (a guest renegotiated).
+fn refresh_caps(slot: &mut PortSlot) {
+    let generation = slot.tx.caps_generation();
+    if generation != slot.caps_generation {
+        slot.caps = slot.tx.caps();
+        slot.caps_generation = generation;
+    }
+}
+
 /// Whether output `o` sends to port `p`: `Some(explicit)` where `explicit` says the port was
 /// named (so a VLAN mismatch is a counted drop), `None` when it does not go there.
 fn goes_to(o: &Output, p: usize, in_port: PortId, slot: &PortSlot) -> Option<bool> {
@@ -268,11 +321,22 @@ fn goes_to(o: &Output, p: usize, in_port: PortId, slot: &PortSlot) -> Option<boo
 /// Frames on their way to one destination.
 struct Outbox<'c, 'a> {
     chunk: &'c mut ArrayVec<TxFrame<'a>, CHUNK>,
+    /// Bytes of the frames in `chunk` (summed as they go in, not again when counted).
+    chunk_bytes: u64,
     drops: BatchDrops,
     now: Timestamp,
 }
 
-impl<'a> Outbox<'_, 'a> {
+impl<'c, 'a> Outbox<'c, 'a> {
+    fn new(chunk: &'c mut ArrayVec<TxFrame<'a>, CHUNK>, now: Timestamp) -> Self {
+        Outbox {
+            chunk,
+            chunk_bytes: 0,
+            drops: BatchDrops::default(),
+            now,
+        }
+    }
+
     /// Queues `frame` for `slot` with VLAN state `vlan`. Returns false when it was dropped.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
@@ -367,6 +431,7 @@ impl<'a> Outbox<'_, 'a> {
             }
             // Room was just made if there was none.
             let _ = self.chunk.try_push(tx);
+            self.chunk_bytes += tx.len() as u64;
             return true;
         }
         self.queue_slow(slot, linear, segments, &tx, l3_offset)
@@ -411,20 +476,30 @@ impl<'a> Outbox<'_, 'a> {
         }
         let frames = self.chunk.as_slice();
         let accepted = slot.tx.transmit(frames).min(frames.len());
-        count_tx(slot, &frames[..accepted], self.now);
+        let sent = &frames[..accepted];
+        let bytes = if accepted == frames.len() {
+            self.chunk_bytes
+        } else {
+            bytes_of(sent)
+        };
+        count_tx(slot, sent, bytes, self.now);
         self.drops
             .note(DropReason::TxQueueFull, (frames.len() - accepted) as u64);
         self.chunk.clear();
+        self.chunk_bytes = 0;
     }
 }
 
-/// Counts frames a port accepted, and copies them into its send-side captures.
-fn count_tx(slot: &PortSlot, frames: &[TxFrame<'_>], now: Timestamp) {
+fn bytes_of(frames: &[TxFrame<'_>]) -> u64 {
+    frames.iter().map(|f| f.len() as u64).sum()
+}
+
+/// Counts frames a port accepted (`bytes` in all), and copies them into its send-side
+/// captures.
+fn count_tx(slot: &PortSlot, frames: &[TxFrame<'_>], bytes: u64, now: Timestamp) {
     let counters = &slot.counters;
     counters.tx_packets.add(frames.len() as u64);
-    counters
-        .tx_bytes
-        .add(frames.iter().map(|f| f.len() as u64).sum());
+    counters.tx_bytes.add(bytes);
     for (direction, buffer) in &slot.captures {
         if direction.takes(CaptureDirection::Out) {
             let mut w = buffer.writer();
@@ -526,7 +601,8 @@ fn slow_path(
 /// Hands `frames` to the port; what it refuses is counted as [`DropReason::TxQueueFull`].
 fn send_all(slot: &mut PortSlot, frames: &[TxFrame<'_>], now: Timestamp) {
     let accepted = slot.tx.transmit(frames).min(frames.len());
-    count_tx(slot, &frames[..accepted], now);
+    let sent = &frames[..accepted];
+    count_tx(slot, sent, bytes_of(sent), now);
     slot.counters
         .drops
         .add(DropReason::TxQueueFull, (frames.len() - accepted) as u64);

@@ -51,10 +51,19 @@ impl Rig {
     }
 
     fn with(n: usize, config: SwitchConfig, options: impl Fn(usize) -> PortOptions) -> Rig {
+        Self::build(&vec![1024; n], config, options)
+    }
+
+    /// Ports whose transmit queues hold `queue_lens[i]` frames.
+    fn build(
+        queue_lens: &[usize],
+        config: SwitchConfig,
+        options: impl Fn(usize) -> PortOptions,
+    ) -> Rig {
         let mut sw = Switch::new("br0", config).unwrap();
-        let ports = (0..n)
+        let ports = (0..queue_lens.len())
             .map(|i| {
-                let (rx, tx, h) = memory_port(PortCaps::plain(1500), 1024);
+                let (rx, tx, h) = memory_port(PortCaps::plain(1500), queue_lens[i]);
                 let id = sw
                     .add_port(
                         &format!("p{i}"),
@@ -571,4 +580,49 @@ fn caps_are_read_again_when_the_port_says_they_changed() {
         1,
         "the new MTU applies without re-adding the port"
     );
+}
+
+/// A batch whose packets all go to one port takes stage 3's straight path; one packet to
+/// another port sends the same batch through the per-destination lists. Both deliver in
+/// order and count the same: packets and bytes of what the port took, and what it refused.
+#[test]
+fn a_batch_to_one_port_counts_and_orders_like_a_mixed_one() {
+    let run = |mixed: bool| {
+        let mut r = Rig::build(&[1024, 5, 1024], SwitchConfig::default(), |_| {
+            PortOptions::default()
+        });
+        // Stations 2 and 3 are learned behind p1 and p2.
+        for (port, station) in [(1, 2), (2, 3)] {
+            r.send(port, &frame(MacAddr::BROADCAST, mac(station), 60));
+        }
+        for p in 0..3 {
+            r.sent(p);
+        }
+        let before = r.counters(1);
+        let sizes = [60, 61, 200, 1514, 64, 100, 90];
+        let mut to_p1 = Vec::new();
+        for (k, len) in sizes.into_iter().enumerate() {
+            let dst = if mixed && k == 3 { mac(3) } else { mac(2) };
+            let f = frame(dst, mac(1), len);
+            assert!(r.ports[0].1.inject(&f));
+            if dst == mac(2) {
+                to_p1.push(f);
+            }
+        }
+        assert_eq!(r.sw.poll(r.ports[0].0, T0), sizes.len(), "one batch");
+        let got = r.sent(1);
+        assert_eq!(got, to_p1[..5].to_vec(), "the first five, in order");
+        let c = r.counters(1);
+        let bytes: u64 = got.iter().map(|f| f.len() as u64).sum();
+        assert_eq!(c.tx_bytes - before.tx_bytes, bytes, "bytes of what p1 took");
+        (
+            c.tx_packets - before.tx_packets,
+            bytes,
+            c.drops(DropReason::TxQueueFull) - before.drops(DropReason::TxQueueFull),
+        )
+    };
+    // All seven to p1: it takes five and refuses two.
+    assert_eq!(run(false), (5, 60 + 61 + 200 + 1514 + 64, 2));
+    // The 1514 B frame to p2: p1 takes the first five of its six and refuses one.
+    assert_eq!(run(true), (5, 60 + 61 + 200 + 64 + 100, 1));
 }
