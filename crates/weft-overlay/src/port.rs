@@ -156,6 +156,9 @@ impl VxlanPort {
         if offload {
             caps.tso4 = true;
             caps.tso6 = true;
+            // UDP super-frames go the same way, one inner datagram per outer one (the switch
+            // never hands over one whose datagrams exceed the MTU).
+            caps.uso = true;
             caps.max_gso_frame_len = MAX_SUPER_FRAME;
         }
         let rules = DecapRules {

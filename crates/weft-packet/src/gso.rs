@@ -81,6 +81,16 @@ pub enum GsoError {
         /// Segments the frame would need.
         segments: usize,
     },
+    /// A UDP super-frame's datagrams (`gso_size` bytes of payload each) do not fit
+    /// `max_frame_len`. A datagram is the sender's unit: it is never cut smaller (the
+    /// receiver would get pieces that are each a valid datagram, and wrong).
+    #[error("{datagram}-byte UDP datagrams do not fit in {room} bytes after the headers")]
+    DatagramTooLarge {
+        /// Payload bytes of the largest datagram.
+        datagram: usize,
+        /// Payload bytes `max_frame_len` leaves after the headers.
+        room: usize,
+    },
     /// A frame without GSO is longer than `max_frame_len`.
     #[error("{len}-byte frame longer than the maximum {max_frame_len}")]
     FrameTooLarge {
@@ -228,8 +238,14 @@ impl<'a> Segmenter<'a> {
                 header_len,
             });
         }
-        let segment_payload = usize::from(info.gso_size).min(room);
         let payload_len = frame.len() - header_len;
+        let datagram = usize::from(info.gso_size).min(payload_len);
+        if layout.transport == Transport::Udp && datagram > room {
+            // TCP segments may be cut smaller (the byte stream does not change); UDP
+            // datagrams may not.
+            return Err(GsoError::DatagramTooLarge { datagram, room });
+        }
+        let segment_payload = usize::from(info.gso_size).min(room);
         let count = payload_len.div_ceil(segment_payload).max(1);
         if count > MAX_SEGMENTS {
             return Err(GsoError::TooManySegments { segments: count });

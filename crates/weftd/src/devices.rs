@@ -304,7 +304,7 @@ pub fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Device,
             let (rx, tx, stats) = vxlan.split();
             let caps = weft_switch::PortTx::caps(&tx);
             // The inner offloads the port takes, then how its datagrams go through the kernel.
-            let offloads = [("tso4", caps.tso4), ("tso6", caps.tso6)]
+            let offloads = [("tso4", caps.tso4), ("tso6", caps.tso6), ("uso", caps.uso)]
                 .into_iter()
                 .filter(|(_, on)| *on)
                 .map(|(name, _)| name)

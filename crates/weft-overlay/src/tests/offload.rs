@@ -33,6 +33,31 @@ pub(crate) fn tcp_super_frame(v6: bool, payload: &[u8]) -> (Vec<u8>, OffloadInfo
     (out, info)
 }
 
+/// An Ethernet/IP/UDP super-frame carrying `payload`, to be cut into `gso_size`-byte
+/// datagrams (IPv6 when `v6`).
+pub(crate) fn udp_super_frame(v6: bool, payload: &[u8], gso_size: u16) -> (Vec<u8>, OffloadInfo) {
+    let eth = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+    let mut out = Vec::new();
+    if v6 {
+        eth.ipv6([0xfd; 16], [0xfe; 16], 64)
+            .udp(40_000, 443)
+            .write(&mut out, payload)
+            .unwrap();
+    } else {
+        eth.ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .udp(40_000, 443)
+            .write(&mut out, payload)
+            .unwrap();
+    }
+    let info = OffloadInfo {
+        gso: GsoKind::UdpL4,
+        gso_size,
+        hdr_len: if v6 { 62 } else { 42 },
+        ..OffloadInfo::default()
+    };
+    (out, info)
+}
+
 fn payload(len: usize) -> Vec<u8> {
     (0..len).map(|i| u8::try_from(i % 251).unwrap()).collect()
 }
@@ -128,6 +153,53 @@ fn an_ipv4_super_frame_becomes_equal_vxlan_datagrams_with_valid_tcp_segments() {
 fn an_ipv6_super_frame_is_cut_to_the_overlay_mtu_even_when_the_mss_is_larger() {
     check_segments(true, 64_000, 1430);
     check_segments(true, 64_000, 1000);
+}
+
+#[test]
+fn a_udp_super_frame_becomes_one_vxlan_datagram_per_sender_datagram_never_cut() {
+    let vni = Vni::new(42).unwrap();
+    for v6 in [false, true] {
+        let data = payload(10_000);
+        let (frame, info) = udp_super_frame(v6, &data, 1200);
+        let (out, plan) = encapsulate(&frame, &info, 1450, vni).unwrap();
+        assert_eq!(plan.count, 9);
+        let mut joined = Vec::new();
+        let mut ids = Vec::new();
+        for (i, datagram) in out.chunks(plan.segment()).enumerate() {
+            let h = PacketHeaders::from_ethernet_slice(&datagram[8..]).unwrap();
+            let Some(TransportHeader::Udp(udp)) = &h.transport else {
+                panic!("datagram {i} is not UDP")
+            };
+            let body = h.payload.slice();
+            assert_eq!(body.len(), if i < 8 { 1200 } else { 400 }, "datagram {i}");
+            assert_eq!(usize::from(udp.length), 8 + body.len());
+            match &h.net {
+                Some(NetHeaders::Ipv4(ip, _)) => {
+                    assert_eq!(ip.header_checksum, ip.calc_header_checksum());
+                    assert_eq!(udp.checksum, udp.calc_checksum_ipv4(ip, body).unwrap());
+                    ids.push(ip.identification);
+                }
+                Some(NetHeaders::Ipv6(ip, _)) => {
+                    assert_eq!(udp.checksum, udp.calc_checksum_ipv6(ip, body).unwrap());
+                }
+                _ => panic!("datagram {i} is not IP"),
+            }
+            joined.extend_from_slice(body);
+        }
+        assert_eq!(joined, data);
+        assert!(
+            ids.windows(2).all(|w| w[1] == w[0].wrapping_add(1)),
+            "{ids:?}"
+        );
+        // Datagrams of 1429 bytes are 1457-byte IPv4 packets: over a 1450 MTU, refused whole.
+        let (frame, info) = udp_super_frame(false, &data, 1429);
+        assert!(matches!(
+            encapsulate(&frame, &info, 1450, vni),
+            Err(SuperFrameError::Segment(
+                weft_packet::gso::GsoError::DatagramTooLarge { .. }
+            ))
+        ));
+    }
 }
 
 #[test]

@@ -236,10 +236,10 @@ fn a_burst_of_equal_small_frames_leaves_in_two_segmented_sends_as_the_raw_paths_
     ) {
         return;
     }
-    let p = port(12);
+    let p = port(42);
     let listen = |ip: IpAddr| listener(ip, p);
     let (at_b, at_c) = (listen(lo(2)), listen(lo(3)));
-    let c = config(lo(1), port(13), p)
+    let c = config(lo(1), port(43), p)
         .static_mac(TO_B, lo(2))
         .static_mac(TO_C, lo(3));
     let (_rx, mut tx, stats) = VxlanPort::open(&c).unwrap().split();
@@ -281,7 +281,7 @@ fn a_segmented_burst_reaches_a_weft_port_with_gro_as_the_original_frames_in_orde
     if !can_run("a_segmented_burst_reaches_a_weft_port_with_gro_as_the_original_frames_in_order") {
         return;
     }
-    let (pa, pb) = (port(14), port(15));
+    let (pa, pb) = (port(44), port(45));
     // Nobody listens at C's address: its frames just split B's runs.
     let ca = config(lo(1), pa, pb)
         .static_mac(TO_B, lo(2))
@@ -329,9 +329,9 @@ fn frames_with_partial_checksums_go_in_runs_with_their_checksums_completed() {
     if !can_run("frames_with_partial_checksums_go_in_runs_with_their_checksums_completed") {
         return;
     }
-    let p = port(16);
+    let p = port(46);
     let at_b = listener(lo(2), p);
-    let c = config(lo(1), port(17), p)
+    let c = config(lo(1), port(47), p)
         .static_mac(TO_B, lo(2))
         .static_mac(TO_C, lo(3));
     let (_rx, mut tx, stats) = VxlanPort::open(&c).unwrap().split();
@@ -362,13 +362,13 @@ fn with_one_remote_unknown_unicast_goes_in_runs_and_with_two_it_is_replicated_ra
     if !can_run("with_one_remote_unknown_unicast_goes_in_runs_and_with_two_it_is_replicated_raw") {
         return;
     }
-    let p = port(18);
+    let p = port(48);
     let listen = |ip: IpAddr| listener(ip, p);
     let (at_b, at_c) = (listen(lo(2)), listen(lo(3)));
     let frames: Vec<Vec<u8>> = (0..70u8).map(|i| frame(TO_B, 18, i)).collect();
     let sent = as_tx(&frames);
 
-    let one = config(lo(1), port(19), p).remote(lo(2));
+    let one = config(lo(1), port(49), p).remote(lo(2));
     let (_rx, mut tx, stats) = VxlanPort::open(&one).unwrap().split();
     assert_eq!(tx.transmit(&sent), frames.len());
     let s = stats.snapshot();
@@ -379,7 +379,7 @@ fn with_one_remote_unknown_unicast_goes_in_runs_and_with_two_it_is_replicated_ra
     );
     assert_eq!(drain(&at_b).len(), 70);
 
-    let two = config(lo(1), port(20), p).remote(lo(2)).remote(lo(3));
+    let two = config(lo(1), port(50), p).remote(lo(2)).remote(lo(3));
     let (_rx, mut tx, stats) = VxlanPort::open(&two).unwrap().split();
     assert_eq!(tx.transmit(&sent), frames.len());
     let s = stats.snapshot();

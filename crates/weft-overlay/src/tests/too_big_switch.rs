@@ -39,7 +39,7 @@ struct Rig {
 
 impl Rig {
     fn new(local_port: u16, answer_too_big: bool) -> Rig {
-        let mut c = config(lo(1), port(local_port), port(15)).remote(lo(2));
+        let mut c = config(lo(1), port(local_port), port(53)).remote(lo(2));
         c.mtu_from_underlay = false;
         c.answer_too_big = answer_too_big;
         let (rx, tx, stats) = VxlanPort::open(&c).unwrap().split();
@@ -88,7 +88,7 @@ fn an_oversize_frame_given_to_the_hook_is_answered_through_the_receive_half_and_
     ) {
         return;
     }
-    let mut c = config(lo(1), port(14), port(15)).remote(lo(2));
+    let mut c = config(lo(1), port(52), port(53)).remote(lo(2));
     c.mtu_from_underlay = false;
     let (mut rx, mut tx, stats) = VxlanPort::open(&c).unwrap().split();
     let big = oversize_df_frame();
@@ -110,7 +110,7 @@ fn an_oversize_frame_through_a_switch_is_refused_counted_and_answered_to_its_sen
     {
         return;
     }
-    let mut rig = Rig::new(16, true);
+    let mut rig = Rig::new(54, true);
     let big = oversize_df_frame();
     let refused = rig.send(&big);
     assert_eq!(
@@ -132,7 +132,7 @@ fn without_answers_an_oversize_frame_is_only_the_switchs_counted_drop() {
     if !can_run("without_answers_an_oversize_frame_is_only_the_switchs_counted_drop") {
         return;
     }
-    let mut rig = Rig::new(17, false);
+    let mut rig = Rig::new(55, false);
     let refused = rig.send(&oversize_df_frame());
     assert_eq!(refused.drops(DropReason::FrameTooBig), 1);
     assert!(rig.back_at_host().is_empty(), "no answer");

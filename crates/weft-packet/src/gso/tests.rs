@@ -84,6 +84,23 @@ fn max_frame_len_below_gso_size_wins() {
 }
 
 #[test]
+fn udp_datagrams_larger_than_the_limit_are_refused_not_cut() {
+    // 1472-byte datagrams fit a 1514-byte frame (14 + 20 + 8 + 1472), not a 1500-byte one.
+    let (frame, info) = udp_superframe(Ip::V4, Tags::None, 4000, 1472);
+    assert_eq!(
+        Segmenter::new(&frame, &info, 1500).unwrap_err(),
+        GsoError::DatagramTooLarge {
+            datagram: 1472,
+            room: 1458
+        }
+    );
+    assert_eq!(segment_all(&frame, &info, 1514).len(), 3);
+    // One datagram smaller than gso_size is judged by its own size.
+    let (small, info) = udp_superframe(Ip::V4, Tags::None, 1000, 1472);
+    assert_eq!(segment_all(&small, &info, 1500).len(), 1);
+}
+
+#[test]
 fn superframe_smaller_than_one_segment_yields_one_valid_segment() {
     let (frame, info) = tcp_superframe(Ip::V6, Tags::None, 100, 1428);
     let segments = segment_all(&frame, &info, 1514);
@@ -411,7 +428,16 @@ proptest! {
             udp_superframe(ip, tags, len, mss)
         };
         let header_len = frame.len() - len;
-        let segment_payload = usize::from(mss).min(max_frame_len - header_len);
+        let room = max_frame_len - header_len;
+        if !tcp && usize::from(mss).min(len) > room {
+            // A datagram is never cut: the frame is refused instead.
+            prop_assert_eq!(
+                Segmenter::new(&frame, &info, max_frame_len).unwrap_err(),
+                GsoError::DatagramTooLarge { datagram: usize::from(mss).min(len), room }
+            );
+            return Ok(());
+        }
+        let segment_payload = usize::from(mss).min(room);
         prop_assume!(len.div_ceil(segment_payload) <= MAX_SEGMENTS);
         let segments = segment_all(&frame, &info, max_frame_len);
         validate_segments(&frame, &segments, segment_payload, max_frame_len);

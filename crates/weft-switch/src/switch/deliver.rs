@@ -419,7 +419,9 @@ impl<'c, 'a> Outbox<'c, 'a> {
         let offload = tx.offload;
         let caps = slot.caps;
         let fits = if offload.is_gso() {
-            caps.accepts_gso(offload.gso) && tx.len() <= caps.max_gso_frame_len
+            caps.accepts_gso(offload.gso)
+                && tx.len() <= caps.max_gso_frame_len
+                && datagrams_fit(&tx, l3_offset, caps.mtu)
         } else {
             tx.len() <= caps.max_frame_len
                 && tx.len().saturating_sub(l3_offset) <= caps.mtu
@@ -450,9 +452,13 @@ impl<'c, 'a> Outbox<'c, 'a> {
         l3_offset: usize,
     ) -> bool {
         let caps = slot.caps;
-        let too_big =
-            tx.len() > caps.max_frame_len || tx.len().saturating_sub(l3_offset) > caps.mtu;
-        if !tx.offload.is_gso() && too_big {
+        // A TCP super-frame is cut to fit; a UDP one is not (its datagrams are the sender's).
+        let too_big = if tx.offload.is_gso() {
+            !datagrams_fit(tx, l3_offset, caps.mtu)
+        } else {
+            tx.len() > caps.max_frame_len || tx.len().saturating_sub(l3_offset) > caps.mtu
+        };
+        if too_big {
             // Counted whatever the port does with it; the port may answer the sender.
             self.drops.note(DropReason::FrameTooBig, 1);
             slot.tx.too_big(tx, caps.mtu);
@@ -508,6 +514,19 @@ fn count_tx(slot: &PortSlot, frames: &[TxFrame<'_>], bytes: u64, now: Timestamp)
             }
         }
     }
+}
+
+/// Whether every datagram of a UDP super-frame (`gso_size` payload bytes behind its IP and
+/// 8-byte UDP headers, the UDP header at `csum_start`, checked at ingress) is an L3 packet of
+/// at most `mtu` bytes; true for every other frame.
+fn datagrams_fit(tx: &TxFrame<'_>, l3_offset: usize, mtu: usize) -> bool {
+    let o = &tx.offload;
+    if o.gso != weft_packet::GsoKind::UdpL4 {
+        return true;
+    }
+    let headers_end = usize::from(o.csum_start) + weft_packet::udp::HEADER_LEN;
+    let datagram = usize::from(o.gso_size).min(tx.len().saturating_sub(headers_end));
+    headers_end.saturating_sub(l3_offset) + datagram <= mtu
 }
 
 const CTAG: u16 = 0x8100;

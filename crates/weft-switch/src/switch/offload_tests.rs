@@ -463,6 +463,24 @@ fn udp_superframe_to_a_uso_port_arrives_whole() {
 }
 
 #[test]
+fn udp_superframes_whose_datagrams_exceed_the_mtu_are_dropped_as_too_big_not_cut() {
+    // 1473-byte datagrams are 1501-byte IPv4 packets: one byte over a 1500 MTU, whether the
+    // port would segment (plain) or take the super-frame whole (USO).
+    for caps in [PortCaps::plain(1500), PortCaps::full_offload(1500)] {
+        let mut r = Rig::pair(caps);
+        let (frame, info) = offloaded(Ip::V4, L4::Udp, PAYLOAD, GsoKind::UdpL4, 1473);
+        r.send(0, &[(frame, info)]);
+        assert!(r.sent(1).is_empty(), "no datagram is cut to fit");
+        let c = r.counters(1);
+        assert_eq!((c.drops(DropReason::FrameTooBig), c.tx_packets), (1, 0));
+        // 1472 bytes fit.
+        let (frame, info) = offloaded(Ip::V4, L4::Udp, PAYLOAD, GsoKind::UdpL4, 1472);
+        r.send(0, &[(frame, info)]);
+        assert!(!r.sent(1).is_empty());
+    }
+}
+
+#[test]
 fn one_superframe_is_segmented_for_one_port_and_passed_whole_to_another() {
     let mut r = Rig::new(&[
         (PortCaps::plain(1500), PortOptions::default()),
