@@ -23,9 +23,12 @@ pub fn decapsulate(data: &[u8]) -> bool {
         strict_reserved: false,
         max_frame_len: 1522,
     };
-    if let Some(m) =
-        crate::rx_coalesce::coalesce(&mut copy[..n], usize::from(mode) * 8 + 1, &gro_rules)
-    {
+    if let Some(m) = crate::rx_coalesce::coalesce(
+        &mut copy[..n],
+        usize::from(mode) * 8 + 1,
+        &gro_rules,
+        crate::rx_coalesce::MergeKinds::ALL,
+    ) {
         assert!(m.start + m.len <= n);
     }
     let rules = DecapRules {

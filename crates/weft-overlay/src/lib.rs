@@ -26,6 +26,7 @@ mod port;
 pub mod remote_fdb;
 mod rx;
 pub mod rx_coalesce;
+mod rx_coalesce_udp;
 pub mod stats;
 mod sys;
 pub mod tcp_link;

@@ -182,6 +182,7 @@ impl VxlanPort {
             remotes: config.remotes.clone(),
             learning: config.learning,
             gro,
+            merge: crate::rx_coalesce::MergeKinds::ALL,
             socket_drops_seen: 0,
             fdb: Arc::clone(&fdb),
             stats: Arc::clone(&stats),

@@ -11,13 +11,13 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use weft_packet::MacAddr;
-use weft_switch::{FrameHandle, PortRx, RxBatch, RxDesc};
+use weft_switch::{FrameHandle, PortCaps, PortRx, RxBatch, RxDesc};
 
 use crate::decap::{decapsulate, remote_allowed, DecapRules};
 use crate::gro::{read_control, GroError};
 use crate::port::lock;
 use crate::remote_fdb::RemoteFdb;
-use crate::rx_coalesce::coalesce;
+use crate::rx_coalesce::{coalesce, MergeKinds};
 use crate::stats::{DecapDrop, OverlayStats};
 use crate::sys::{self, RawAddr};
 use crate::too_big::{TooBigQueue, TooBigShared};
@@ -78,6 +78,8 @@ pub struct VxlanRx {
     pub(crate) remotes: Vec<IpAddr>,
     pub(crate) learning: bool,
     pub(crate) gro: bool,
+    /// The super-frames inner GRO may make: what the switch's other ports all take whole.
+    pub(crate) merge: MergeKinds,
     /// The socket's drop count (`SO_RXQ_OVFL`) as last reported.
     pub(crate) socket_drops_seen: u32,
     pub(crate) fdb: Arc<Mutex<RemoteFdb>>,
@@ -229,7 +231,7 @@ impl VxlanRx {
                 if let Some(m) = self
                     .buffers
                     .get_mut(r.start..r.start + r.len)
-                    .and_then(|buf| coalesce(buf, r.segment, &self.rules))
+                    .and_then(|buf| coalesce(buf, r.segment, &self.rules, self.merge))
                 {
                     self.next = (index + 1, 0);
                     let src = self
@@ -363,5 +365,9 @@ impl PortRx for VxlanRx {
 
     fn readiness_fd(&self) -> Option<RawFd> {
         Some(self.socket.as_raw_fd())
+    }
+
+    fn peers_accept(&mut self, peers: &PortCaps) {
+        self.merge = MergeKinds::taken_by(peers);
     }
 }

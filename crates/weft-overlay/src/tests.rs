@@ -7,4 +7,5 @@ mod remote_ageing;
 mod small_gso;
 mod sockets;
 mod too_big_switch;
+mod udp_merge;
 mod unprivileged;

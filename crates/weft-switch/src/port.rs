@@ -153,6 +153,13 @@ pub trait PortRx: Send {
     /// their buffers (return descriptors to a guest, advance a ring...).
     fn finish(&mut self);
 
+    /// What every other port of the switch takes, as one set of capabilities (an offload
+    /// only if all of them have it; the smallest MTU and frame lengths), told by
+    /// [`crate::Switch::poll`] when it may have changed (a port added or removed, or found
+    /// renegotiated). A port that merges the frames it receives into super-frames (inner
+    /// GRO) merges only kinds that no destination would cut again. Ignored by default.
+    fn peers_accept(&mut self, _peers: &PortCaps) {}
+
     /// A file descriptor that becomes readable when the port may have frames to receive, so
     /// that an idle worker can sleep on it (epoll) instead of polling. `None`: the port has
     /// no such descriptor and must be polled.

@@ -7,6 +7,7 @@ use proptest::prelude::*;
 use weft_packet::{GsoKind, OffloadInfo, Vni};
 
 use crate::gro::{gro_segment_size, gro_segments, read_control, GroError, RxControl};
+use crate::rx_coalesce::MergeKinds;
 use crate::tx_super::{gather_super_frame, Gathered, SuperFrameError, MAX_GSO_PAYLOAD};
 use crate::udp_offload::UDP_GRO;
 
@@ -337,7 +338,7 @@ fn gro_buffer(v6: bool, len: usize) -> (Vec<u8>, usize, Vec<u8>) {
 fn consecutive_segments_merge_back_into_the_super_frame_with_a_partial_checksum() {
     for v6 in [false, true] {
         let (mut buf, segment, original) = gro_buffer(v6, 50_000);
-        let m = crate::rx_coalesce::coalesce(&mut buf, segment, &rules()).unwrap();
+        let m = crate::rx_coalesce::coalesce(&mut buf, segment, &rules(), MergeKinds::ALL).unwrap();
         let merged = &buf[m.start..m.start + m.len];
         assert_eq!(merged.len(), original.len());
         let h = PacketHeaders::from_ethernet_slice(merged).unwrap();
@@ -370,6 +371,24 @@ fn consecutive_segments_merge_back_into_the_super_frame_with_a_partial_checksum(
 }
 
 #[test]
+fn tcp_segments_are_merged_only_when_every_destination_takes_that_kind_whole() {
+    for v6 in [false, true] {
+        let (buf, segment, _) = gro_buffer(v6, 20_000);
+        let no_tso = MergeKinds {
+            tcp4: v6,
+            tcp6: !v6,
+            udp: true,
+        };
+        let mut kept = buf.clone();
+        assert_eq!(
+            crate::rx_coalesce::coalesce(&mut kept, segment, &rules(), no_tso),
+            None
+        );
+        assert_eq!(kept, buf);
+    }
+}
+
+#[test]
 fn segments_that_do_not_belong_together_are_left_alone() {
     let (buf, segment, _) = gro_buffer(false, 20_000);
     let tcp_at = 8 + 14 + 20;
@@ -384,7 +403,7 @@ fn segments_that_do_not_belong_together_are_left_alone() {
         bad[at] ^= bits;
         let copy = bad.clone();
         assert_eq!(
-            crate::rx_coalesce::coalesce(&mut bad, segment, &rules()),
+            crate::rx_coalesce::coalesce(&mut bad, segment, &rules(), MergeKinds::ALL),
             None,
             "byte {at}"
         );
@@ -393,7 +412,7 @@ fn segments_that_do_not_belong_together_are_left_alone() {
     // One datagram alone is not merged.
     let mut one = buf[..segment].to_vec();
     assert_eq!(
-        crate::rx_coalesce::coalesce(&mut one, segment, &rules()),
+        crate::rx_coalesce::coalesce(&mut one, segment, &rules(), MergeKinds::ALL),
         None
     );
 }
@@ -401,7 +420,7 @@ fn segments_that_do_not_belong_together_are_left_alone() {
 proptest! {
     #[test]
     fn coalescing_any_bytes_never_panics(mut bytes in proptest::collection::vec(any::<u8>(), 0..4000), seg in 1usize..2000) {
-        let _ = crate::rx_coalesce::coalesce(&mut bytes, seg, &rules());
+        let _ = crate::rx_coalesce::coalesce(&mut bytes, seg, &rules(), MergeKinds::ALL);
     }
 }
 

@@ -95,6 +95,7 @@ impl Switch {
             scratch,
             deliver: ds,
             upcalls,
+            peers_changed,
             ..
         } = self;
         let n = scratch.len;
@@ -180,7 +181,7 @@ impl Switch {
             let Some(slot) = ports.get_mut(p).and_then(Option::as_mut) else {
                 continue;
             };
-            refresh_caps(slot);
+            *peers_changed |= refresh_caps(slot);
             let mut out = Outbox::new(&mut chunk, now);
             let mut u = ds.head[p];
             let mut m = 0usize;
@@ -267,6 +268,7 @@ impl Switch {
             ports,
             scratch,
             deliver: ds,
+            peers_changed,
             ..
         } = self;
         let n = scratch.len;
@@ -276,7 +278,7 @@ impl Switch {
             }
             return;
         };
-        refresh_caps(slot);
+        *peers_changed |= refresh_caps(slot);
         let mut chunk: ArrayVec<TxFrame<'_>, CHUNK> = ArrayVec::new();
         let mut out = Outbox::new(&mut chunk, now);
         for (frame, meta) in frames.iter().zip(&scratch.meta).take(n) {
@@ -295,13 +297,16 @@ impl Switch {
     }
 }
 
-/// Picks up a port's capabilities again when it says they changed (a guest renegotiated).
-fn refresh_caps(slot: &mut PortSlot) {
+/// Picks up a port's capabilities again when it says they changed (a guest renegotiated);
+/// true when they did.
+fn refresh_caps(slot: &mut PortSlot) -> bool {
     let generation = slot.tx.caps_generation();
-    if generation != slot.caps_generation {
-        slot.caps = slot.tx.caps();
-        slot.caps_generation = generation;
+    if generation == slot.caps_generation {
+        return false;
     }
+    slot.caps = slot.tx.caps();
+    slot.caps_generation = generation;
+    true
 }
 
 /// Whether output `o` sends to port `p`: `Some(explicit)` where `explicit` says the port was

@@ -10,6 +10,7 @@ mod classify;
 mod deliver;
 #[cfg(test)]
 mod offload_tests;
+mod peers;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
@@ -149,6 +150,9 @@ pub struct Switch {
     ports: Vec<Option<PortSlot>>,
     /// Receive halves, apart from the slots so that one can be read while others transmit.
     rx: Vec<Option<Box<dyn PortRx>>>,
+    /// Ports came or went, or one's capabilities changed, since the receive halves were
+    /// last told what their peers accept ([`PortRx::peers_accept`]).
+    peers_changed: bool,
     fdb: Fdb,
     table: FlowTable,
     cache: FlowCache<crate::decision::Decision>,
@@ -185,6 +189,7 @@ impl Switch {
             config,
             ports: Vec::new(),
             rx: Vec::new(),
+            peers_changed: true,
             port_generation: 0,
             drops: DropCounters::default(),
             batches: 0,
@@ -245,6 +250,7 @@ impl Switch {
         });
         self.rx[index] = rx;
         self.port_generation += 1;
+        self.peers_changed = true;
         Ok(id)
     }
 
@@ -258,6 +264,7 @@ impl Switch {
         let rx = self.rx.get_mut(id.index()).and_then(Option::take);
         self.fdb.flush(crate::fdb::FlushFilter::Port(id));
         self.port_generation += 1;
+        self.peers_changed = true;
         Ok(PortHalves { rx, tx: slot.tx })
     }
 
@@ -381,6 +388,7 @@ impl Switch {
     /// Polls one port whose receive half the switch holds: receives a batch and forwards
     /// it. Returns the frames received.
     pub fn poll(&mut self, port: PortId, now: Timestamp) -> usize {
+        self.tell_peers_if_changed();
         let Some(mut rx) = self.rx.get_mut(port.index()).and_then(Option::take) else {
             return 0;
         };

@@ -626,3 +626,85 @@ fn a_batch_to_one_port_counts_and_orders_like_a_mixed_one() {
     // The 1514 B frame to p2: p1 takes the first five of its six and refuses one.
     assert_eq!(run(true), (5, 60 + 61 + 200 + 64 + 100, 1));
 }
+
+/// A receive half that records what it is told its peers accept.
+struct PeersSeen {
+    inner: crate::memory_port::MemoryRx,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<PortCaps>>>,
+}
+
+impl crate::port::PortRx for PeersSeen {
+    fn receive(&mut self, batch: &mut crate::port::RxBatch) {
+        self.inner.receive(batch);
+    }
+    fn frame(&self, handle: crate::port::FrameHandle) -> &[u8] {
+        self.inner.frame(handle)
+    }
+    fn finish(&mut self) {
+        self.inner.finish();
+    }
+    fn peers_accept(&mut self, peers: &PortCaps) {
+        self.seen.lock().unwrap().push(*peers);
+    }
+}
+
+#[test]
+fn a_port_is_told_what_all_its_peers_accept_when_ports_come_go_or_renegotiate() {
+    let mut sw = Switch::new("br0", SwitchConfig::default()).unwrap();
+    let (rx0, tx0, h0) = memory_port(PortCaps::full_offload(9000), 16);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let watcher = PeersSeen {
+        inner: rx0,
+        seen: std::sync::Arc::clone(&seen),
+    };
+    let p0 = sw
+        .add_port(
+            "a",
+            Some(Box::new(watcher)),
+            Box::new(tx0),
+            PortOptions::default(),
+        )
+        .unwrap();
+    let last = || *seen.lock().unwrap().last().unwrap();
+    sw.poll(p0, T0);
+    assert!(last().uso && last().tso4, "no peers: nothing would be cut");
+    // Two peers: one takes everything at MTU 1500, one takes TSO only at MTU 9000.
+    let (_r, full, _h) = memory_port(PortCaps::full_offload(1500), 16);
+    sw.add_port("b", None, Box::new(full), PortOptions::default())
+        .unwrap();
+    let caps = std::sync::Arc::new(std::sync::Mutex::new((
+        PortCaps {
+            uso: false,
+            ..PortCaps::full_offload(9000)
+        },
+        0,
+    )));
+    let (_r, inner, _h) = memory_port(PortCaps::plain(9000), 16);
+    let late = LateCaps {
+        inner,
+        caps: std::sync::Arc::clone(&caps),
+    };
+    sw.add_port("c", None, Box::new(late), PortOptions::default())
+        .unwrap();
+    sw.poll(p0, T0);
+    let peers = last();
+    assert!(peers.tso4 && peers.tso6 && !peers.uso);
+    assert_eq!(peers.mtu, 1500);
+    let told = seen.lock().unwrap().len();
+    sw.poll(p0, T0);
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        told,
+        "told again only on a change"
+    );
+    // c renegotiates and takes USO too: found when traffic reaches it, told on the next poll.
+    *caps.lock().unwrap() = (PortCaps::full_offload(9000), 1);
+    h0.inject(&frame(MacAddr::BROADCAST, mac(1), 100));
+    sw.poll(p0, T0);
+    sw.poll(p0, T0);
+    assert!(last().uso, "{:?}", last());
+    // Without b, the smallest MTU is c's.
+    sw.remove_port(sw.port_id("b").unwrap()).unwrap();
+    sw.poll(p0, T0);
+    assert_eq!(last().mtu, 9000);
+}
