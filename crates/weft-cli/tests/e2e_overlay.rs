@@ -13,7 +13,8 @@
 //! reaches every VNI 100 TAP and client and nothing in VNI 200, and each TAP endpoint pings
 //! the client of another host (the client answers ARP and echo); an endpoint's capture shows
 //! only overlay addresses; then 10^5 frames of every kind sent into one VNI leave the other
-//! VNI's switches, TAPs and FDBs untouched, both ways.
+//! VNI's switches, TAPs and FDBs untouched, both ways. Bursts of one UDP flow between two TAP
+//! endpoints arrive whole, having crossed host B's switch merged into USO super-frames.
 //!
 //! Needs root and `/dev/net/tun`; prints SKIP otherwise.
 
@@ -186,6 +187,125 @@ fn overlay(hosts: &[Host], switch: &str, vni: u32, udp_port: u16, subnet: u8) ->
         endpoints.push(Endpoint { ns, ifname, ip });
     }
     endpoints
+}
+
+/// Counter `name` of `switch:port`'s device (`weft port show`'s device section).
+fn device_counter(host: &Host, port: &str, name: &str) -> u64 {
+    let Response::Port { counters, .. } = host.json(&["port", "show", port]) else {
+        panic!("port show answered something else")
+    };
+    counters.device.get(name).copied().unwrap_or(0)
+}
+
+/// Why a socket could not be opened inside a namespace.
+struct InNamespace(String);
+
+impl From<weft_netns::NetnsError> for InNamespace {
+    fn from(e: weft_netns::NetnsError) -> Self {
+        InNamespace(e.to_string())
+    }
+}
+
+impl From<std::io::Error> for InNamespace {
+    fn from(e: std::io::Error) -> Self {
+        InNamespace(e.to_string())
+    }
+}
+
+/// A UDP socket that `open` makes inside `ns` (it stays there once made).
+fn socket_in(
+    ns: &Netns,
+    open: impl FnOnce() -> std::io::Result<std::net::UdpSocket> + Send,
+) -> std::net::UdpSocket {
+    weft_netns::run_in(Some(&ns.path()), || -> Result<_, InNamespace> {
+        Ok(open()?)
+    })
+    .unwrap_or_else(|e| panic!("a socket in {}: {}", ns.name, e.0))
+}
+
+/// Bursts of 1000-byte datagrams from one connected socket in endpoint `a` (on host 0) to
+/// one in `b` (each numbered, the rest deterministic bytes): host 0's VXLAN port sends each
+/// burst's runs with `UDP_SEGMENT`, host `hb`'s receives them coalesced and merges each
+/// into a USO super-frame for its TAP (the switch's other ports all take USO), and the kernel
+/// behind the TAP cuts it again. Every datagram that arrives must be whole and once.
+fn udp_runs_arrive_whole_through_merged_super_frames(
+    hosts: &[Host],
+    a: &Endpoint,
+    b: &Endpoint,
+    hb: usize,
+) {
+    use std::net::UdpSocket;
+    const BURSTS: u32 = 20;
+    const PER_BURST: u32 = 64;
+    let payload = |seq: u32| {
+        let mut p = seq.to_be_bytes().to_vec();
+        p.extend(lab::test_data(996, u64::from(seq)));
+        p
+    };
+    // A static remote MAC sends `b`'s frames to host `hb` alone: a run to one remote leaves
+    // in one `UDP_SEGMENT` send (a flood to every remote would be replicated datagram by
+    // datagram). Removed at the end, for the checks that follow.
+    let b_mac = b.mac();
+    hosts[0].json(&["remote-mac", "add", "br0:vx", &b_mac, UNDERLAY[hb]]);
+    let merged_before = device_counter(&hosts[hb], "br0:vx", "vxlan_rx_merged");
+    let b_ip = b.ip.clone();
+    let rx = socket_in(&b.ns, || {
+        let s = UdpSocket::bind((b_ip.as_str(), 7300))?;
+        s.set_read_timeout(Some(Duration::from_millis(800)))?;
+        Ok(s)
+    });
+    let (a_ip, to) = (a.ip.clone(), b.ip.clone());
+    let tx = socket_in(&a.ns, || {
+        let s = UdpSocket::bind((a_ip.as_str(), 0))?;
+        s.connect((to.as_str(), 7300))?;
+        Ok(s)
+    });
+    let receiver = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 2048];
+        while let Ok(n) = rx.recv(&mut buf) {
+            got.push(buf[..n].to_vec());
+        }
+        got
+    });
+    for burst in 0..BURSTS {
+        for i in 0..PER_BURST {
+            tx.send(&payload(burst * PER_BURST + i)).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let got = receiver.join().unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    for d in &got {
+        let seq = u32::from_be_bytes(d[..4].try_into().unwrap());
+        assert_eq!(d, &payload(seq), "datagram {seq} arrived changed");
+        assert!(seen.insert(seq), "datagram {seq} arrived twice");
+    }
+    let sent = BURSTS * PER_BURST;
+    assert!(
+        got.len() * 100 >= sent as usize * 95,
+        "{} of {sent} datagrams arrived",
+        got.len()
+    );
+    let merged = device_counter(&hosts[hb], "br0:vx", "vxlan_rx_merged") - merged_before;
+    let show = |h: &Host, port: &str| {
+        let Response::Port { port, counters } = h.json(&["port", "show", port]) else {
+            panic!("port show answered something else")
+        };
+        format!("{:?} {:?}", port.offloads, counters.device)
+    };
+    assert!(
+        merged > 0,
+        "no run was merged into a super-frame: sender vx {}, receiver vx {}, receiver TAP {}",
+        show(&hosts[0], "br0:vx"),
+        show(&hosts[hb], "br0:vx"),
+        show(&hosts[hb], "br0:ep100"),
+    );
+    eprintln!(
+        "{} of {sent} datagrams arrived whole; {merged} merged super-frames",
+        got.len()
+    );
+    hosts[0].json(&["remote-mac", "del", "br0:vx", &b_mac]);
 }
 
 /// Frames of every kind an endpoint may send, from source MAC `src`: unicast to a known
@@ -590,6 +710,9 @@ fn three_weftd_hosts_join_two_vnis_that_never_leak_into_each_other() {
     }
 
     eprintln!("pings and broadcast checked after {:?}", started.elapsed());
+    // Before the weft-client ports join br0: a vhost-user port takes no USO, and with one on
+    // the switch nothing is merged for it.
+    udp_runs_arrive_whole_through_merged_super_frames(&hosts, &vni100[0], &vni100[1], 1);
     client_endpoints(&hosts, &vni100, &vni200);
     eprintln!(
         "weft-client endpoints checked after {:?}",

@@ -98,9 +98,10 @@ pub struct OverlayStatsSnapshot {
     pub learn_refused: u64,
     /// Received buffers that held several datagrams (UDP GRO).
     pub rx_coalesced: u64,
-    /// Coalesced buffers merged back into one TCP super-frame for the switch (inner GRO).
+    /// Coalesced buffers merged back into one TCP or UDP super-frame for the switch (inner
+    /// GRO).
     pub rx_merged: u64,
-    /// TCP super-frames (TSO) the port segmented and sent itself.
+    /// TCP and UDP super-frames (TSO, USO) the port segmented and sent itself.
     pub tx_super_frames: u64,
     /// `sendmsg` calls with UDP segmentation offload (one per ≤ 64 datagrams).
     pub tx_gso_sends: u64,

@@ -1,6 +1,7 @@
 //! What vhost-user, VXLAN and TCP link devices count and report themselves, read through the
-//! [`Keepalive`] a port holds: drops (shown as `port_<reason>` beside weft-tap's) and a
-//! vhost-user port's connection state and negotiated offloads.
+//! [`Keepalive`] a port holds: drops (shown as `port_<reason>` beside weft-tap's), what a
+//! VXLAN port's offloads did, and a vhost-user port's connection state and negotiated
+//! offloads.
 
 use std::sync::{Arc, Mutex};
 
@@ -77,9 +78,12 @@ pub fn device_drops(keep: &Keepalive) -> Vec<(String, u64)> {
 }
 
 /// What a vhost-user device counts beside drops, per queue (`vhost_<queue>_<counter>`,
-/// batch sizes as `vhost_<queue>_batches_<lowest size>`), zeros included; empty for other
-/// devices.
+/// batch sizes as `vhost_<queue>_batches_<lowest size>`), and what a VXLAN port's offloads
+/// did (`vxlan_<counter>`), zeros included; empty for other devices.
 pub fn device_counters(keep: &Keepalive) -> Vec<(String, u64)> {
+    if let Some(vxlan) = keep.downcast_ref::<super::VxlanDevice>() {
+        return vxlan_counters(&vxlan.stats.snapshot());
+    }
     let Some(port) = keep.downcast_ref::<Mutex<VhostUserPort>>() else {
         return Vec::new();
     };
@@ -92,6 +96,26 @@ pub fn device_counters(keep: &Keepalive) -> Vec<(String, u64)> {
         queue_counters(queue, q, &mut out);
     }
     out
+}
+
+/// How a VXLAN port's datagrams went: what the receive half got coalesced by `UDP_GRO` and
+/// merged back into super-frames, and how the transmit half sent (super-frames and their
+/// `UDP_SEGMENT` sends, runs of small frames, the raw or bound sockets' `sendmmsg` calls).
+fn vxlan_counters(s: &weft_overlay::OverlayStatsSnapshot) -> Vec<(String, u64)> {
+    [
+        ("rx_frames", s.rx_frames),
+        ("rx_coalesced", s.rx_coalesced),
+        ("rx_merged", s.rx_merged),
+        ("tx_datagrams", s.tx_datagrams),
+        ("tx_super_frames", s.tx_super_frames),
+        ("tx_gso_sends", s.tx_gso_sends),
+        ("tx_small_gso_sends", s.tx_small_gso_sends),
+        ("tx_small_gso_datagrams", s.tx_small_gso_datagrams),
+        ("tx_raw_sends", s.tx_raw_sends),
+    ]
+    .into_iter()
+    .map(|(name, n)| (format!("vxlan_{name}"), n))
+    .collect()
 }
 
 fn queue_counters(queue: &str, q: &QueueStats, out: &mut Vec<(String, u64)>) {
