@@ -181,7 +181,8 @@ fn same_headers(first: &[u8], inner: &[u8], h: Headers) -> bool {
 /// moved up behind the first one's (`first_payload` bytes), and the first's IP length set to
 /// `ip_field` (and an IPv4 header checksum computed again). Payloads only move towards the
 /// start, so each copy reads bytes not yet overwritten. Returns where the merged inner frame
-/// ends in `buf` (it starts at `VXLAN`).
+/// ends in `buf` (it starts at `VXLAN`); `None`, before anything is moved past what it can
+/// check, when a datagram is shorter than the headers (callers check that first).
 pub(crate) fn pack(
     buf: &mut [u8],
     segment: u16,
@@ -193,6 +194,10 @@ pub(crate) fn pack(
     let mut write = VXLAN + headers + first_payload;
     for range in gro_segments(buf.len(), segment).skip(1) {
         let from = range.start + VXLAN + headers;
+        // Bounds checked here too, so that no caller's mistake can make `copy_within` panic.
+        if from > range.end || range.end > buf.len() || write > from {
+            return None;
+        }
         buf.copy_within(from..range.end, write);
         write += range.end - from;
     }
@@ -241,6 +246,7 @@ pub fn coalesce(
     let mut payload = 0usize;
     let mut count = 0usize;
     let last_index = buf.len().div_ceil(usize::from(segment)) - 1;
+    let mut last_flags = 0;
     for (k, range) in gro_segments(buf.len(), segment).enumerate() {
         let datagram = buf.get(range)?;
         decapsulate(datagram, false, rules).ok()?;
@@ -248,6 +254,7 @@ pub fn coalesce(
         let hk = parse(inner)?;
         let len = inner.len().checked_sub(h.total())?;
         let flags = *inner.get(ETH + h.ip_len + 13)?;
+        last_flags = flags;
         let allowed = if k == last_index {
             TCP_ACK | TCP_PSH
         } else {
@@ -277,8 +284,6 @@ pub fn coalesce(
     if count < 2 {
         return None;
     }
-    let last = gro_segments(buf.len(), segment).last()?;
-    let last_flags = *buf.get(last.start + VXLAN + ETH + h.ip_len + 13)?;
     let write = pack(buf, segment, h.total(), mss, h.v6, ip_field)?;
     let inner = buf.get_mut(VXLAN..write)?;
     let l4 = ETH + h.ip_len;

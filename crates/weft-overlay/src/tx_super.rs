@@ -1,7 +1,8 @@
-//! TCP super-frames (TSO) on transmit. VXLAN over UDP is not what `UDP_SEGMENT` segments by
-//! itself (it cuts a payload into equal pieces; it knows nothing of the inner TCP), so the
-//! port segments the inner frame in software (`weft_packet::gso::Segmenter`: MTU-sized inner
-//! TCP segments, checksums complete). Only the headers are written: each segment's VXLAN
+//! TCP and UDP super-frames (TSO, USO) on transmit. VXLAN over UDP is not what `UDP_SEGMENT`
+//! segments by itself (it cuts a payload into equal pieces; it knows nothing of the inner
+//! headers), so the port segments the inner frame in software (`weft_packet::gso::Segmenter`:
+//! MTU-sized inner TCP segments, or the sender's UDP datagrams, never cut; checksums
+//! complete). Only the headers are written: each segment's VXLAN
 //! header and Ethernet/IP/TCP headers go into one header buffer, and its payload stays where
 //! it lies in the super-frame. One `sendmsg` with `UDP_SEGMENT` gathers
 //! `[headers 0, payload 0, headers 1, payload 1, ...]` (all datagrams the same length but the
