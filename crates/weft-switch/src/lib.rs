@@ -19,6 +19,7 @@ pub mod flow_match;
 pub mod flow_table;
 #[doc(hidden)]
 pub mod fuzz_entry;
+pub mod lanes;
 pub mod memory_port;
 pub mod port;
 pub mod registry;
@@ -29,7 +30,9 @@ pub mod vlan;
 
 pub use counters::{DropReason, PortCounters, PortCountersSnapshot};
 pub use decision::{Decision, Target, VlanState};
-pub use fdb::{Fdb, FdbConfig, FdbError, FdbStats, FlushFilter, IgnoreReason, LearnOutcome};
+pub use fdb::{
+    Fdb, FdbConfig, FdbError, FdbStats, FlushFilter, IgnoreReason, LearnOutcome, LearnedEntry,
+};
 pub use flow_cache::{FlowCache, FlowCacheStats};
 pub use flow_key::FlowKey;
 pub use flow_match::{FlowMatch, IpPrefix, MacMatch, MatchField};

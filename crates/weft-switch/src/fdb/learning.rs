@@ -38,6 +38,7 @@ impl Fdb {
             self.stats.refreshed += 1;
             if now.saturating_sub(old.last_seen) >= self.refresh_ns {
                 self.slab.get_mut(i).last_seen = now;
+                self.journal_write(old.key, port, now);
                 let lru = &mut self.ports[port.index()].lru;
                 self.slab.move_to_back(lru, i, Chain::ByPort);
                 self.slab.move_to_back(&mut self.by_age, i, Chain::ByAge);

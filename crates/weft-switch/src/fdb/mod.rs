@@ -38,6 +38,9 @@
 //! destination until the next sweep.
 
 mod config;
+mod journal;
+#[cfg(test)]
+mod journal_tests;
 mod learning;
 mod report;
 mod slab;
@@ -50,6 +53,7 @@ mod model_tests;
 mod tests;
 
 pub use config::{FdbConfig, FdbError, MAX_FDB_ENTRIES, MAX_FDB_VLAN};
+pub use journal::LearnedEntry;
 pub use report::{
     EvictionCause, EvictionStats, FdbEntryView, FdbStats, FlushFilter, IgnoreReason, IgnoredStats,
     LearnOutcome,
@@ -116,6 +120,8 @@ pub struct Fdb {
     clock: u64,
     generation: u64,
     stats: FdbStats,
+    /// Learned entries written, for the switch's other lanes (off unless it has some).
+    journal: journal::Journal,
     /// Entries the sweep has looked at, to pin its cost in tests.
     #[cfg(test)]
     sweep_visits: usize,
@@ -162,6 +168,7 @@ impl Fdb {
             clock: 0,
             generation: 0,
             stats: FdbStats::default(),
+            journal: journal::Journal::default(),
             #[cfg(test)]
             sweep_visits: 0,
         })
@@ -406,6 +413,8 @@ impl Fdb {
         slot.kind = Kind::Dynamic;
         slot.port = port;
         slot.last_seen = now;
+        let key = slot.key;
+        self.journal_write(key, port, now);
         let entries = &mut self.ports[port.index()];
         self.slab.push_back(&mut entries.lru, i, Chain::ByPort);
         entries.dynamic += 1;

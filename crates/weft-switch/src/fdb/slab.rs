@@ -178,6 +178,27 @@ impl Slab {
         *self.get_mut(i).link(chain) = Link::UNLINKED;
     }
 
+    /// Puts slot `i` (on no list) right after `after` on the list `ends`, or at its head
+    /// when `after` is `NIL`.
+    pub(super) fn insert_after(&mut self, ends: &mut Ends, after: u32, i: u32, chain: Chain) {
+        let next = if after == NIL {
+            ends.head
+        } else {
+            self.get_mut(after).link(chain).next
+        };
+        *self.get_mut(i).link(chain) = Link { prev: after, next };
+        if after == NIL {
+            ends.head = i;
+        } else {
+            self.get_mut(after).link(chain).next = i;
+        }
+        if next == NIL {
+            ends.tail = i;
+        } else {
+            self.get_mut(next).link(chain).prev = i;
+        }
+    }
+
     /// Moves slot `i` to the tail of `ends`.
     pub(super) fn move_to_back(&mut self, ends: &mut Ends, i: u32, chain: Chain) {
         if ends.tail != i {

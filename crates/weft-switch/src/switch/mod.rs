@@ -9,6 +9,9 @@
 mod classify;
 mod deliver;
 #[cfg(test)]
+mod lane_tests;
+mod lanes;
+#[cfg(test)]
 mod offload_tests;
 mod peers;
 #[cfg(test)]
@@ -158,6 +161,10 @@ pub struct Switch {
     cache: FlowCache<crate::decision::Decision>,
     /// Bumped whenever the port set or a port's options change.
     port_generation: u64,
+    /// Ports added plus ports removed (see [`Switch::membership`]).
+    membership: u64,
+    /// Set when the switch is one lane of several (`crate::lanes`).
+    lane: Option<lanes::LaneState>,
     upcalls: UpcallQueue,
     batch: RxBatch,
     scratch: BatchScratch,
@@ -191,6 +198,8 @@ impl Switch {
             rx: Vec::new(),
             peers_changed: true,
             port_generation: 0,
+            membership: 0,
+            lane: None,
             drops: DropCounters::default(),
             batches: 0,
             rx_packets: 0,
@@ -250,6 +259,7 @@ impl Switch {
         });
         self.rx[index] = rx;
         self.port_generation += 1;
+        self.membership += 1;
         self.peers_changed = true;
         Ok(id)
     }
@@ -264,6 +274,7 @@ impl Switch {
         let rx = self.rx.get_mut(id.index()).and_then(Option::take);
         self.fdb.flush(crate::fdb::FlushFilter::Port(id));
         self.port_generation += 1;
+        self.membership += 1;
         self.peers_changed = true;
         Ok(PortHalves { rx, tx: slot.tx })
     }
@@ -469,8 +480,11 @@ impl Switch {
             rx.finish();
             return 0;
         }
-        // Age first, so every lookup of this batch sees one FDB state at `now`: a cached
-        // decision then always equals a fresh one.
+        // What other lanes learned, then age, so every lookup of this batch sees one FDB
+        // state at `now`: a cached decision then always equals a fresh one.
+        if self.lane.is_some() {
+            self.sync_lanes(now);
+        }
         self.fdb.expire(now);
         {
             // The frames' bytes, looked up once per batch (an uninitialised array: free to
@@ -486,6 +500,9 @@ impl Switch {
             self.deliver(port, &frames, now);
         }
         rx.finish();
+        if self.fdb.journal_pending() {
+            self.post_learned();
+        }
         self.batches += 1;
         self.rx_packets += n as u64;
         n

@@ -1,0 +1,157 @@
+//! One switch as two lanes (`crate::lanes`): what one lane learns, the other forwards by.
+
+use weft_packet::MacAddr;
+
+use super::*;
+use crate::lanes::{LaneGroup, SharedTx, INBOX_CAPACITY};
+use crate::memory_port::{memory_port, MemoryPortHandle};
+use crate::port::PortCaps;
+
+const T0: Timestamp = Timestamp(1_000_000_000);
+
+fn mac(last: u8) -> MacAddr {
+    MacAddr([0x02, 0, 0, 0, 0, last])
+}
+
+fn frame(dst: MacAddr, src: MacAddr) -> Vec<u8> {
+    let mut f = vec![0u8; 60];
+    f[..6].copy_from_slice(&dst.0);
+    f[6..12].copy_from_slice(&src.0);
+    f[12..14].copy_from_slice(&[0x88, 0xb5]);
+    f
+}
+
+/// Two lanes of `br0` with `n` in-memory ports: port `i` is received by lane `i % 2` and
+/// transmitted to by both through one shared half.
+struct Lanes {
+    sw: [Switch; 2],
+    ports: Vec<(PortId, MemoryPortHandle)>,
+}
+
+impl Lanes {
+    fn new(n: usize) -> Lanes {
+        let mut lanes = LaneGroup::lanes(2).unwrap().into_iter();
+        let mut sw = [0, 1].map(|_| Switch::new("br0", SwitchConfig::default()).unwrap());
+        for s in &mut sw {
+            s.join_lanes(lanes.next().unwrap());
+        }
+        let ports = (0..n)
+            .map(|i| {
+                let (rx, tx, h) = memory_port(PortCaps::plain(1500), 1024);
+                let mut txs = SharedTx::share(Box::new(tx), 2).into_iter();
+                let mut rx = Some(rx);
+                let ids: Vec<PortId> = sw
+                    .iter_mut()
+                    .enumerate()
+                    .map(|(lane, s)| {
+                        let mine = (i % 2 == lane).then(|| rx.take()).flatten();
+                        s.add_port(
+                            &format!("p{i}"),
+                            mine.map(|r| Box::new(r) as Box<dyn PortRx>),
+                            Box::new(txs.next().unwrap()),
+                            PortOptions::default(),
+                        )
+                        .unwrap()
+                    })
+                    .collect();
+                assert_eq!(ids[0], ids[1], "same ids on every lane");
+                (ids[0], h)
+            })
+            .collect();
+        Lanes { sw, ports }
+    }
+
+    /// Sends `f` into port `i` and lets its lane forward it.
+    fn send(&mut self, i: usize, f: &[u8], now: Timestamp) {
+        let (id, h) = &self.ports[i];
+        assert!(h.inject(f));
+        assert_eq!(self.sw[i % 2].poll(*id, now), 1);
+    }
+
+    fn sent(&self, i: usize) -> usize {
+        self.ports[i].1.take_sent().len()
+    }
+}
+
+#[test]
+fn a_station_learned_on_one_lane_is_forwarded_to_by_the_other() {
+    let mut l = Lanes::new(3);
+    // p0 (lane 0) sends from A: flooded, A learned on lane 0 and posted.
+    l.send(0, &frame(MacAddr::BROADCAST, mac(0xa)), T0);
+    assert_eq!((l.sent(1), l.sent(2)), (1, 1));
+    // p1 (lane 1) answers A: lane 1 takes in what lane 0 learned first, so unicast to p0.
+    l.send(1, &frame(mac(0xa), mac(0xb)), T0);
+    assert_eq!((l.sent(0), l.sent(2)), (1, 0), "not flooded");
+    let stats = l.sw[1].lane().unwrap().counters().snapshot();
+    assert_eq!((stats.applied, stats.stale), (1, 0));
+    assert_eq!(l.sw[0].lane().unwrap().counters().snapshot().posted, 1);
+    // And lane 0 learned B from lane 1 when it next took its mail.
+    assert_eq!(l.sw[0].sync_lanes(T0), 1);
+    assert_eq!(l.sw[0].fdb().lookup(0, mac(0xb), T0), Some(l.ports[1].0));
+}
+
+#[test]
+fn a_station_moving_to_a_port_of_the_other_lane_moves_on_both() {
+    let mut l = Lanes::new(4);
+    l.send(0, &frame(MacAddr::BROADCAST, mac(0xa)), T0);
+    l.send(1, &frame(MacAddr::BROADCAST, mac(0xa)), Timestamp(T0.0 + 1));
+    l.sw[0].sync_lanes(Timestamp(T0.0 + 2));
+    for s in &l.sw {
+        assert_eq!(
+            s.fdb().lookup(0, mac(0xa), Timestamp(T0.0 + 2)),
+            Some(l.ports[1].0)
+        );
+    }
+}
+
+#[test]
+fn a_record_crossing_a_port_change_is_dropped_as_stale() {
+    let mut l = Lanes::new(3);
+    l.send(0, &frame(MacAddr::BROADCAST, mac(0xa)), T0);
+    // Lane 1 has already removed p2; lane 0 has not yet (the control plane is between them).
+    l.sw[1].remove_port(l.ports[2].0).unwrap();
+    assert_eq!(l.sw[1].sync_lanes(T0), 0);
+    assert_eq!(l.sw[1].lane().unwrap().counters().snapshot().stale, 1);
+    assert_eq!(l.sw[1].fdb().lookup(0, mac(0xa), T0), None);
+}
+
+#[test]
+fn a_lane_that_does_not_take_its_mail_loses_only_what_its_inbox_cannot_hold() {
+    let mut l = Lanes::new(2);
+    let sources = INBOX_CAPACITY + 100;
+    let mut sent = 0;
+    while sent < sources {
+        let (id, h) = &l.ports[0];
+        for k in 0..64.min(sources - sent) {
+            let n = sent + k;
+            let [_, _, _, _, _, a, b, c] = (n as u64).to_be_bytes();
+            let src = MacAddr([0x02, 0, 0, a, b, c]);
+            h.inject(&frame(MacAddr::BROADCAST, src));
+        }
+        sent += 64.min(sources - sent);
+        l.sw[0].poll(*id, T0);
+    }
+    let posted = l.sw[0].lane().unwrap().counters().snapshot();
+    assert_eq!(posted.posted, INBOX_CAPACITY as u64);
+    assert_eq!(posted.lost, 100);
+    assert_eq!(l.sw[1].sync_lanes(T0), INBOX_CAPACITY);
+}
+
+#[test]
+fn a_switch_that_is_no_lane_records_nothing() {
+    let mut sw = Switch::new("br0", SwitchConfig::default()).unwrap();
+    let (rx, tx, h) = memory_port(PortCaps::plain(1500), 16);
+    let id = sw
+        .add_port(
+            "p0",
+            Some(Box::new(rx)),
+            Box::new(tx),
+            PortOptions::default(),
+        )
+        .unwrap();
+    h.inject(&frame(MacAddr::BROADCAST, mac(1)));
+    sw.poll(id, T0);
+    assert!(!sw.fdb.journal_on());
+    assert!(sw.lane().is_none());
+    assert_eq!(sw.sync_lanes(T0), 0);
+}
