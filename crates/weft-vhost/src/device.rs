@@ -1,7 +1,7 @@
 //! The state one port's control thread and data path share: its queues, the negotiated
 //! features, and the readiness descriptor an idle worker sleeps on.
 
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -25,9 +25,10 @@ pub(crate) struct DeviceShared {
     features: AtomicU64,
     /// Bumped whenever `features` (and so the caps) change.
     caps_generation: AtomicU64,
-    /// Holds every transmit queue's kick descriptor while it has one. Its own descriptor
-    /// never changes, so a worker's epoll set need not follow reconnections.
-    readiness: Epoll,
+    /// Per queue pair: holds its transmit queue's kick descriptor while it has one. These
+    /// descriptors never change, so the lanes' sets built from them (`LaneShare`) and a
+    /// worker's epoll set need not follow reconnections.
+    pair_readiness: Vec<Epoll>,
     pub(crate) connected: AtomicBool,
 }
 
@@ -41,7 +42,9 @@ impl DeviceShared {
             config,
             features: AtomicU64::new(0),
             caps_generation: AtomicU64::new(0),
-            readiness: Epoll::new().map_err(VhostError::io("creating the readiness epoll"))?,
+            pair_readiness: (0..config.queue_pairs)
+                .map(|_| Epoll::new().map_err(VhostError::io("creating the readiness epoll")))
+                .collect::<Result<_, _>>()?,
             connected: AtomicBool::new(false),
         }))
     }
@@ -93,24 +96,38 @@ impl DeviceShared {
         self.features().port_caps(self.config.mtu)
     }
 
-    pub(crate) fn readiness_fd(&self) -> RawFd {
-        self.readiness.as_raw_fd()
+    /// An epoll set that is readable when a kick arrives on any transmit queue `lane`
+    /// serves (it holds those pairs' own sets).
+    pub(crate) fn lane_readiness(&self, lane: LaneShare) -> Result<Epoll, VhostError> {
+        let set = Epoll::new().map_err(VhostError::io("creating the readiness epoll"))?;
+        for (pair, inner) in self.pair_readiness.iter().enumerate() {
+            if lane.owns(pair) {
+                set.ctl(
+                    ControlOperation::Add,
+                    inner.as_raw_fd(),
+                    EpollEvent::new(EventSet::IN, 0),
+                )
+                .map_err(VhostError::io("building the readiness epoll"))?;
+            }
+        }
+        Ok(set)
     }
 
     /// Replaces ring `index`'s kick descriptor, keeping the readiness set in step: a
     /// descriptor is removed from the set before it is closed (once closed here it could
     /// no longer be removed, and the frontend's copy would keep waking the worker).
     pub(crate) fn replace_kick(&self, index: usize, state: &mut VringState, kick: Option<EventFd>) {
-        if is_guest_tx(index) {
+        let readiness = self.pair_readiness.get(index / 2);
+        if let (true, Some(readiness)) = (is_guest_tx(index), readiness) {
             if let Some(old) = &state.kick {
-                let _ = self.readiness.ctl(
+                let _ = readiness.ctl(
                     ControlOperation::Delete,
                     old.as_raw_fd(),
                     EpollEvent::default(),
                 );
             }
             if let Some(new) = &kick {
-                if let Err(e) = self.readiness.ctl(
+                if let Err(e) = readiness.ctl(
                     ControlOperation::Add,
                     new.as_raw_fd(),
                     EpollEvent::new(EventSet::IN, 0),
@@ -142,6 +159,24 @@ impl DeviceShared {
             }
         }
         Ok(())
+    }
+}
+
+/// Which queue pairs of a port one lane of a switch serves (`weft_switch::lanes`): pair
+/// `p` belongs to lane `p % lanes`. With one lane, every pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LaneShare {
+    pub(crate) index: usize,
+    pub(crate) lanes: usize,
+}
+
+impl LaneShare {
+    /// The whole port, for a switch with one lane.
+    #[cfg(test)]
+    pub(crate) const WHOLE: LaneShare = LaneShare { index: 0, lanes: 1 };
+
+    pub(crate) fn owns(self, pair: usize) -> bool {
+        pair % self.lanes.max(1) == self.index
     }
 }
 

@@ -20,6 +20,9 @@ pub enum VhostError {
     /// The receive and transmit halves were taken already.
     #[error("the port's halves were taken already")]
     HalvesTaken,
+    /// A port's halves were asked for more lanes than it can have queue pairs.
+    #[error("a vhost-user port is split among 1 to 16 lanes, not {0}")]
+    BadLanes(usize),
     /// A system call failed (socket, epoll, eventfd, thread).
     #[error("{what}: {source}")]
     Io {

@@ -21,7 +21,11 @@
 //!
 //! Threads: each port has a control thread that speaks vhost-user with its frontend
 //! (`server.rs`, `control.rs`); the halves belong to the worker that owns the switch. They
-//! meet in each queue's state (`vring.rs`), which the data path only ever `try_lock`s.
+//! meet in each queue's state (`vring.rs`), which the data path only ever `try_lock`s —
+//! except when the switch runs as several lanes (`take_lane_halves`, one worker thread per
+//! lane, each with its own share of the queue pairs): a lane whose pairs the guest does not
+//! use shares another lane's receive queue, and both then wait a bounded moment for the
+//! other's burst.
 //!
 //! Everything from the frontend is hostile: memory tables, ring setup, descriptor chains
 //! and virtio-net headers are validated (`memory.rs`, `control.rs`, `chain.rs`, `rx.rs`).
@@ -49,6 +53,8 @@ mod server;
 mod tx;
 mod vring;
 
+#[cfg(test)]
+mod lane_tests;
 #[cfg(test)]
 mod loop_tests;
 #[cfg(test)]

@@ -18,10 +18,12 @@
 //! Each `receive` is also the worker's look at the port that sends notifications the
 //! policy held back (`notify.rs`), on every queue.
 
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Instant;
 
 use virtio_queue::QueueT;
+use vmm_sys_util::epoll::Epoll;
 use weft_switch::port::MAX_BATCH;
 use weft_switch::{FrameHandle, PortRx, RxBatch};
 
@@ -29,8 +31,9 @@ use crate::bounce::Bounce;
 use crate::chain::FrameLoc;
 use crate::config::MAX_QUEUE_PAIRS;
 use crate::counters::QueueFault;
-use crate::device::DeviceShared;
+use crate::device::{DeviceShared, LaneShare};
 use crate::dispatch::{Dispatch, Driven};
+use crate::error::VhostError;
 use crate::fds::drain;
 use crate::vring::Vring;
 
@@ -39,8 +42,11 @@ use queue::{BatchFrames, RxQueue};
 /// The receive half of a vhost-user port (see the module documentation).
 pub struct VhostPortRx {
     dev: Arc<DeviceShared>,
-    /// One per queue pair: the guest's transmit queues.
+    /// One per queue pair this half serves (all, or its lane's share): the guest's
+    /// transmit queues.
     queues: Vec<RxQueue>,
+    /// Readable when one of those queues is kicked.
+    readiness: Epoll,
     batch: BatchFrames,
     /// The queue the next `receive` looks at first (round robin, so that no queue always
     /// gets the room the others left).
@@ -57,7 +63,7 @@ impl std::fmt::Debug for VhostPortRx {
 }
 
 impl VhostPortRx {
-    pub(crate) fn new(dev: Arc<DeviceShared>) -> Self {
+    pub(crate) fn new(dev: Arc<DeviceShared>, lane: LaneShare) -> Result<Self, VhostError> {
         let batch = BatchFrames {
             frames: Vec::with_capacity(MAX_BATCH),
             bounce: Bounce::new(dev.config.effective_bounce_limit()),
@@ -65,6 +71,7 @@ impl VhostPortRx {
             per_queue: [0; MAX_QUEUE_PAIRS as usize],
         };
         let queues = (0..dev.queue_pairs())
+            .filter(|pair| lane.owns(*pair))
             .map(|pair| {
                 if let Some(v) = dev.tx_vring_of(pair) {
                     v.set_notify_policy(dev.config.notify);
@@ -81,12 +88,13 @@ impl VhostPortRx {
                 }
             })
             .collect();
-        VhostPortRx {
+        Ok(VhostPortRx {
+            readiness: dev.lane_readiness(lane)?,
             dev,
             queues,
             batch,
             next_first: 0,
-        }
+        })
     }
 
     /// The batch is over: its frames are forgotten and its chains wait to be returned
@@ -355,17 +363,20 @@ impl PortRx for VhostPortRx {
     }
 
     fn readiness_fd(&self) -> Option<std::os::fd::RawFd> {
-        Some(self.dev.readiness_fd())
+        Some(self.readiness.as_raw_fd())
     }
 
     /// True while switch-driven (the guest does not kick, so the readiness descriptor
     /// stays quiet) or while a notification toward the guest is held back (only a look at
     /// the port sends it).
     fn needs_polling(&self) -> bool {
-        self.queues
-            .iter()
-            .any(|q| q.ring_live && q.dispatch.driven() == Driven::Switch)
-            || self.dev.vrings.iter().any(Vring::notify_pending)
+        self.queues.iter().any(|q| {
+            (q.ring_live && q.dispatch.driven() == Driven::Switch)
+                || [self.dev.rx_vring_of(q.pair), self.dev.tx_vring_of(q.pair)]
+                    .into_iter()
+                    .flatten()
+                    .any(Vring::notify_pending)
+        })
     }
 }
 

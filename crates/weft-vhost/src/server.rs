@@ -23,7 +23,7 @@ use weft_switch::PortCaps;
 
 use crate::config::VhostPortConfig;
 use crate::counters::{LogLimiter, QueueFault, QueueStats};
-use crate::device::DeviceShared;
+use crate::device::{DeviceShared, LaneShare};
 use crate::error::VhostError;
 use crate::rx::VhostPortRx;
 use crate::tx::VhostPortTx;
@@ -199,14 +199,35 @@ impl VhostUserPort {
 
     /// The receive and transmit halves, to hand to a switch (once).
     pub fn take_halves(&mut self) -> Result<(VhostPortRx, VhostPortTx), VhostError> {
+        let mut halves = self.take_lane_halves(1)?;
+        halves.pop().ok_or(VhostError::HalvesTaken)
+    }
+
+    /// One pair of halves per lane of a switch run by `lanes` worker threads
+    /// (`weft_switch::lanes`), to hand to them (once). Lane `i` receives from, and
+    /// transmits into, the queue pairs `p` with `p % lanes == i`; a lane none of whose
+    /// pairs the guest uses transmits into another lane's, sharing it under its lock.
+    pub fn take_lane_halves(
+        &mut self,
+        lanes: usize,
+    ) -> Result<Vec<(VhostPortRx, VhostPortTx)>, VhostError> {
         if self.halves_taken {
             return Err(VhostError::HalvesTaken);
         }
+        if !(1..=usize::from(crate::config::MAX_QUEUE_PAIRS)).contains(&lanes) {
+            return Err(VhostError::BadLanes(lanes));
+        }
+        let halves = (0..lanes)
+            .map(|index| {
+                let lane = LaneShare { index, lanes };
+                Ok((
+                    VhostPortRx::new(Arc::clone(&self.shared), lane)?,
+                    VhostPortTx::new(Arc::clone(&self.shared), lane),
+                ))
+            })
+            .collect::<Result<Vec<_>, VhostError>>()?;
         self.halves_taken = true;
-        Ok((
-            VhostPortRx::new(Arc::clone(&self.shared)),
-            VhostPortTx::new(Arc::clone(&self.shared)),
-        ))
+        Ok(halves)
     }
 
     /// The socket's path.

@@ -13,7 +13,7 @@ use vm_memory::{Address, Bytes, GuestAddress, GuestMemoryMmap};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
 use crate::config::VhostPortConfig;
-use crate::device::{DeviceShared, RingStart};
+use crate::device::{DeviceShared, LaneShare, RingStart};
 use crate::features::{offered_features, Features};
 use crate::rx::VhostPortRx;
 use crate::tx::VhostPortTx;
@@ -372,8 +372,8 @@ impl Rig {
                 pair
             })
             .collect();
-        let rx = VhostPortRx::new(Arc::clone(&dev));
-        let tx = VhostPortTx::new(Arc::clone(&dev));
+        let rx = VhostPortRx::new(Arc::clone(&dev), LaneShare::WHOLE).unwrap();
+        let tx = VhostPortTx::new(Arc::clone(&dev), LaneShare::WHOLE);
         (
             Rig {
                 dev,
@@ -387,6 +387,20 @@ impl Rig {
             rx,
             tx,
         )
+    }
+
+    /// Halves for each of `lanes` lanes (`LaneShare`), beside the whole-port ones `new`
+    /// returned.
+    pub(crate) fn lane_halves(&self, lanes: usize) -> Vec<(VhostPortRx, VhostPortTx)> {
+        (0..lanes)
+            .map(|index| {
+                let lane = LaneShare { index, lanes };
+                (
+                    VhostPortRx::new(Arc::clone(&self.dev), lane).unwrap(),
+                    VhostPortTx::new(Arc::clone(&self.dev), lane),
+                )
+            })
+            .collect()
     }
 
     /// Pair `k`'s receive queue (the port transmits into it).

@@ -14,7 +14,9 @@
 //! being served, picked by its flow hash (`flow_hash.rs`), so a flow keeps its queue (and
 //! its order) while the set of served queues stays the same. Each queue has its own burst,
 //! used-ring update and notifications. A queue that runs out of buffers or breaks ends the
-//! burst at the first frame for it (the caller drops the rest, as with one queue).
+//! burst at the first frame for it (the caller drops the rest, as with one queue). A switch
+//! run as several lanes gives each lane a half that fills only its own pairs (`p % lanes`);
+//! a lane none of whose pairs the guest uses fills one of another lane's, under its lock.
 //!
 //! A frame needing an offload the guest did not negotiate (a partial checksum, a TCP
 //! super-frame) has it done here in software — checksum completed, or segmented to the
@@ -32,7 +34,7 @@ use weft_switch::{PortCaps, PortTx, TxFrame};
 use crate::chain::TableRef;
 use crate::config::{MAX_FRAME_LEN, MAX_QUEUE_PAIRS};
 use crate::counters::{FrameDrop, QueueFault};
-use crate::device::DeviceShared;
+use crate::device::{DeviceShared, LaneShare};
 use crate::flow_hash::flow_hash;
 use crate::ring_access::{GuestView, SplitRing};
 use crate::vring::VringState;
@@ -47,6 +49,8 @@ const PAIRS: usize = MAX_QUEUE_PAIRS as usize;
 /// The transmit half of a vhost-user port (see the module documentation).
 pub struct VhostPortTx {
     dev: Arc<DeviceShared>,
+    /// The receive queues this half fills (all, or its lane's share).
+    lane: LaneShare,
     /// Per queue pair: chains filled this burst, with the bytes written into each.
     used: Vec<Vec<(u16, u32)>>,
     software: SoftwareOffload,
@@ -61,7 +65,7 @@ impl std::fmt::Debug for VhostPortTx {
 }
 
 impl VhostPortTx {
-    pub(crate) fn new(dev: Arc<DeviceShared>) -> Self {
+    pub(crate) fn new(dev: Arc<DeviceShared>, lane: LaneShare) -> Self {
         let capacity = usize::from(dev.config.max_queue_size);
         let pairs = dev.queue_pairs();
         for pair in 0..pairs {
@@ -71,6 +75,7 @@ impl VhostPortTx {
         }
         VhostPortTx {
             dev,
+            lane,
             used: (0..pairs).map(|_| Vec::with_capacity(capacity)).collect(),
             software: SoftwareOffload::default(),
         }
@@ -93,31 +98,54 @@ impl PortTx for VhostPortTx {
             return 0;
         }
         let dev = Arc::clone(&self.dev);
-        // Every receive queue being served, locked for the burst; one the control thread
-        // holds sits this burst out (no thread holds a vring lock while waiting for another,
-        // so holding several here cannot deadlock).
+        // Every receive queue of this half being served, locked for the burst; one the
+        // control thread holds sits this burst out. With lanes, a lane sharing one of
+        // these (below) holds only that one and waits for no other, so waiting for it
+        // here cannot deadlock.
         let mut rings: [Option<(MutexGuard<'_, VringState>, Arc<GuestMemoryMmap>)>; PAIRS] =
             std::array::from_fn(|_| None);
         let mut serving = [0usize; PAIRS];
         let mut count = 0;
         for (pair, slot) in rings.iter_mut().enumerate().take(dev.queue_pairs()) {
-            let Some(mut st) = dev.rx_vring_of(pair).and_then(|v| v.try_lock()) else {
-                continue;
-            };
-            if !st.serving() {
+            if !self.lane.owns(pair) {
                 continue;
             }
-            let Some(mem) = st.mem.clone() else {
+            let Some(vring) = dev.rx_vring_of(pair) else {
                 continue;
             };
-            if pair > 0 && !st.guest_has_given_buffers(&mem) {
-                // A pair the guest does not use (see `guest_has_given_buffers`).
+            // With several lanes another one may be sharing this queue: wait for its burst.
+            let locked = if self.lane.lanes > 1 {
+                vring.lock_briefly()
+            } else {
+                vring.try_lock()
+            };
+            let Some(ring) = ready_ring(locked, pair) else {
                 continue;
-            }
-            *slot = Some((st, mem));
+            };
+            *slot = Some(ring);
             if let Some(s) = serving.get_mut(count) {
                 *s = pair;
                 count += 1;
+            }
+        }
+        if count == 0 && self.lane.lanes > 1 {
+            // None of this lane's queues is in use (the guest uses fewer pairs than the
+            // switch has lanes): share another lane's, waiting a moment for its lock. Only
+            // one, and only here, so two lanes never wait for each other's.
+            let pairs = dev.queue_pairs();
+            let found = (0..pairs)
+                .map(|k| (self.lane.index + k) % pairs)
+                .filter(|pair| !self.lane.owns(*pair))
+                .find_map(|pair| {
+                    let vring = dev.rx_vring_of(pair)?;
+                    ready_ring(vring.lock_briefly(), pair).map(|ring| (pair, ring))
+                });
+            if let Some((pair, ring)) = found {
+                if let (Some(slot), Some(s)) = (rings.get_mut(pair), serving.get_mut(0)) {
+                    *slot = Some(ring);
+                    *s = pair;
+                    count = 1;
+                }
             }
         }
         let Some(serving) = serving.get(..count).filter(|s| !s.is_empty()) else {
@@ -166,6 +194,24 @@ impl PortTx for VhostPortTx {
         }
         next
     }
+}
+
+/// A locked receive queue the port may fill now: serving, and (beyond the first pair) one
+/// the guest uses.
+fn ready_ring(
+    st: Option<MutexGuard<'_, VringState>>,
+    pair: usize,
+) -> Option<(MutexGuard<'_, VringState>, Arc<GuestMemoryMmap>)> {
+    let mut st = st?;
+    if !st.serving() {
+        return None;
+    }
+    let mem = st.mem.clone()?;
+    if pair > 0 && !st.guest_has_given_buffers(&mem) {
+        // A pair the guest does not use (see `guest_has_given_buffers`).
+        return None;
+    }
+    Some((st, mem))
 }
 
 impl VhostPortTx {

@@ -413,8 +413,38 @@ impl Vring {
         }
     }
 
+    /// A lane sharing another lane's receive queue (`tx.rs`): waits for the lock while the
+    /// holder (that lane's burst, or the control thread for a moment) finishes — spinning
+    /// first, then yielding the CPU in case the holder was preempted — but never longer
+    /// than [`SHARED_LOCK_WAIT`]; `None` if it stays held that long.
+    pub(crate) fn lock_briefly(&self) -> Option<MutexGuard<'_, VringState>> {
+        for _ in 0..LOCK_SPINS {
+            if let Some(st) = self.try_lock() {
+                return Some(st);
+            }
+            std::hint::spin_loop();
+        }
+        let deadline = std::time::Instant::now() + SHARED_LOCK_WAIT;
+        loop {
+            std::thread::yield_now();
+            if let Some(st) = self.try_lock() {
+                return Some(st);
+            }
+            if std::time::Instant::now() >= deadline {
+                return None;
+            }
+        }
+    }
+
     /// The control thread's access (waits for the data path to finish its call).
     pub(crate) fn lock(&self) -> MutexGuard<'_, VringState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
+
+/// Spinning tries of [`Vring::lock_briefly`] before it yields: about one 64-frame burst.
+const LOCK_SPINS: usize = 20_000;
+
+/// The longest [`Vring::lock_briefly`] waits: a few scheduler ticks, for a holder that was
+/// preempted; a burst that waited this long is dropped and counted instead.
+const SHARED_LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(20);

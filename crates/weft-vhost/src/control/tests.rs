@@ -5,6 +5,7 @@ use std::os::fd::{FromRawFd, IntoRawFd};
 
 use super::*;
 use crate::config::VhostPortConfig;
+use crate::device::LaneShare;
 use crate::rx::VhostPortRx;
 use crate::testutil::{ether_frame, memfd, GuestRing, GUEST_MEM};
 use crate::tx::VhostPortTx;
@@ -117,8 +118,8 @@ impl Frontend {
 
     fn halves(&self) -> (VhostPortRx, VhostPortTx) {
         (
-            VhostPortRx::new(Arc::clone(&self.shared)),
-            VhostPortTx::new(Arc::clone(&self.shared)),
+            VhostPortRx::new(Arc::clone(&self.shared), LaneShare::WHOLE).unwrap(),
+            VhostPortTx::new(Arc::clone(&self.shared), LaneShare::WHOLE),
         )
     }
 
