@@ -9,7 +9,7 @@ use weft_switch::{PortRx, PortTx, RxBatch, TxFrame};
 
 use crate::config::VhostPortConfig;
 use crate::rx::VhostPortRx;
-use crate::testutil::{all_features, ether_frame, Rig};
+use crate::testutil::{all_features, ether_frame, readable, Rig};
 
 const HDR0: [u8; 12] = [0; 12];
 
@@ -32,16 +32,6 @@ fn sources(rx: &mut VhostPortRx) -> Vec<u8> {
         .collect();
     rx.finish();
     out
-}
-
-fn ready(fd: i32) -> bool {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd, count 1, no timeout.
-    unsafe { libc::poll(&mut p, 1, 0) == 1 }
 }
 
 #[test]
@@ -69,12 +59,12 @@ fn each_lane_wakes_only_for_kicks_on_its_own_pairs() {
         lanes[1].0.readiness_fd().unwrap(),
     );
     rig.more[0].tx_kick.write(1).unwrap(); // pair 1
-    assert!(!ready(fd0));
-    assert!(ready(fd1));
+    assert!(!readable(fd0));
+    assert!(readable(fd1));
     rig.more[0].tx_kick.read().unwrap();
     rig.more[1].tx_kick.write(1).unwrap(); // pair 2
-    assert!(ready(fd0));
-    assert!(!ready(fd1));
+    assert!(readable(fd0));
+    assert!(!readable(fd1));
 }
 
 #[test]

@@ -10,7 +10,7 @@ use weft_switch::{PortRx, PortTx, RxBatch, TxFrame};
 use crate::config::VhostPortConfig;
 use crate::counters::QueueFault;
 use crate::rx::VhostPortRx;
-use crate::testutil::{all_features, ether_frame, Rig};
+use crate::testutil::{all_features, ether_frame, readable, Rig};
 use crate::tx::VhostPortTx;
 
 const HDR0: [u8; 12] = [0; 12];
@@ -127,15 +127,7 @@ fn a_broken_transmit_queue_stops_only_itself() {
 fn the_readiness_descriptor_wakes_for_kicks_on_any_transmit_queue() {
     let (rig, rx, _tx) = rig(3);
     let fd = rx.readiness_fd().unwrap();
-    let ready = || {
-        let mut p = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd, count 1, no timeout.
-        unsafe { libc::poll(&mut p, 1, 0) == 1 }
-    };
+    let ready = || readable(fd);
     assert!(!ready());
     rig.more[1].tx_kick.write(1).unwrap();
     assert!(ready());

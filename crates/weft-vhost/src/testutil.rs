@@ -460,3 +460,14 @@ pub(crate) fn ether_frame(dst: u8, src: u8, len: usize, seed: u8) -> Vec<u8> {
     }
     f
 }
+
+/// True when `fd` is readable now (a zero-timeout poll).
+pub(crate) fn readable(fd: std::os::fd::RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the duration of the call.
+    unsafe { libc::poll(&mut p, 1, 0) == 1 }
+}

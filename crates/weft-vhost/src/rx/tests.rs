@@ -1,7 +1,7 @@
 use super::*;
 use crate::config::VhostPortConfig;
 use crate::features::Features;
-use crate::testutil::{all_features, ether_frame, Rig};
+use crate::testutil::{all_features, ether_frame, readable, Rig};
 use virtio_bindings::bindings::virtio_config::VIRTIO_F_VERSION_1;
 use virtio_bindings::bindings::virtio_net::{VIRTIO_NET_F_CSUM, VIRTIO_NET_F_HOST_TSO4};
 use virtio_bindings::bindings::virtio_ring::VIRTIO_RING_F_EVENT_IDX;
@@ -310,16 +310,6 @@ fn finishing_while_the_control_thread_holds_the_ring_completes_later() {
     let mut batch = RxBatch::new(8);
     rx.receive(&mut batch);
     assert_eq!(rig.txq.take_used().len(), 1);
-}
-
-fn readable(fd: std::os::fd::RawFd) -> bool {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd for the duration of the call.
-    unsafe { libc::poll(&mut p, 1, 0) == 1 }
 }
 
 #[test]
