@@ -230,6 +230,10 @@ pub struct SwitchAddArgs {
     /// Flow cache entries [default: 4096].
     #[arg(long, value_name = "N")]
     pub cache: Option<usize>,
+    /// Worker threads running the switch at once, each polling its share of the ports'
+    /// queue pairs (1 to 16, at most weftd's workers) [default: 1].
+    #[arg(long, value_name = "N")]
+    pub lanes: Option<usize>,
 }
 
 /// `weft port ...`

@@ -25,6 +25,7 @@ fn br0() -> SwitchInfo {
         fdb_entries: 0,
         rules: 0,
         worker: 0,
+        workers: vec![0],
     }
 }
 

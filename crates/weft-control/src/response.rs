@@ -103,8 +103,11 @@ pub struct SwitchInfo {
     pub fdb_entries: usize,
     /// Flow rules.
     pub rules: usize,
-    /// The worker thread that runs it.
+    /// The worker thread that runs it (its first lane).
     pub worker: usize,
+    /// The worker thread of each lane, first lane first.
+    #[serde(default)]
+    pub workers: Vec<usize>,
 }
 
 /// A port.

@@ -61,6 +61,9 @@ pub struct SwitchSettings {
     pub max_rules: usize,
     /// Flow cache entries.
     pub flow_cache_capacity: usize,
+    /// Worker threads that run the switch at once (1 to 16, at most the workers weftd
+    /// has): each lane polls its share of the ports' queue pairs (`weft_switch::lanes`).
+    pub lanes: usize,
 }
 
 impl Default for SwitchSettings {
@@ -72,6 +75,7 @@ impl Default for SwitchSettings {
             fdb_ageing_secs: 300,
             max_rules: 4096,
             flow_cache_capacity: 4096,
+            lanes: 1,
         }
     }
 }

@@ -185,6 +185,21 @@ pub struct PortCountersSnapshot {
 }
 
 impl PortCountersSnapshot {
+    /// Adds `other`'s counts (the same port on another lane of its switch).
+    pub fn add(&mut self, other: &PortCountersSnapshot) {
+        self.rx_packets += other.rx_packets;
+        self.rx_bytes += other.rx_bytes;
+        self.tx_packets += other.tx_packets;
+        self.tx_bytes += other.tx_bytes;
+        self.rx_batches += other.rx_batches;
+        for (reason, n) in &other.drops {
+            match self.drops.iter_mut().find(|(r, _)| r == reason) {
+                Some((_, mine)) => *mine += n,
+                None => self.drops.push((*reason, *n)),
+            }
+        }
+    }
+
     /// Drops for one reason.
     pub fn drops(&self, reason: DropReason) -> u64 {
         self.drops

@@ -22,16 +22,18 @@ use std::sync::{Arc, Mutex};
 use weft_control::state::{PortKind, VhostMode};
 use weft_overlay::tcp_link::{LinkKey, TcpLinkConfig, TcpLinkMode, TcpLinkPort};
 use weft_overlay::{VxlanConfig, VxlanPort};
-use weft_switch::{PortCaps, PortRx, PortTx, TxFrame};
+use weft_switch::lanes::SharedTx;
+use weft_switch::{PortCaps, PortHalves, PortRx, PortTx, TxFrame};
 use weft_tap::{AfPacket, AfPacketOptions, Offloads, PortStats, Tap, TapOptions};
 use weft_vhost::{VhostPortConfig, VhostUserPort};
 
 /// An opened device: the halves the switch takes, and what the port reports.
 pub struct Device {
-    /// The receive half (the worker polls it).
-    pub rx: Option<Box<dyn PortRx>>,
-    /// The transmit half.
-    pub tx: Box<dyn PortTx>,
+    /// The halves for each lane of the switch, first lane first (one with one lane). A
+    /// vhost-user port gives each lane its share of the queue pairs; any other port's
+    /// receive half goes to the first lane, and every lane transmits through one shared
+    /// half ([`weft_switch::lanes::SharedTx`]).
+    pub lanes: Vec<PortHalves>,
     /// MTU.
     pub mtu: u32,
     /// Offloads the device takes on transmit (`csum`, `tso4`, `tso6`, `uso`).
@@ -62,6 +64,8 @@ pub struct OpenContext<'a> {
     pub switch: &'a str,
     /// Directory of the vhost-user sockets that name no path (`<runtime_dir>/vhost`).
     pub vhost_dir: &'a Path,
+    /// Lanes of the switch (`SwitchSettings::lanes`): the halves a port is split into.
+    pub lanes: usize,
 }
 
 /// Longest Unix socket path (`sun_path` holds 108 bytes with its terminating NUL).
@@ -202,8 +206,43 @@ fn warn_if_others_can_read(path: &Path) {
     }
 }
 
-/// Opens the device of port `port` (whose name a TAP takes when it names no device).
+/// Opens the device of port `port` (whose name a TAP takes when it names no device), with
+/// halves for each of the switch's lanes.
 pub fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Device, String> {
+    open_device(ctx, port, kind).map(|d| d.spread(ctx.lanes))
+}
+
+/// One lane's halves of a port with one receive half.
+fn one(rx: impl PortRx + 'static, tx: impl PortTx + 'static) -> Vec<PortHalves> {
+    vec![PortHalves {
+        rx: Some(Box::new(rx)),
+        tx: Box::new(tx),
+    }]
+}
+
+impl Device {
+    /// Halves for `lanes` lanes: a device opened with one pair keeps its receive half on
+    /// the first lane and shares its transmit half among all of them.
+    pub fn spread(mut self, lanes: usize) -> Device {
+        if lanes <= 1 || self.lanes.len() != 1 {
+            return self;
+        }
+        let Some(PortHalves { rx, tx }) = self.lanes.pop() else {
+            return self;
+        };
+        let mut rx = rx;
+        self.lanes = SharedTx::share(tx, lanes)
+            .into_iter()
+            .map(|tx| PortHalves {
+                rx: rx.take(),
+                tx: Box::new(tx),
+            })
+            .collect();
+        self
+    }
+}
+
+fn open_device(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Device, String> {
     match kind {
         PortKind::Tap {
             ifname,
@@ -237,8 +276,7 @@ pub fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Device,
                 .ok_or("the TAP opened without a queue")?;
             let (rx, tx, stats) = queue.split();
             Ok(Device {
-                rx: Some(Box::new(rx)),
-                tx: Box::new(tx),
+                lanes: one(rx, tx),
                 mtu,
                 offloads: names,
                 stats: Some(stats),
@@ -252,8 +290,7 @@ pub fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Device,
                 u32::try_from(port.mtu()).map_err(|_| "the interface's MTU is out of range")?;
             let (rx, tx, stats) = port.split();
             Ok(Device {
-                rx: Some(Box::new(rx)),
-                tx: Box::new(tx),
+                lanes: one(rx, tx),
                 mtu,
                 offloads: offload_names(options.offloads),
                 stats: Some(stats),
@@ -284,10 +321,17 @@ pub fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Device,
                 VhostMode::Client => weft_vhost::VhostMode::Client,
             };
             let mut vhost = VhostUserPort::open(&path, mode, config).map_err(|e| e.to_string())?;
-            let (rx, tx) = vhost.take_halves().map_err(|e| e.to_string())?;
+            let lanes = vhost
+                .take_lane_halves(ctx.lanes)
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .map(|(rx, tx)| PortHalves {
+                    rx: Some(Box::new(rx)),
+                    tx: Box::new(tx),
+                })
+                .collect();
             Ok(Device {
-                rx: Some(Box::new(rx)),
-                tx: Box::new(tx),
+                lanes,
                 mtu: *mtu,
                 offloads: Vec::new(),
                 stats: None,
@@ -312,8 +356,7 @@ pub fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Device,
                 .map(String::from)
                 .collect();
             Ok(Device {
-                rx: Some(Box::new(rx)),
-                tx: Box::new(tx),
+                lanes: one(rx, tx),
                 mtu,
                 offloads,
                 stats: None,
@@ -338,8 +381,7 @@ pub fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Device,
             let link = TcpLinkPort::open(&config).map_err(|e| e.to_string())?;
             let (rx, tx, stats) = link.split();
             Ok(Device {
-                rx: Some(Box::new(rx)),
-                tx: Box::new(tx),
+                lanes: one(rx, tx),
                 mtu,
                 offloads: offloads.clone(),
                 stats: None,
@@ -385,10 +427,12 @@ impl FailedPort {
     pub fn device(kind: &PortKind) -> Device {
         let mtu = configured_mtu(kind);
         Device {
-            rx: None,
-            tx: Box::new(FailedPort {
-                caps: PortCaps::plain(usize::try_from(mtu).unwrap_or(1500)),
-            }),
+            lanes: vec![PortHalves {
+                rx: None,
+                tx: Box::new(FailedPort {
+                    caps: PortCaps::plain(usize::try_from(mtu).unwrap_or(1500)),
+                }),
+            }],
             mtu,
             offloads: Vec::new(),
             stats: None,
@@ -449,6 +493,7 @@ mod tests {
         OpenContext {
             switch: "br0",
             vhost_dir: Path::new("/nonexistent"),
+            lanes: 1,
         }
     }
 

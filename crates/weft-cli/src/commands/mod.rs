@@ -119,6 +119,7 @@ fn switch_add_request(args: &SwitchAddArgs) -> Request {
             fdb_ageing_secs: args.ageing.unwrap_or(d.fdb_ageing_secs),
             max_rules: args.max_rules.unwrap_or(d.max_rules),
             flow_cache_capacity: args.cache.unwrap_or(d.flow_cache_capacity),
+            lanes: args.lanes.unwrap_or(d.lanes),
         },
     }
 }

@@ -70,7 +70,7 @@ fn switches_table(switches: &[SwitchInfo]) -> String {
             s.ports.to_string(),
             s.fdb_entries.to_string(),
             s.rules.to_string(),
-            s.worker.to_string(),
+            workers_label(s),
             c.batch_size.to_string(),
             c.fdb_max_entries.to_string(),
             c.fdb_max_per_port.to_string(),
@@ -80,6 +80,15 @@ fn switches_table(switches: &[SwitchInfo]) -> String {
         ]);
     }
     t.render()
+}
+
+/// The worker of each lane, `0` or `0,1`.
+fn workers_label(s: &SwitchInfo) -> String {
+    if s.workers.is_empty() {
+        return s.worker.to_string();
+    }
+    let list: Vec<String> = s.workers.iter().map(usize::to_string).collect();
+    list.join(",")
 }
 
 /// `tap`, `af-packet`, `vhost-user`, `vxlan`.

@@ -133,6 +133,22 @@ pub struct SwitchStats {
     pub upcalls: UpcallStats,
 }
 
+impl SwitchStats {
+    /// Adds another lane's counters (the FDB size stays: every lane holds the same table).
+    pub fn add_lane(&mut self, other: &SwitchStats) {
+        self.batches += other.batches;
+        self.rx_packets += other.rx_packets;
+        let (c, o) = (&mut self.flow_cache, &other.flow_cache);
+        c.hits += o.hits;
+        c.misses += o.misses;
+        c.stale_misses += o.stale_misses;
+        c.insertions += o.insertions;
+        c.evictions += o.evictions;
+        self.upcalls.queued += other.upcalls.queued;
+        self.upcalls.dropped_full += other.upcalls.dropped_full;
+    }
+}
+
 /// One port as the switch keeps it.
 pub(crate) struct PortSlot {
     pub(crate) name: String,

@@ -16,9 +16,10 @@ use weft_control::{ControlError, Response};
 use weft_packet::MacAddr;
 use weft_switch::{PortCounters, PortHalves, PortId, PortOptions, RuleId, Switch};
 
-use super::build::{open_all, Opened, Source};
+use super::build::{merge_lanes, open_all, Opened, Source};
 use super::diff::SwitchDiff;
 use super::{internal, Controller, PortRt};
+use crate::devices::OpenContext;
 use crate::model::{translate, validate};
 
 /// What the worker is handed to change one switch.
@@ -40,6 +41,19 @@ struct Done {
 }
 
 impl Job {
+    /// The same changes without the ports to add (each lane gets its own halves).
+    fn clone_without_ports(&self) -> Job {
+        Job {
+            remove_rules: self.remove_rules.clone(),
+            remove_statics: self.remove_statics.clone(),
+            remove_ports: self.remove_ports.clone(),
+            add_ports: Vec::new(),
+            set_ports: self.set_ports.clone(),
+            add_statics: self.add_statics.clone(),
+            add_rules: self.add_rules.clone(),
+        }
+    }
+
     fn run(self, sw: &mut Switch) -> Result<Done, ControlError> {
         for id in self.remove_rules.iter().rev() {
             sw.remove_rule(*id);
@@ -129,6 +143,19 @@ impl Controller {
                     ));
                     creates.push(t.clone());
                 }
+                Some(c) if c.settings.lanes != t.settings.lanes => {
+                    // Each lane holds its own share of every port's queues: a switch
+                    // keeps its lanes for as long as it exists.
+                    return Err(ControlError::invalid(format!(
+                        "switch {} runs on {} lane(s); the configuration asks for {}",
+                        t.name, c.settings.lanes, t.settings.lanes
+                    ))
+                    .with_hint(
+                        "lanes cannot change on a running switch: apply a configuration \
+                         without the switch first, then one with it (or weft switch del and \
+                         weft switch add --lanes)",
+                    ));
+                }
                 Some(c) if c.settings != t.settings => {
                     changes.push(format!("rebuild switch {} (its settings change)", t.name));
                     rebuilds.push((c.clone(), t.clone()));
@@ -149,7 +176,11 @@ impl Controller {
         // refuses the whole change.
         let mut create_devices = Vec::new();
         for t in &creates {
-            create_devices.push(open_all(self.open_ctx(&t.name), &t.ports)?);
+            let ctx = OpenContext {
+                lanes: t.settings.lanes,
+                ..self.open_ctx(&t.name)
+            };
+            create_devices.push(open_all(ctx, &t.ports)?);
         }
         let mut rebuild_sources = Vec::new();
         for (c, t) in &rebuilds {
@@ -158,7 +189,11 @@ impl Controller {
                 if c.ports.iter().any(|o| o.name == p.name && o.kind == p.kind) {
                     sources.push(Source::Reuse);
                 } else {
-                    let mut opened = open_all(self.open_ctx(&t.name), std::slice::from_ref(p))?;
+                    let ctx = OpenContext {
+                        lanes: t.settings.lanes,
+                        ..self.open_ctx(&t.name)
+                    };
+                    let mut opened = open_all(ctx, std::slice::from_ref(p))?;
                     sources.push(Source::Opened(
                         opened.pop().ok_or_else(|| internal("no device"))?,
                     ));
@@ -206,18 +241,18 @@ impl Controller {
             self.uninstall(&name)?;
         }
         for ((_, t), sources) in rebuilds.into_iter().zip(rebuild_sources) {
-            let worker = self.switch_rt(&t.name)?.worker;
-            self.install(&t, sources, worker)?;
+            let workers = self.switch_rt(&t.name)?.workers.clone();
+            self.install(&t, sources, workers)?;
         }
         for ((name, diff), devices) in diffs.into_iter().zip(diff_devices) {
             self.apply_diff(&name, diff, devices)?;
         }
         for (t, devices) in creates.into_iter().zip(create_devices) {
-            let worker = self.next_worker();
+            let workers = self.lane_workers(&t)?;
             self.install(
                 &t,
                 devices.into_iter().map(Source::Opened).collect(),
-                worker,
+                workers,
             )?;
         }
         Ok(())
@@ -230,7 +265,7 @@ impl Controller {
         devices: Vec<Opened>,
     ) -> Result<(), ControlError> {
         let rt = self.switch_rt(name)?;
-        let worker = rt.worker;
+        let workers = rt.workers.clone();
         let port_id = |p: &str| {
             rt.ports
                 .get(p)
@@ -238,7 +273,9 @@ impl Controller {
                 .ok_or_else(|| internal(format!("unknown port {p:?}")))
         };
         let mut meta = Vec::new();
-        let mut add_ports = Vec::new();
+        // Per lane: the new ports' halves.
+        let mut add_ports: Vec<Vec<(String, PortHalves, PortOptions)>> =
+            workers.iter().map(|_| Vec::new()).collect();
         for (p, o) in diff.add_ports.iter().zip(devices) {
             meta.push((
                 o.failed,
@@ -247,16 +284,20 @@ impl Controller {
                 o.device.stats.clone(),
                 o.device.keep.clone(),
             ));
-            add_ports.push((
-                p.name.clone(),
-                PortHalves {
-                    rx: o.device.rx,
-                    tx: o.device.tx,
-                },
-                translate::port_options(&p.options)?,
-            ));
+            if o.device.lanes.len() != workers.len() {
+                return Err(internal(format!(
+                    "port {:?} was opened for {} lane(s), not {}",
+                    p.name,
+                    o.device.lanes.len(),
+                    workers.len()
+                )));
+            }
+            let options = translate::port_options(&p.options)?;
+            for (lane, halves) in add_ports.iter_mut().zip(o.device.lanes) {
+                lane.push((p.name.clone(), halves, options.clone()));
+            }
         }
-        let job = Job {
+        let template = Job {
             remove_rules: rt
                 .rule_ids
                 .get(diff.keep_rules..)
@@ -272,7 +313,7 @@ impl Controller {
                 .iter()
                 .map(|p| port_id(p))
                 .collect::<Result<_, _>>()?,
-            add_ports,
+            add_ports: Vec::new(),
             set_ports: diff
                 .set_ports
                 .iter()
@@ -284,10 +325,25 @@ impl Controller {
         for p in &diff.remove_ports {
             self.captures.end_port(name, p);
         }
-        let done = self
-            .pool
-            .on_switch(worker, name, move |sw, _| job.run(sw))??;
-        drop(done.detached);
+        let mut lanes_done = Vec::with_capacity(workers.len());
+        for (&worker, add_ports) in workers.iter().zip(add_ports) {
+            let job = Job {
+                add_ports,
+                ..template.clone_without_ports()
+            };
+            let done = self
+                .pool
+                .on_switch(worker, name, move |sw, _| job.run(sw))??;
+            lanes_done.push(done);
+        }
+        let added = lanes_done
+            .into_iter()
+            .map(|d| {
+                drop(d.detached);
+                (d.added, d.rule_ids)
+            })
+            .collect();
+        let (added, rule_ids) = merge_lanes(added)?;
         let rt = self
             .switches
             .get_mut(name)
@@ -296,7 +352,7 @@ impl Controller {
             rt.ports.remove(p);
         }
         for ((port, id, counters), (failed, mtu, offloads, device_stats, keep)) in
-            done.added.into_iter().zip(meta)
+            added.into_iter().zip(meta)
         {
             rt.ports.insert(
                 port,
@@ -312,7 +368,7 @@ impl Controller {
             );
         }
         rt.rule_ids.truncate(diff.keep_rules);
-        rt.rule_ids.extend(done.rule_ids);
+        rt.rule_ids.extend(rule_ids);
         Ok(())
     }
 }

@@ -7,11 +7,12 @@ use weft_control::rule::RuleSpec;
 use weft_control::state::SwitchState;
 use weft_control::ControlError;
 use weft_packet::MacAddr;
+use weft_switch::lanes::{Lane, LaneGroup};
 use weft_switch::{
     PortCounters, PortHalves, PortId, PortOptions, RuleId, SwitchConfig, SwitchRegistry,
 };
 
-use super::pool::{least_loaded, plan_moves};
+use super::pool::{least_loaded_n, plan_moves};
 use super::{internal, Controller, PortFailure, PortRt, SwitchRt};
 use crate::devices::{self, Device, FailedPort, OpenContext};
 use crate::model::translate;
@@ -31,6 +32,7 @@ pub(super) fn open_or_fail(
     let ctx = OpenContext {
         switch: &switch.name,
         vhost_dir,
+        lanes: switch.settings.lanes,
     };
     switch
         .ports
@@ -47,7 +49,7 @@ pub(super) fn open_or_fail(
                     reason: reason.clone(),
                 });
                 Opened {
-                    device: FailedPort::device(&p.kind),
+                    device: FailedPort::device(&p.kind).spread(switch.settings.lanes),
                     failed: Some(reason),
                 }
             }
@@ -107,6 +109,43 @@ pub(super) struct Built {
     pub(super) leftovers: Vec<PortHalves>,
 }
 
+/// Ports a change added on one lane (name, id, that lane's counters) and rule ids.
+pub(super) type LaneAdded = (Vec<(String, PortId, Arc<PortCounters>)>, Vec<RuleId>);
+
+/// A port a change added, with its counters on every lane.
+pub(super) type AddedPort = (String, PortId, Vec<Arc<PortCounters>>);
+
+/// What every lane added, merged: each port once with its counters of every lane, and the
+/// rule ids. The lanes must agree on every id (they saw the same changes in order).
+pub(super) fn merge_lanes(
+    lanes: Vec<LaneAdded>,
+) -> Result<(Vec<AddedPort>, Vec<RuleId>), ControlError> {
+    let mut lanes = lanes.into_iter();
+    let (first, rule_ids) = lanes
+        .next()
+        .ok_or_else(|| internal("a switch has no lane"))?;
+    let mut ports: Vec<AddedPort> = first
+        .into_iter()
+        .map(|(name, id, c)| (name, id, vec![c]))
+        .collect();
+    for (other, other_rules) in lanes {
+        let same_ids = other.len() == ports.len()
+            && other
+                .iter()
+                .zip(&ports)
+                .all(|(o, p)| o.0 == p.0 && o.1 == p.1);
+        if !same_ids || other_rules != rule_ids {
+            return Err(internal(
+                "the lanes of a switch gave its ports or rules different ids",
+            ));
+        }
+        for (port, (_, _, c)) in ports.iter_mut().zip(other) {
+            port.2.push(c);
+        }
+    }
+    Ok((ports, rule_ids))
+}
+
 /// Everything to build one switch, checked and translated on the control side.
 pub(super) struct SwitchPlan {
     pub(super) name: String,
@@ -116,24 +155,28 @@ pub(super) struct SwitchPlan {
     pub(super) ports: Vec<PortPlan>,
     pub(super) statics: Vec<(u16, MacAddr, String)>,
     pub(super) rules: Vec<RuleSpec>,
+    /// The switch's lane, when it runs on several.
+    pub(super) lane: Option<Lane>,
 }
 
 impl SwitchPlan {
-    /// The plan for `switch` with these devices (one per port, in order; `None` to reuse).
+    /// The plan for one lane of `switch` with these halves (one per port, in order; `None`
+    /// to reuse the port of the switch being replaced on that lane).
     pub(super) fn new(
         switch: &SwitchState,
-        devices: Vec<Option<Device>>,
+        halves: Vec<Option<PortHalves>>,
         replace: bool,
+        lane: Option<Lane>,
     ) -> Result<SwitchPlan, ControlError> {
         let config = translate::switch_config(&switch.settings)?;
         let ports = switch
             .ports
             .iter()
-            .zip(devices)
-            .map(|(p, d)| {
+            .zip(halves)
+            .map(|(p, halves)| {
                 Ok(PortPlan {
                     name: p.name.clone(),
-                    halves: d.map(|d| PortHalves { rx: d.rx, tx: d.tx }),
+                    halves,
                     options: translate::port_options(&p.options)?,
                 })
             })
@@ -150,6 +193,7 @@ impl SwitchPlan {
             ports,
             statics,
             rules: switch.rules.clone(),
+            lane,
         })
     }
 
@@ -187,6 +231,9 @@ impl SwitchPlan {
         let sw = reg
             .create(&self.name, self.config)
             .map_err(|e| internal(format!("creating switch {:?}: {e}", self.name)))?;
+        if let Some(lane) = self.lane {
+            sw.join_lanes(lane);
+        }
         let mut ports = Vec::with_capacity(self.ports.len());
         let mut ids = BTreeMap::new();
         for p in self.ports {
@@ -230,37 +277,63 @@ impl SwitchPlan {
 }
 
 impl Controller {
-    /// The worker a new switch goes to: the least loaded.
-    pub(super) fn next_worker(&self) -> usize {
-        least_loaded(&self.loads())
+    /// The workers a new switch's lanes go to: the least loaded, one per lane. A switch
+    /// with more lanes than weftd has workers is refused.
+    pub(super) fn lane_workers(&self, switch: &SwitchState) -> Result<Vec<usize>, ControlError> {
+        let lanes = switch.settings.lanes;
+        if lanes > self.pool.len() {
+            return Err(ControlError::invalid(format!(
+                "switch {:?} asks for {lanes} lanes, but weftd runs {} worker(s)",
+                switch.name,
+                self.pool.len()
+            ))
+            .with_hint(
+                "give it at most as many lanes as workers, or start weftd with more \
+                 (workers.count in its configuration, --workers)",
+            ));
+        }
+        Ok(least_loaded_n(&self.loads(), lanes))
     }
 
-    /// Each worker's load: one per switch plus one per port.
+    /// Each worker's load: one per switch lane plus one per port on it.
     fn loads(&self) -> Vec<usize> {
         let mut loads = vec![0; self.pool.len()];
         for rt in self.switches.values() {
-            if let Some(l) = loads.get_mut(rt.worker) {
-                *l += 1 + rt.ports.len();
+            for &w in &rt.workers {
+                if let Some(l) = loads.get_mut(w) {
+                    *l += 1 + rt.ports.len();
+                }
             }
         }
         loads
     }
 
-    /// Builds `switch` on `worker` with these port sources (one per port) and tracks it.
-    /// With any [`Source::Reuse`], the switch of that name is rebuilt in place: its ports
-    /// keep their devices (and their counters start again).
+    /// Builds `switch` on `workers` (one per lane; a switch being rebuilt keeps its own)
+    /// with these port sources (one per port) and tracks it. With any [`Source::Reuse`],
+    /// the switch of that name is rebuilt in place: its ports keep their devices (and
+    /// their counters start again).
     pub(super) fn install(
         &mut self,
         switch: &SwitchState,
         sources: Vec<Source>,
-        worker: usize,
+        workers: Vec<usize>,
     ) -> Result<(), ControlError> {
         let replace = sources.iter().any(|s| matches!(s, Source::Reuse))
             || self.switches.contains_key(&switch.name);
         let old = self.switches.get(&switch.name);
-        let worker = old.map_or(worker, |o| o.worker);
+        let workers = old.map_or(workers, |o| o.workers.clone());
+        let lanes = workers.len();
+        if lanes != switch.settings.lanes {
+            return Err(internal(format!(
+                "switch {:?} wants {} lane(s) but has {lanes} worker(s) for them",
+                switch.name, switch.settings.lanes
+            )));
+        }
         let mut meta = Vec::with_capacity(sources.len());
-        let mut devices = Vec::with_capacity(sources.len());
+        // Per lane, per port: the halves to attach (`None`: reuse the lane's old ones).
+        let mut per_lane: Vec<Vec<Option<PortHalves>>> = (0..lanes)
+            .map(|_| Vec::with_capacity(sources.len()))
+            .collect();
         for (source, port) in sources.into_iter().zip(&switch.ports) {
             match source {
                 Source::Opened(o) => {
@@ -271,7 +344,16 @@ impl Controller {
                         o.device.stats.clone(),
                         o.device.keep.clone(),
                     ));
-                    devices.push(Some(o.device));
+                    if o.device.lanes.len() != lanes {
+                        return Err(internal(format!(
+                            "port {:?} was opened for {} lane(s), not {lanes}",
+                            port.name,
+                            o.device.lanes.len()
+                        )));
+                    }
+                    for (lane, halves) in per_lane.iter_mut().zip(o.device.lanes) {
+                        lane.push(Some(halves));
+                    }
                 }
                 Source::Reuse => {
                     let prev = old.and_then(|o| o.ports.get(&port.name)).ok_or_else(|| {
@@ -284,25 +366,49 @@ impl Controller {
                         prev.device_stats.clone(),
                         prev.keep.clone(),
                     ));
-                    devices.push(None);
+                    for lane in &mut per_lane {
+                        lane.push(None);
+                    }
                 }
             }
         }
         if replace {
             self.captures.end_switch(&switch.name);
         }
-        let plan = SwitchPlan::new(switch, devices, replace)?;
-        let built = match self.pool.exec(worker, move |reg, _| plan.build(reg))? {
-            Ok(b) => b,
-            Err(e) => {
-                // A failed build leaves no switch of that name on the worker.
-                self.switches.remove(&switch.name);
-                return Err(e);
-            }
+        let mut handles: Vec<Option<Lane>> = if lanes > 1 {
+            LaneGroup::lanes(lanes)
+                .map_err(|e| ControlError::invalid(format!("switch {:?}: {e}", switch.name)))?
+                .into_iter()
+                .map(Some)
+                .collect()
+        } else {
+            vec![None]
         };
-        drop(built.leftovers);
-        let ports = built
-            .ports
+        let mut built_lanes: Vec<Built> = Vec::with_capacity(lanes);
+        for ((&worker, halves), lane) in workers.iter().zip(per_lane).zip(&mut handles) {
+            let plan = SwitchPlan::new(switch, halves, replace, lane.take())?;
+            match self.pool.exec(worker, move |reg, _| plan.build(reg))? {
+                Ok(b) => built_lanes.push(b),
+                Err(e) => {
+                    // A failed build leaves no switch of that name on any lane's worker.
+                    for &w in &workers {
+                        let owned = switch.name.clone();
+                        let _ = self.pool.exec(w, move |reg, _| reg.delete(&owned, true));
+                    }
+                    self.switches.remove(&switch.name);
+                    return Err(e);
+                }
+            }
+        }
+        let added = built_lanes
+            .into_iter()
+            .map(|b| {
+                drop(b.leftovers);
+                (b.ports, b.rule_ids)
+            })
+            .collect();
+        let (added, rule_ids) = merge_lanes(added)?;
+        let ports = added
             .into_iter()
             .zip(meta)
             .map(
@@ -325,9 +431,9 @@ impl Controller {
         self.switches.insert(
             switch.name.clone(),
             SwitchRt {
-                worker,
+                workers,
                 ports,
-                rule_ids: built.rule_ids,
+                rule_ids,
             },
         );
         Ok(())
@@ -341,9 +447,11 @@ impl Controller {
             .remove(name)
             .ok_or_else(|| super::no_switch(name))?;
         self.captures.end_switch(name);
-        let owned = name.to_string();
-        let taken = self.pool.exec(rt.worker, move |reg, _| reg.take(&owned))?;
-        drop(taken);
+        for &worker in &rt.workers {
+            let owned = name.to_string();
+            let taken = self.pool.exec(worker, move |reg, _| reg.take(&owned))?;
+            drop(taken);
+        }
         Ok(())
     }
 
@@ -359,10 +467,12 @@ impl Controller {
             .ok_or_else(|| super::no_port(switch, port))?;
         self.captures.end_port(switch, port);
         let id = p.id;
-        let halves: Result<PortHalves, _> =
-            self.pool
-                .on_switch(rt.worker, switch, move |sw, _| sw.remove_port(id))?;
-        drop(halves.map_err(|e| internal(format!("removing port {port:?}: {e}")))?);
+        for &worker in &rt.workers {
+            let halves: Result<PortHalves, _> =
+                self.pool
+                    .on_switch(worker, switch, move |sw, _| sw.remove_port(id))?;
+            drop(halves.map_err(|e| internal(format!("removing port {port:?}: {e}")))?);
+        }
         Ok(())
     }
 
@@ -374,15 +484,26 @@ impl Controller {
         }
     }
 
-    /// Evens out the workers' loads by moving whole switches. A switch in transit misses
-    /// a few polls; its ports' queues keep the frames meanwhile.
+    /// Evens out the workers' loads by moving whole switches of one lane (a switch on
+    /// several lanes stays where it was built, and counts as load where its lanes are). A
+    /// switch in transit misses a few polls; its ports' queues keep the frames meanwhile.
     pub(super) fn rebalance(&mut self) -> Result<(), ControlError> {
-        let list: Vec<(String, usize, usize)> = self
-            .switches
-            .iter()
-            .map(|(n, rt)| (n.clone(), rt.worker, 1 + rt.ports.len()))
-            .collect();
-        for (name, from, to) in plan_moves(&list, self.pool.len()) {
+        let mut fixed = vec![0usize; self.pool.len()];
+        let mut movable = Vec::new();
+        for (name, rt) in &self.switches {
+            let weight = 1 + rt.ports.len();
+            match rt.workers.as_slice() {
+                [only] => movable.push((name.clone(), *only, weight)),
+                lanes => {
+                    for &w in lanes {
+                        if let Some(l) = fixed.get_mut(w) {
+                            *l += weight;
+                        }
+                    }
+                }
+            }
+        }
+        for (name, from, to) in plan_moves(&movable, &fixed, self.pool.len()) {
             let owned = name.clone();
             let Some(sw) = self.pool.exec(from, move |reg, _| reg.take(&owned))? else {
                 return Err(internal(format!(
@@ -393,7 +514,7 @@ impl Controller {
                 .exec(to, move |reg, _| reg.insert(sw))?
                 .map_err(|e| internal(format!("moving switch {name:?}: {e}")))?;
             if let Some(rt) = self.switches.get_mut(&name) {
-                rt.worker = to;
+                rt.workers = vec![to];
             }
             tracing::info!(switch = %name, from, to, "moved switch to another worker");
         }

@@ -100,7 +100,7 @@ impl Controller {
         }
         let snaplen = usize::try_from(snaplen).unwrap_or(65535);
         let port_id = self.port_rt(switch, port)?.id;
-        let worker = self.switch_rt(switch)?.worker;
+        let workers = self.switch_rt(switch)?.workers.clone();
         if self.captures.running.len() >= MAX_CAPTURES {
             return Err(
                 limit(format!("{MAX_CAPTURES} captures are running already"))
@@ -110,10 +110,13 @@ impl Controller {
         let frames = (BUFFER_BYTES / snaplen).clamp(64, 4096);
         let buffer = Arc::new(CaptureBuffer::new(frames, snaplen));
         let for_switch = Arc::clone(&buffer);
+        // Every lane copies into the one buffer (one lock per batch).
         self.pool
-            .on_switch(worker, switch, move |sw, _| {
-                sw.start_capture(port_id, way(direction), for_switch)
+            .on_lanes(&workers, switch, move |sw, _| {
+                sw.start_capture(port_id, way(direction), Arc::clone(&for_switch))
             })?
+            .into_iter()
+            .collect::<Result<Vec<()>, _>>()
             .map_err(|e| super::internal(format!("starting the capture: {e}")))?;
         self.captures.last_id += 1;
         let id = self.captures.last_id;
@@ -185,7 +188,7 @@ impl Controller {
             if let Ok(rt) = self.switch_rt(&capture.switch) {
                 let (port, buffer) = (capture.port_id, capture.buffer);
                 self.pool
-                    .on_switch(rt.worker, &capture.switch, move |sw, _| {
+                    .on_lanes(&rt.workers, &capture.switch, move |sw, _| {
                         sw.stop_capture(port, &buffer)
                     })?;
             }

@@ -52,7 +52,9 @@ impl Controller {
         };
         let names: BTreeMap<PortId, String> =
             rt.ports.iter().map(|(n, p)| (p.id, n.clone())).collect();
-        let raw = self.pool.on_switch(rt.worker, switch, move |sw, now| {
+        let raw = self.pool.on_switch(rt.home(), switch, move |sw, now| {
+            // What the other lanes learned since this one's last batch.
+            sw.sync_lanes(now);
             sw.fdb()
                 .entries()
                 .filter(|e| !e.is_expired(now))
@@ -113,11 +115,14 @@ impl Controller {
             Ok(())
         })?;
         self.commit_then(next, |c| {
-            let worker = c.switch_rt(switch)?.worker;
+            let workers = c.switch_rt(switch)?.workers.clone();
             c.pool
-                .on_switch(worker, switch, move |sw, _| {
+                .on_lanes(&workers, switch, move |sw, _| {
                     sw.add_static_mac(vlan, addr, id)
                 })?
+                .into_iter()
+                .collect::<Result<Vec<()>, _>>()
+                .map(drop)
                 .map_err(|e| super::internal(format!("adding the static entry: {e}")))
         })?;
         Ok(Response::Done)
@@ -131,7 +136,7 @@ impl Controller {
     ) -> Result<Response, ControlError> {
         let addr = translate::mac(mac)?;
         translate::fdb_vlan(vlan)?;
-        let worker = self.switch_rt(switch)?.worker;
+        let workers = self.switch_rt(switch)?.workers.clone();
         let is_static = self
             .switch_conf(switch)?
             .static_macs
@@ -139,7 +144,8 @@ impl Controller {
             .any(|m| m.vlan == vlan && translate::mac(&m.mac).ok() == Some(addr));
         let remove = move |c: &mut Controller| {
             c.pool
-                .on_switch(worker, switch, move |sw, _| sw.remove_mac(vlan, addr))
+                .on_lanes(&workers, switch, move |sw, _| sw.remove_mac(vlan, addr))
+                .map(|removed| removed.contains(&true))
         };
         if is_static {
             let next = self.with_switch(switch, |s| {
@@ -168,7 +174,7 @@ impl Controller {
         dynamic_only: bool,
     ) -> Result<Response, ControlError> {
         let rt = self.switch_rt(switch)?;
-        let worker = rt.worker;
+        let workers = rt.workers.clone();
         let port_id = match port {
             Some(name) => Some(rt.ports.get(name).ok_or_else(|| no_port(switch, name))?.id),
             None => None,
@@ -181,7 +187,7 @@ impl Controller {
         };
         let run = move |c: &mut Controller| {
             c.pool
-                .on_switch(worker, switch, move |sw, _| {
+                .on_lanes(&workers, switch, move |sw, _| {
                     flush(sw, port_id, vlan, dynamic_only)
                 })
                 .map(drop)

@@ -40,7 +40,8 @@ pub(crate) use ports::device_drop_name;
 /// A port as the control plane tracks it beside its configuration.
 struct PortRt {
     id: PortId,
-    counters: Arc<PortCounters>,
+    /// The switch's counters of the port, one per lane.
+    counters: Vec<Arc<PortCounters>>,
     /// Why the device could not be opened, when it could not.
     failed: Option<String>,
     mtu: u32,
@@ -51,13 +52,33 @@ struct PortRt {
     keep: Option<crate::devices::Keepalive>,
 }
 
+impl PortRt {
+    /// The port's counters summed over the switch's lanes.
+    fn counters(&self) -> weft_switch::PortCountersSnapshot {
+        let mut lanes = self.counters.iter().map(|c| c.snapshot());
+        let mut sum = lanes.next().unwrap_or_default();
+        for lane in lanes {
+            sum.add(&lane);
+        }
+        sum
+    }
+}
+
 /// A switch as the control plane tracks it beside its configuration.
 struct SwitchRt {
-    /// The worker that runs it.
-    worker: usize,
+    /// The worker that runs each lane, first lane first (one for most switches). The
+    /// first lane is the one the control plane reads the FDB and rules from.
+    workers: Vec<usize>,
     ports: BTreeMap<String, PortRt>,
     /// The flow table's ids of the switch's rules, in the order of its configuration.
     rule_ids: Vec<RuleId>,
+}
+
+impl SwitchRt {
+    /// The worker of the first lane.
+    fn home(&self) -> usize {
+        self.workers.first().copied().unwrap_or(0)
+    }
 }
 
 /// The control plane's state. See the module documentation.
@@ -102,11 +123,19 @@ fn no_port(switch: &str, name: &str) -> ControlError {
 }
 
 impl Controller {
-    /// What opening a port on `switch` needs.
+    /// What opening a port on `switch` needs (its lanes as configured now; one for a
+    /// switch not configured yet).
     fn open_ctx<'a>(&'a self, switch: &'a str) -> crate::devices::OpenContext<'a> {
+        let lanes = self
+            .state
+            .switches
+            .iter()
+            .find(|s| s.name == switch)
+            .map_or(1, |s| s.settings.lanes);
         crate::devices::OpenContext {
             switch,
             vhost_dir: &self.vhost_dir,
+            lanes,
         }
     }
 
@@ -136,11 +165,11 @@ impl Controller {
         let mut failures = Vec::new();
         for switch in state.switches {
             let devices = build::open_or_fail(&controller.vhost_dir, &switch, &mut failures);
-            let worker = controller.next_worker();
+            let workers = controller.lane_workers(&switch)?;
             controller.install(
                 &switch,
                 devices.into_iter().map(build::Source::Opened).collect(),
-                worker,
+                workers,
             )?;
             controller.state.switches.push(switch);
         }

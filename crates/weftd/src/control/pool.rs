@@ -101,6 +101,21 @@ impl WorkerPool {
         })
     }
 
+    /// Runs `f` on every lane of switch `name` (lane `i` on `workers[i]`), in lane order,
+    /// and returns each lane's result. The control plane makes every change this way, so
+    /// the lanes see the same changes in the same order (and give ports the same ids).
+    pub fn on_lanes<R: Send + 'static>(
+        &self,
+        workers: &[usize],
+        name: &str,
+        f: impl Fn(&mut Switch, Timestamp) -> R + Clone + Send + 'static,
+    ) -> Result<Vec<R>, ControlError> {
+        workers
+            .iter()
+            .map(|&worker| self.on_switch(worker, name, f.clone()))
+            .collect()
+    }
+
     /// A worker's counters and CPU.
     pub fn stats(&self, index: usize) -> Option<(WorkerStats, Option<usize>)> {
         self.workers.get(index).map(|w| (w.stats(), w.cpu()))
@@ -114,6 +129,15 @@ impl WorkerPool {
     }
 }
 
+/// `count` distinct workers for the lanes of a new switch, least loaded first (lower index
+/// among equals); fewer when there are fewer workers.
+pub fn least_loaded_n(loads: &[usize], count: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..loads.len()).collect();
+    order.sort_by_key(|&i| (loads[i], i));
+    order.truncate(count);
+    order
+}
+
 /// The worker with the least load (the lowest index among equals).
 pub fn least_loaded(loads: &[usize]) -> usize {
     loads
@@ -125,13 +149,18 @@ pub fn least_loaded(loads: &[usize]) -> usize {
 
 /// Moves that even out the load: each moves one switch from the most to the least loaded
 /// worker, and only when that lowers the higher of the two loads. `switches` lists (name,
-/// worker, weight). Returns (name, from, to) in the order to make them.
+/// worker, weight) of the switches that may move; `fixed` the load already on each worker
+/// that stays (lanes of switches that run on several). Returns (name, from, to) in the
+/// order to make them.
 pub fn plan_moves(
     switches: &[(String, usize, usize)],
+    fixed: &[usize],
     workers: usize,
 ) -> Vec<(String, usize, usize)> {
     let mut placed: Vec<(String, usize, usize)> = switches.to_vec();
-    let mut loads = vec![0usize; workers];
+    let mut loads: Vec<usize> = (0..workers)
+        .map(|w| fixed.get(w).copied().unwrap_or(0))
+        .collect();
     for (_, w, weight) in &placed {
         if let Some(l) = loads.get_mut(*w) {
             *l += weight;
@@ -184,13 +213,13 @@ mod tests {
     #[test]
     fn balanced_pools_stay_put() {
         let s = vec![("a".into(), 0, 1), ("b".into(), 1, 1)];
-        assert!(plan_moves(&s, 2).is_empty());
+        assert!(plan_moves(&s, &[], 2).is_empty());
     }
 
     #[test]
     fn a_crowded_worker_hands_switches_to_an_empty_one() {
         let s = vec![("a".into(), 0, 1), ("b".into(), 0, 1), ("c".into(), 0, 1)];
-        let moves = plan_moves(&s, 2);
+        let moves = plan_moves(&s, &[], 2);
         assert_eq!(moves.len(), 1);
         assert_eq!(loads(&s, &moves, 2), vec![2, 1]);
     }
@@ -203,7 +232,7 @@ mod tests {
         ) {
             let s: Vec<_> = weights.iter().enumerate()
                 .map(|(i, (w, weight))| (format!("s{i}"), w % workers, *weight)).collect();
-            let moves = plan_moves(&s, workers);
+            let moves = plan_moves(&s, &[], workers);
             let l = loads(&s, &moves, workers);
             let hi = *l.iter().max().unwrap_or(&0);
             let lo = *l.iter().min().unwrap_or(&0);

@@ -4,7 +4,7 @@ use weft_control::response::{PortCounters as PortCountersInfo, PortInfo};
 use weft_control::rule::{ActionSpec, RuleSpec};
 use weft_control::state::{PortKind, PortSettings, PortState, SwitchState};
 use weft_control::{ControlError, ErrorKind, Response};
-use weft_switch::{PortCounters, MAX_PORTS};
+use weft_switch::MAX_PORTS;
 use weft_tap::{PortDrop, PortStats, PortStatsSnapshot};
 
 use super::build::port_open_error;
@@ -23,14 +23,14 @@ pub(super) fn rule_uses_port(rule: &RuleSpec, port: &str) -> bool {
 
 /// A port's counters as the protocol shows them: the switch's, and the drops its device
 /// counted itself (as `port_<reason>`).
-fn counters_info(c: &PortCounters, rt: &PortRt) -> PortCountersInfo {
+fn counters_info(rt: &PortRt) -> PortCountersInfo {
     let device = rt.device_stats.as_deref().map(PortStats::snapshot);
     let extra = rt
         .keep
         .as_ref()
         .map(devices::device_drops)
         .unwrap_or_default();
-    let mut info = snapshot_info(&c.snapshot(), device.as_ref(), &extra);
+    let mut info = snapshot_info(&rt.counters(), device.as_ref(), &extra);
     info.device = rt
         .keep
         .as_ref()
@@ -131,19 +131,41 @@ impl Controller {
         let device = devices::open(ctx, &port.name, &port.kind)
             .map_err(|e| port_open_error(&port.name, &e))?;
         self.commit_then(next, |c| {
-            let worker = c.switch_rt(switch)?.worker;
+            let workers = c.switch_rt(switch)?.workers.clone();
             let (mtu, offloads) = (device.mtu, device.offloads.clone());
             let device_stats = device.stats.clone();
             let keep = device.keep.clone();
-            let port_name = port.name.clone();
-            let (id, counters) = c
-                .pool
-                .on_switch(worker, switch, move |sw, _| {
-                    let id = sw.add_port(&port_name, device.rx, device.tx, opts)?;
-                    Ok::<_, weft_switch::SwitchError>((id, sw.port_counters(id)))
-                })?
-                .map_err(|e| super::internal(format!("adding port: {e}")))?;
-            let counters = counters.ok_or_else(|| super::internal("a new port has no counters"))?;
+            if device.lanes.len() != workers.len() {
+                return Err(super::internal(format!(
+                    "port {:?} was opened for {} lane(s), not {}",
+                    port.name,
+                    device.lanes.len(),
+                    workers.len()
+                )));
+            }
+            let mut id = None;
+            let mut counters = Vec::with_capacity(workers.len());
+            for (&worker, halves) in workers.iter().zip(device.lanes) {
+                let port_name = port.name.clone();
+                let opts = opts.clone();
+                let (lane_id, lane_counters) = c
+                    .pool
+                    .on_switch(worker, switch, move |sw, _| {
+                        let id = sw.add_port(&port_name, halves.rx, halves.tx, opts)?;
+                        Ok::<_, weft_switch::SwitchError>((id, sw.port_counters(id)))
+                    })?
+                    .map_err(|e| super::internal(format!("adding port: {e}")))?;
+                if id.is_some_and(|first| first != lane_id) {
+                    return Err(super::internal(
+                        "the lanes of a switch gave a port different ids",
+                    ));
+                }
+                id = Some(lane_id);
+                counters.push(
+                    lane_counters.ok_or_else(|| super::internal("a new port has no counters"))?,
+                );
+            }
+            let id = id.ok_or_else(|| super::internal("a switch has no lane"))?;
             if let Some(rt) = c.switches.get_mut(switch) {
                 rt.ports.insert(
                     port.name.clone(),
@@ -275,9 +297,14 @@ impl Controller {
             Ok(())
         })?;
         self.commit_then(next, |c| {
-            let worker = c.switch_rt(switch)?.worker;
+            let workers = c.switch_rt(switch)?.workers.clone();
             c.pool
-                .on_switch(worker, switch, move |sw, _| sw.set_port_options(id, opts))?
+                .on_lanes(&workers, switch, move |sw, _| {
+                    sw.set_port_options(id, opts.clone())
+                })?
+                .into_iter()
+                .collect::<Result<Vec<()>, _>>()
+                .map(drop)
                 .map_err(|e| super::internal(format!("setting port options: {e}")))
         })?;
         Ok(Response::Done)
@@ -308,7 +335,7 @@ impl Controller {
         let rt = self.port_rt(switch, name)?;
         Ok(Response::Port {
             port: port_info(conf, port, Some(rt)),
-            counters: counters_info(&rt.counters, rt),
+            counters: counters_info(rt),
         })
     }
 }

@@ -22,7 +22,7 @@ fn no_rule(switch: &str, id: u64) -> ControlError {
 pub(super) struct CheckedRule {
     spec: RuleSpec,
     rule: FlowRule,
-    worker: usize,
+    workers: Vec<usize>,
 }
 
 impl CheckedRule {
@@ -52,7 +52,7 @@ impl Controller {
         Ok(CheckedRule {
             spec,
             rule,
-            worker: rt.worker,
+            workers: rt.workers.clone(),
         })
     }
 
@@ -62,11 +62,21 @@ impl Controller {
         switch: &str,
         checked: CheckedRule,
     ) -> Result<RuleId, ControlError> {
-        let CheckedRule { rule, worker, .. } = checked;
-        let id = self
+        let CheckedRule { rule, workers, .. } = checked;
+        let ids = self
             .pool
-            .on_switch(worker, switch, move |sw, _| sw.add_rule(rule))?
+            .on_lanes(&workers, switch, move |sw, _| sw.add_rule(rule))?
+            .into_iter()
+            .collect::<Result<Vec<RuleId>, _>>()
             .map_err(|e| super::internal(format!("adding the rule: {e}")))?;
+        let id = *ids
+            .first()
+            .ok_or_else(|| super::internal("a switch has no lane"))?;
+        if ids.iter().any(|other| *other != id) {
+            return Err(super::internal(
+                "the lanes of a switch gave a rule different ids",
+            ));
+        }
         if let Some(rt) = self.switches.get_mut(switch) {
             rt.rule_ids.push(id);
         }
@@ -94,7 +104,7 @@ impl Controller {
 
     pub(super) fn rule_del(&mut self, switch: &str, id: u64) -> Result<Response, ControlError> {
         let rt = self.switch_rt(switch)?;
-        let worker = rt.worker;
+        let workers = rt.workers.clone();
         let index = rt
             .rule_ids
             .iter()
@@ -107,9 +117,14 @@ impl Controller {
             Ok(())
         })?;
         self.commit_then(next, |c| {
-            c.pool
-                .on_switch(worker, switch, move |sw, _| sw.remove_rule(RuleId(id)))?
-                .ok_or_else(|| super::internal(format!("rule {id} was missing from its switch")))?;
+            let removed = c
+                .pool
+                .on_lanes(&workers, switch, move |sw, _| sw.remove_rule(RuleId(id)))?;
+            if removed.iter().any(Option::is_none) {
+                return Err(super::internal(format!(
+                    "rule {id} was missing from its switch"
+                )));
+            }
             if let Some(rt) = c.switches.get_mut(switch) {
                 rt.rule_ids.remove(index);
             }
@@ -121,12 +136,23 @@ impl Controller {
     pub(super) fn rule_list(&self, switch: &str) -> Result<Response, ControlError> {
         let conf = self.switch_conf(switch)?;
         let rt = self.switch_rt(switch)?;
-        let in_order = self.pool.on_switch(rt.worker, switch, |sw, _| {
-            sw.flow_table()
-                .rules()
-                .map(|(id, _, stats)| (id, stats))
-                .collect::<Vec<_>>()
-        })?;
+        let mut lanes = self
+            .pool
+            .on_lanes(&rt.workers, switch, |sw, _| {
+                sw.flow_table()
+                    .rules()
+                    .map(|(id, _, stats)| (id, stats))
+                    .collect::<Vec<_>>()
+            })?
+            .into_iter();
+        // Every lane holds the same rules; their hits add up.
+        let mut in_order = lanes.next().unwrap_or_default();
+        for lane in lanes {
+            for ((_, sum), (_, stats)) in in_order.iter_mut().zip(lane) {
+                sum.packets = sum.packets.saturating_add(stats.packets);
+                sum.bytes = sum.bytes.saturating_add(stats.bytes);
+            }
+        }
         let index: std::collections::HashMap<RuleId, usize> = rt
             .rule_ids
             .iter()

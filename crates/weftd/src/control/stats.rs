@@ -27,7 +27,7 @@ pub struct Snapshot {
 pub struct SwitchSnapshot {
     /// Name.
     pub name: String,
-    /// Its worker.
+    /// Its worker (its first lane's).
     pub worker: usize,
     /// Switch-wide counters.
     pub stats: SwitchStats,
@@ -75,7 +75,9 @@ impl Controller {
         }
         let mut per_worker: BTreeMap<usize, Vec<String>> = BTreeMap::new();
         for (name, rt) in &self.switches {
-            per_worker.entry(rt.worker).or_default().push(name.clone());
+            for &worker in &rt.workers {
+                per_worker.entry(worker).or_default().push(name.clone());
+            }
         }
         let mut switch_stats: BTreeMap<String, (SwitchStats, usize)> = BTreeMap::new();
         for (&worker, names) in &per_worker {
@@ -96,7 +98,15 @@ impl Controller {
                     })
                     .collect::<Vec<_>>()
             })?;
-            switch_stats.extend(got);
+            // A switch on several lanes answers from each of their workers: add them up.
+            for (name, (stats, rules)) in got {
+                match switch_stats.get_mut(&name) {
+                    Some((sum, _)) => sum.add_lane(&stats),
+                    None => {
+                        switch_stats.insert(name, (stats, rules));
+                    }
+                }
+            }
         }
         let mut switches = Vec::new();
         for conf in &self.state.switches {
@@ -115,7 +125,7 @@ impl Controller {
                     Some(PortSnapshot {
                         name: p.name.clone(),
                         up: prt.failed.is_none(),
-                        counters: prt.counters.snapshot(),
+                        counters: prt.counters(),
                         device: prt.device_stats.as_ref().map(|d| d.snapshot()),
                         device_drops: prt
                             .keep
@@ -132,7 +142,7 @@ impl Controller {
                 .collect();
             switches.push(SwitchSnapshot {
                 name: conf.name.clone(),
-                worker: rt.worker,
+                worker: rt.home(),
                 stats,
                 rules,
                 ports,

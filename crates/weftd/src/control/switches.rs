@@ -34,10 +34,8 @@ impl Controller {
         let at = next.switches.partition_point(|s| s.name < switch.name);
         next.switches.insert(at, switch.clone());
         validate::totals(&next.switches)?;
-        self.commit_then(next, |c| {
-            let worker = c.next_worker();
-            c.install(&switch, Vec::new(), worker)
-        })?;
+        let workers = self.lane_workers(&switch)?;
+        self.commit_then(next, |c| c.install(&switch, Vec::new(), workers))?;
         self.rebalance_or_log();
         Ok(Response::Done)
     }
@@ -65,16 +63,18 @@ impl Controller {
         let mut switches = Vec::with_capacity(self.state.switches.len());
         for s in &self.state.switches {
             let rt = self.switch_rt(&s.name)?;
-            let fdb_entries = self
-                .pool
-                .on_switch(rt.worker, &s.name, |sw, _| sw.fdb().len())?;
+            let fdb_entries = self.pool.on_switch(rt.home(), &s.name, |sw, now| {
+                sw.sync_lanes(now);
+                sw.fdb().len()
+            })?;
             switches.push(SwitchInfo {
                 name: s.name.clone(),
                 settings: s.settings,
                 ports: s.ports.len(),
                 fdb_entries,
                 rules: s.rules.len(),
-                worker: rt.worker,
+                worker: rt.home(),
+                workers: rt.workers.clone(),
             });
         }
         Ok(Response::Switches { switches })

@@ -7,7 +7,7 @@ use weft_control::rule::{ActionSpec, MatchSpec, RuleSpec};
 use weft_control::state::{PortKind, PortSettings, PortState, SwitchSettings, VlanMode};
 use weft_control::CaptureDirection;
 use weft_switch::memory_port::{memory_port, MemoryPortHandle};
-use weft_switch::PortCaps;
+use weft_switch::{PortCaps, PortHalves};
 
 use super::build::{Opened, Source};
 use super::*;
@@ -112,7 +112,7 @@ impl Fixture {
     /// Puts in-memory ports behind the configured ports of `switch` (same names).
     fn memory_ports(&mut self, name: &str) -> Vec<MemoryPortHandle> {
         let conf = self.c.switch_conf(name).unwrap().clone();
-        let worker = self.c.switch_rt(name).unwrap().worker;
+        let workers = self.c.switch_rt(name).unwrap().workers.clone();
         let mut handles = Vec::new();
         let sources = conf
             .ports
@@ -122,18 +122,21 @@ impl Fixture {
                 handles.push(h);
                 Source::Opened(Opened {
                     device: Device {
-                        rx: Some(Box::new(rx)),
-                        tx: Box::new(tx),
+                        lanes: vec![PortHalves {
+                            rx: Some(Box::new(rx)),
+                            tx: Box::new(tx),
+                        }],
                         mtu: 1500,
                         offloads: Vec::new(),
                         stats: None,
                         keep: None,
-                    },
+                    }
+                    .spread(conf.settings.lanes),
                     failed: None,
                 })
             })
             .collect();
-        self.c.install(&conf, sources, worker).unwrap();
+        self.c.install(&conf, sources, workers).unwrap();
         handles
     }
 }
@@ -805,3 +808,6 @@ fn captures_end_with_their_port_and_their_session_and_are_bounded() {
 mod port_kinds;
 mod remote_macs;
 mod tcp_link;
+
+#[path = "lane_tests.rs"]
+mod lanes;

@@ -120,6 +120,13 @@ pub fn switch_config(settings: &SwitchSettings) -> Result<SwitchConfig, ControlE
             settings.flow_cache_capacity
         )));
     }
+    if !(1..=weft_switch::lanes::MAX_LANES).contains(&settings.lanes) {
+        return Err(bad(format!(
+            "lanes {} is out of range: use 1 to {}",
+            settings.lanes,
+            weft_switch::lanes::MAX_LANES
+        )));
+    }
     let ageing = Duration::from_secs(settings.fdb_ageing_secs);
     let fdb = FdbConfig {
         max_entries: settings.fdb_max_entries,

@@ -363,8 +363,13 @@ pub const MAX_TOTAL_RULES: usize = 1 << 20;
 
 /// The table sizes of all switches together, against the daemon's bounds.
 pub fn totals(switches: &[SwitchState]) -> Result<(), ControlError> {
-    let sum =
-        |f: fn(&SwitchState) -> usize| switches.iter().map(f).fold(0usize, usize::saturating_add);
+    // Every lane of a switch has its own tables.
+    let sum = |f: fn(&SwitchState) -> usize| {
+        switches
+            .iter()
+            .map(|s| f(s).saturating_mul(s.settings.lanes))
+            .fold(0usize, usize::saturating_add)
+    };
     for (what, total, max) in [
         (
             "fdb_max_entries",

@@ -38,6 +38,7 @@ fn switches_render_as_an_aligned_table() {
             fdb_entries: 17,
             rules: 1,
             worker: 0,
+            workers: vec![0],
         }],
     };
     assert_eq!(

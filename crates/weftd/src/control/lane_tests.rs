@@ -1,0 +1,174 @@
+//! A switch on several lanes (`settings.lanes`): one lane per worker, every change made on
+//! each, counters and rule hits added up, what one lane learns forwarded by the others.
+
+use weft_control::response::SwitchInfo;
+use weft_switch::lanes::SharedTx;
+
+use super::*;
+
+/// `br0` on two lanes with ports `a`, `b`, `c`, on two workers.
+fn two_lanes() -> Fixture {
+    let mut conf = switch("br0", &["a", "b", "c"]);
+    conf.settings.lanes = 2;
+    fixture_with(
+        State {
+            version: 1,
+            switches: vec![conf],
+        },
+        2,
+    )
+    .0
+}
+
+impl Fixture {
+    /// In-memory ports behind `switch`'s ports: port `i` is received by lane `i % lanes`
+    /// (as a vhost-user port's queue pairs are), every lane transmits through one half.
+    fn memory_ports_spread(&mut self, name: &str) -> Vec<MemoryPortHandle> {
+        let conf = self.c.switch_conf(name).unwrap().clone();
+        let workers = self.c.switch_rt(name).unwrap().workers.clone();
+        let lanes = workers.len();
+        let mut handles = Vec::new();
+        let sources = (0..conf.ports.len())
+            .map(|i| {
+                let (rx, tx, h) = memory_port(PortCaps::plain(1500), 256);
+                handles.push(h);
+                let mut rx = Some(rx);
+                let halves = SharedTx::share(Box::new(tx), lanes)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(lane, tx)| PortHalves {
+                        rx: (lane == i % lanes)
+                            .then(|| rx.take())
+                            .flatten()
+                            .map(|r| Box::new(r) as Box<dyn weft_switch::PortRx>),
+                        tx: Box::new(tx),
+                    })
+                    .collect();
+                Source::Opened(Opened {
+                    device: Device {
+                        lanes: halves,
+                        mtu: 1500,
+                        offloads: Vec::new(),
+                        stats: None,
+                        keep: None,
+                    },
+                    failed: None,
+                })
+            })
+            .collect();
+        self.c.install(&conf, sources, workers).unwrap();
+        handles
+    }
+}
+
+#[test]
+fn a_switch_on_two_lanes_runs_on_both_workers_and_forwards_what_either_lane_learned() {
+    let mut f = two_lanes();
+    let Response::Switches { switches } = f.ok(Request::SwitchList {}) else {
+        panic!()
+    };
+    let SwitchInfo { workers, .. } = &switches[0];
+    assert_eq!(workers, &vec![0, 1]);
+    let h = f.memory_ports_spread("br0");
+    let (ma, mb) = ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+    // a (lane 0) floods; b (lane 1) answers a: unicast, so c never sees it.
+    assert!(h[0].inject(&frame([0xff; 6], ma)));
+    wait_for(|| !h[1].take_sent().is_empty());
+    assert_eq!(h[2].take_sent().len(), 1);
+    assert!(h[1].inject(&frame(ma, mb)));
+    wait_for(|| !h[0].take_sent().is_empty());
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(h[2].take_sent().is_empty(), "lane 1 knew where a is");
+    // The FDB the first lane shows holds what the second learned.
+    let Response::Fdb { entries } = f.ok(Request::FdbShow {
+        switch: "br0".into(),
+        vlan: None,
+        port: None,
+    }) else {
+        panic!()
+    };
+    let ports: Vec<&str> = entries.iter().map(|e| e.port.as_str()).collect();
+    assert_eq!(ports, vec!["a", "b"]);
+    // Counters add up over the lanes.
+    let Response::Port { counters, .. } = f.ok(Request::PortShow {
+        switch: "br0".into(),
+        name: "b".into(),
+    }) else {
+        panic!()
+    };
+    assert_eq!((counters.rx_packets, counters.tx_packets), (1, 1));
+    let Response::Stats { switches, .. } = f.ok(Request::Stats { switch: None }) else {
+        panic!()
+    };
+    assert_eq!(switches[0].rx_packets, 2, "one frame on each lane");
+}
+
+#[test]
+fn rules_go_on_every_lane_and_their_hits_add_up() {
+    let mut f = two_lanes();
+    let h = f.memory_ports_spread("br0");
+    let Response::RuleAdded { id } = f.ok(Request::RuleAdd {
+        switch: "br0".into(),
+        rule: drop_rule(),
+    }) else {
+        panic!()
+    };
+    let to_dropped = frame([2, 0, 0, 0, 0, 9], [2, 0, 0, 0, 0, 7]);
+    assert!(h[0].inject(&to_dropped)); // lane 0
+    assert!(h[1].inject(&to_dropped)); // lane 1
+    wait_for(|| {
+        let Ok(Response::Rules { rules }) = f.req(Request::RuleList {
+            switch: "br0".into(),
+        }) else {
+            return false;
+        };
+        rules[0].packets == 2
+    });
+    assert!(h.iter().all(|p| p.take_sent().is_empty()));
+    f.ok(Request::RuleDel {
+        switch: "br0".into(),
+        id,
+    });
+    assert!(h[1].inject(&to_dropped));
+    wait_for(|| h[0].take_sent().len() == 1);
+}
+
+#[test]
+fn more_lanes_than_workers_are_refused_with_the_fix() {
+    let mut f = fixture(Vec::new());
+    let e = f.err(Request::SwitchAdd {
+        name: "br0".into(),
+        settings: SwitchSettings {
+            lanes: 2,
+            ..SwitchSettings::default()
+        },
+    });
+    assert!(e.message.contains("2 lanes"), "{}", e.message);
+    assert!(e.hint.unwrap().contains("workers"));
+    assert!(f.saved().switches.is_empty(), "nothing saved");
+    let e = f.err(Request::SwitchAdd {
+        name: "br0".into(),
+        settings: SwitchSettings {
+            lanes: 0,
+            ..SwitchSettings::default()
+        },
+    });
+    assert!(
+        e.message.contains("lanes 0 is out of range"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn config_apply_cannot_change_a_running_switchs_lanes() {
+    let mut f = two_lanes();
+    let mut target = f.c.state().clone();
+    target.switches[0].settings.lanes = 1;
+    let e = f.err(Request::ConfigApply {
+        state: target,
+        dry_run: false,
+    });
+    assert!(e.message.contains("runs on 2 lane(s)"), "{}", e.message);
+    assert_eq!(f.saved().switches[0].settings.lanes, 2);
+}
