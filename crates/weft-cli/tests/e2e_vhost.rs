@@ -37,21 +37,37 @@ struct Weftd {
 
 impl Weftd {
     fn start() -> Weftd {
+        Self::start_with(None)
+    }
+
+    /// A weftd with `config` as its configuration file (TOML), or the embedded default.
+    fn start_with(config: Option<&str>) -> Weftd {
         let dir = tempfile::tempdir().unwrap();
+        if let Some(text) = config {
+            std::fs::write(dir.path().join("weftd.toml"), text).unwrap();
+        }
         let child = Self::spawn(dir.path());
         let mut d = Weftd { dir, child };
         d.wait_up();
         d
     }
 
-    /// A weftd on `dir`'s runtime directory and state file, logging to `dir/weftd.log`.
+    /// A weftd on `dir`'s runtime directory and state file (and `dir/weftd.toml` when
+    /// there is one), logging to `dir/weftd.log`.
     fn spawn(dir: &Path) -> Child {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(dir.join("weftd.log"))
             .unwrap();
+        let config = dir.join("weftd.toml");
+        let config_args = if config.exists() {
+            vec!["--config".into(), config.into_os_string()]
+        } else {
+            Vec::new()
+        };
         Command::new(common::weftd_binary())
+            .args(config_args)
             .arg("--foreground")
             .arg("--runtime-dir")
             .arg(dir.join("run"))
@@ -184,6 +200,88 @@ fn testpmd_traffic_through_vhost_user_ports_added_with_weft_is_counted() {
         !sock_a.exists() && !sock_b.exists(),
         "the sockets outlived their ports"
     );
+}
+
+/// A vhost-user port's counter from `port show` (device counters at zero are not listed).
+fn device_counter(weftd: &Weftd, port: &str, name: &str) -> u64 {
+    match weftd.json(&["port", "show", &format!("br0:{port}")]) {
+        Response::Port { counters, .. } => counters
+            .device
+            .iter()
+            .find(|(n, _)| n.as_str() == name)
+            .map_or(0, |(_, v)| *v),
+        other => panic!("not a port: {other:?}"),
+    }
+}
+
+#[test]
+fn testpmd_queue_pairs_are_served_by_two_lanes_on_two_workers() {
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIP: {why}");
+        return;
+    }
+    let _one_at_a_time = lab::serial();
+    let weftd = Weftd::start_with(Some(
+        "[workers]\ncount = 2\n\n[[switch]]\nname = \"br0\"\n\n[switch.settings]\nlanes = 2\n",
+    ));
+    let Response::Switches { switches } = weftd.json(&["switch", "list"]) else {
+        panic!("not switches")
+    };
+    assert_eq!(switches[0].workers, vec![0, 1], "one lane per worker");
+    for port in ["a", "b"] {
+        let o = weftd.weft(&[
+            "port",
+            "add",
+            &format!("br0:{port}"),
+            "vhost-user",
+            "--queues",
+            "2",
+        ]);
+        assert_eq!(code(&o), 0, "{}\n{}", stderr(&o), weftd.log());
+    }
+    let (sock_a, sock_b) = (weftd.vhost_socket("a"), weftd.vhost_socket("b"));
+    let mut pmd = testpmd::spawn_with_queues(
+        &format!("weft-cli-lanes-{}", std::process::id()),
+        &sock_a,
+        &sock_b,
+        2,
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let running = |p: &str| port_show(&weftd, p).0.iter().any(|o| o == "running");
+    while !(running("a") && running("b")) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let started = running("a") && running("b");
+    let (out, _) = testpmd::run_and_quit(&mut pmd, started);
+    assert!(started, "testpmd never started\n{out}\n{}", weftd.log());
+    // Each of testpmd's two transmit queues per port was read (pair 0 by the lane on
+    // worker 0, pair 1 by the lane on worker 1), and each lane filled its own pair of the
+    // other port.
+    for port in ["a", "b"] {
+        for pair in 0..2 {
+            for way in ["from_guest", "to_guest"] {
+                let name = format!("vhost_pair{pair}_{way}_frames");
+                let n = device_counter(&weftd, port, &name);
+                eprintln!("br0:{port} {name} {n}");
+                assert!(n >= 32, "br0:{port} {name} = {n}\n{out}\n{}", weftd.log());
+            }
+        }
+    }
+    let Response::Stats { switches, workers } = weftd.json(&["stats"]) else {
+        panic!("not stats")
+    };
+    assert!(workers
+        .iter()
+        .all(|w| w.switches == vec!["br0".to_string()]));
+    assert!(workers.iter().all(|w| w.batches > 0), "{workers:?}");
+    let (_, rx_a, tx_a) = port_show(&weftd, "a");
+    let (_, rx_b, tx_b) = port_show(&weftd, "b");
+    assert_eq!(
+        switches[0].rx_packets,
+        rx_a + rx_b,
+        "the lanes' counts add up"
+    );
+    assert!(tx_a > 0 && tx_b > 0);
 }
 
 /// After the common guest prelude: guest 2 pings guest 1 for ever, one console line per

@@ -288,8 +288,8 @@ impl Controller {
                 self.pool.len()
             ))
             .with_hint(
-                "give it at most as many lanes as workers, or start weftd with more \
-                 (workers.count in its configuration, --workers)",
+                "give it at most as many lanes as workers, or run weftd with more \
+                 ([workers] count in the file given to weftd --config)",
             ));
         }
         Ok(least_loaded_n(&self.loads(), lanes))

@@ -78,7 +78,8 @@ pub fn device_drops(keep: &Keepalive) -> Vec<(String, u64)> {
 }
 
 /// What a vhost-user device counts beside drops, per queue (`vhost_<queue>_<counter>`,
-/// batch sizes as `vhost_<queue>_batches_<lowest size>`), and what a VXLAN port's offloads
+/// batch sizes as `vhost_<queue>_batches_<lowest size>`; with several queue pairs each
+/// pair's frames, `vhost_pair<k>_<queue>_frames`), and what a VXLAN port's offloads
 /// did (`vxlan_<counter>`), zeros included; empty for other devices.
 pub fn device_counters(keep: &Keepalive) -> Vec<(String, u64)> {
     if let Some(vxlan) = keep.downcast_ref::<super::VxlanDevice>() {
@@ -94,6 +95,20 @@ pub fn device_counters(keep: &Keepalive) -> Vec<(String, u64)> {
     let mut out = Vec::new();
     for (queue, q) in [("to_guest", &s.to_guest), ("from_guest", &s.from_guest)] {
         queue_counters(queue, q, &mut out);
+    }
+    if s.pairs.len() > 1 {
+        // With several queue pairs: how the frames spread over them (and so over the
+        // switch's lanes, each of which serves its share of the pairs).
+        for (k, pair) in s.pairs.iter().enumerate() {
+            out.push((
+                format!("vhost_pair{k}_to_guest_frames"),
+                pair.to_guest.frames,
+            ));
+            out.push((
+                format!("vhost_pair{k}_from_guest_frames"),
+                pair.from_guest.frames,
+            ));
+        }
     }
     out
 }
