@@ -149,6 +149,30 @@ fn port_show(weftd: &Weftd, port: &str) -> (Vec<String>, u64, u64) {
     }
 }
 
+/// testpmd with `queues` queue pairs on each of ports `br0:a` and `br0:b`, forwarding
+/// between them once both are running; its output.
+fn forward_with_testpmd(weftd: &Weftd, queues: u16) -> String {
+    let mut pmd = testpmd::spawn_with_queues(
+        &format!("weft-cli-e2e-{}", std::process::id()),
+        &weftd.vhost_socket("a"),
+        &weftd.vhost_socket("b"),
+        queues,
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let running = |p: &str| port_show(weftd, p).0.iter().any(|o| o == "running");
+    while !(running("a") && running("b")) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let started = running("a") && running("b");
+    let (out, _) = testpmd::run_and_quit(&mut pmd, started);
+    assert!(
+        started,
+        "testpmd never started both rings\n{out}\n{}",
+        weftd.log()
+    );
+    out
+}
+
 #[test]
 fn testpmd_traffic_through_vhost_user_ports_added_with_weft_is_counted() {
     if let Some(why) = skip_reason() {
@@ -167,23 +191,7 @@ fn testpmd_traffic_through_vhost_user_ports_added_with_weft_is_counted() {
     let (offloads, _, _) = port_show(&weftd, "a");
     assert!(offloads.iter().any(|o| o == "disconnected"), "{offloads:?}");
 
-    let mut pmd = testpmd::spawn(
-        &format!("weft-cli-e2e-{}", std::process::id()),
-        &sock_a,
-        &sock_b,
-    );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let running = |p: &str| port_show(&weftd, p).0.iter().any(|o| o == "running");
-    while !(running("a") && running("b")) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let started = running("a") && running("b");
-    let (out, _) = testpmd::run_and_quit(&mut pmd, started);
-    assert!(
-        started,
-        "testpmd never started both rings\n{out}\n{}",
-        weftd.log()
-    );
+    let out = forward_with_testpmd(&weftd, 1);
 
     for port in ["a", "b"] {
         let (offloads, rx, tx) = port_show(&weftd, port);
@@ -239,21 +247,7 @@ fn testpmd_queue_pairs_are_served_by_two_lanes_on_two_workers() {
         ]);
         assert_eq!(code(&o), 0, "{}\n{}", stderr(&o), weftd.log());
     }
-    let (sock_a, sock_b) = (weftd.vhost_socket("a"), weftd.vhost_socket("b"));
-    let mut pmd = testpmd::spawn_with_queues(
-        &format!("weft-cli-lanes-{}", std::process::id()),
-        &sock_a,
-        &sock_b,
-        2,
-    );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let running = |p: &str| port_show(&weftd, p).0.iter().any(|o| o == "running");
-    while !(running("a") && running("b")) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let started = running("a") && running("b");
-    let (out, _) = testpmd::run_and_quit(&mut pmd, started);
-    assert!(started, "testpmd never started\n{out}\n{}", weftd.log());
+    let out = forward_with_testpmd(&weftd, 2);
     // Each of testpmd's two transmit queues per port was read (pair 0 by the lane on
     // worker 0, pair 1 by the lane on worker 1), and each lane filled its own pair of the
     // other port.
