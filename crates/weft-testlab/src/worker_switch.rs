@@ -60,3 +60,65 @@ impl WorkerSwitch {
         self.worker.shutdown().expect("the worker stops")
     }
 }
+
+/// One switch run as `n` lanes (`weft_switch::lanes`), each on its own worker, as weftd
+/// runs a switch with `settings.lanes = n` (with one lane, a plain switch).
+pub struct WorkerLanes {
+    lanes: Vec<WorkerSwitch>,
+}
+
+impl WorkerLanes {
+    /// Spawns `n` workers, each with lane `i` of switch `switch`.
+    pub fn spawn(switch: &str, n: usize) -> WorkerLanes {
+        let handles: Vec<Option<weft_switch::lanes::Lane>> = if n > 1 {
+            weft_switch::lanes::LaneGroup::lanes(n)
+                .expect("a valid lane count")
+                .into_iter()
+                .map(Some)
+                .collect()
+        } else {
+            vec![None]
+        };
+        let lanes = handles
+            .into_iter()
+            .map(|lane| {
+                let ws = WorkerSwitch::spawn(switch);
+                if let Some(lane) = lane {
+                    let name = switch.to_string();
+                    ws.worker
+                        .exec(move |reg, _| {
+                            if let Some(sw) = reg.get_mut(&name) {
+                                sw.join_lanes(lane);
+                            }
+                        })
+                        .expect("the worker runs");
+                }
+                ws
+            })
+            .collect();
+        WorkerLanes { lanes }
+    }
+
+    /// Adds a port: lane `i` gets `halves[i]` (as `take_lane_halves` gives them).
+    pub fn add_port<R, T>(&self, port: &str, halves: Vec<(R, T)>)
+    where
+        R: PortRx + 'static,
+        T: PortTx + 'static,
+    {
+        assert_eq!(
+            halves.len(),
+            self.lanes.len(),
+            "one pair of halves per lane"
+        );
+        for (lane, (rx, tx)) in self.lanes.iter().zip(halves) {
+            lane.add_port(port, rx, tx);
+        }
+    }
+
+    /// Stops the workers.
+    pub fn shutdown(self) {
+        for lane in self.lanes {
+            drop(lane.shutdown());
+        }
+    }
+}

@@ -18,7 +18,7 @@ mod common;
 use std::time::Duration;
 
 use weft_testlab::qemu::{initramfs, kernel, wait_until, Guest, SocketSide};
-use weft_testlab::worker_switch::WorkerSwitch;
+use weft_testlab::worker_switch::WorkerLanes;
 use weft_vhost::{
     DispatchMode, NotifyPolicy, VhostMode, VhostPortConfig, VhostPortStats, VhostUserPort,
 };
@@ -69,24 +69,30 @@ fn two_linux_guests_move_data_through_weft_connecting_to_qemu_as_a_client() {
     run_two_guests("client", VhostMode::Client, config, config, 1);
 }
 
-#[test]
-fn two_linux_guests_with_two_queue_pairs_move_data_through_weft() {
-    let _serial = ONE_PAIR_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+/// Two guests of two vCPUs with two queue pairs each, on a switch of `lanes` lanes: both
+/// send on both transmit queues, and the flows (ARP, ping, two TCP streams each way) hash
+/// onto both receive queues, so the second pair carries frames (with two lanes, the
+/// second lane does).
+fn two_pairs_carry_frames(tag: &str, lanes: usize) {
     let config = VhostPortConfig {
         queue_pairs: 2,
         ..VhostPortConfig::default()
     };
-    let stats = run_two_guests("mq", VhostMode::Server, config, config, 2);
+    let stats = run_two_guests_on_lanes(tag, VhostMode::Server, config, config, [2, 2], lanes);
     for s in &stats {
         common::check_pairs(s, 2);
     }
-    // Two vCPUs send on both transmit queues, and the flows (ARP, ping, two TCP streams
-    // each way) hash onto both receive queues: the second pair carries frames.
     let second: u64 = stats
         .iter()
         .map(|s| s.pairs[1].from_guest.frames + s.pairs[1].to_guest.frames)
         .sum();
     assert!(second > 0, "{stats:?}");
+}
+
+#[test]
+fn two_linux_guests_with_two_queue_pairs_move_data_through_weft() {
+    let _serial = ONE_PAIR_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    two_pairs_carry_frames("mq", 1);
 }
 
 #[test]
@@ -106,6 +112,30 @@ fn a_one_vcpu_guest_using_one_pair_of_two_moves_data_through_weft() {
         assert_eq!(s.pairs[1].to_guest.no_buffers, 0, "{s:?}");
         assert_eq!(s.pairs[1].from_guest.frames, 0, "{s:?}");
     }
+}
+
+#[test]
+fn two_guests_with_two_queue_pairs_on_a_switch_of_two_lanes_move_data_through_weft() {
+    let _serial = ONE_PAIR_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    // Pair 0 of each port on the lane of one worker, pair 1 on the other's; what one lane
+    // learns (the guests' addresses) the other forwards by.
+    two_pairs_carry_frames("lanes", 2);
+}
+
+#[test]
+fn a_one_vcpu_guest_beside_a_two_vcpu_guest_on_a_switch_of_two_lanes_loses_nothing() {
+    let _serial = ONE_PAIR_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let config = VhostPortConfig {
+        queue_pairs: 2,
+        ..VhostPortConfig::default()
+    };
+    // Guest 1 sends on both pairs, guest 2 (one vCPU) uses pair 0 only: what the second
+    // lane receives from guest 1's pair 1 it must put into guest 2's pair 0, whose lane
+    // it shares that receive queue with.
+    let stats = run_two_guests_on_lanes("lanes1", VhostMode::Server, config, config, [2, 1], 2);
+    assert!(stats[0].pairs[1].from_guest.frames > 0, "{:?}", stats[0]);
+    assert_eq!(stats[1].pairs[1].to_guest.frames, 0, "{:?}", stats[1]);
+    assert_eq!(stats[1].pairs[1].from_guest.frames, 0, "{:?}", stats[1]);
 }
 
 #[test]
@@ -158,6 +188,19 @@ fn run_two_guests(
     config2: VhostPortConfig,
     cpus: u16,
 ) -> [VhostPortStats; 2] {
+    run_two_guests_on_lanes(tag, mode, config1, config2, [cpus, cpus], 1)
+}
+
+/// [`run_two_guests`] with guests of `cpus` vCPUs each, on a switch of `lanes` lanes, one
+/// worker each.
+fn run_two_guests_on_lanes(
+    tag: &str,
+    mode: VhostMode,
+    config1: VhostPortConfig,
+    config2: VhostPortConfig,
+    cpus: [u16; 2],
+    lanes: usize,
+) -> [VhostPortStats; 2] {
     let _ = tracing_subscriber::fmt().with_test_writer().try_init();
     let dir = std::env::temp_dir().join(format!("weft-e2e-qemu-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -171,13 +214,14 @@ fn run_two_guests(
     let (sock1, sock2) = (dir.join("g1.sock"), dir.join("g2.sock"));
     let mut port1 = VhostUserPort::open(&sock1, mode, config1).unwrap();
     let mut port2 = VhostUserPort::open(&sock2, mode, config2).unwrap();
-    let (rx1, tx1) = port1.take_halves().unwrap();
-    let (rx2, tx2) = port2.take_halves().unwrap();
-    let worker = WorkerSwitch::with_ports("br0", [("g1", rx1, tx1)]);
+    let halves1 = port1.take_lane_halves(lanes).unwrap();
+    let halves2 = port2.take_lane_halves(lanes).unwrap();
+    let worker = WorkerLanes::spawn("br0", lanes);
+    worker.add_port("g1", halves1);
 
     let (q1, q2) = (config1.queue_pairs, config2.queue_pairs);
-    let mut g1 = Guest::start_with_queues(1, &sock1, side, &dir, &kernel, &initrd, q1, cpus);
-    let mut g2 = Guest::start_with_queues(2, &sock2, side, &dir, &kernel, &initrd, q2, cpus);
+    let mut g1 = Guest::start_with_queues(1, &sock1, side, &dir, &kernel, &initrd, q1, cpus[0]);
+    let mut g2 = Guest::start_with_queues(2, &sock2, side, &dir, &kernel, &initrd, q2, cpus[1]);
     let both_running = wait_until(Duration::from_secs(120), || {
         (port1.is_running() && port2.is_running()).then_some(())
     });
@@ -205,7 +249,7 @@ fn run_two_guests(
         caps2.tso4 && caps2.partial_csum,
         "Linux takes TSO: {caps2:?}"
     );
-    worker.add_port("g2", rx2, tx2);
+    worker.add_port("g2", halves2);
 
     let back = wait_until(Duration::from_secs(240), || g1.marker("WEFT-BACK"));
     let got = g2.marker("WEFT-GOT");
