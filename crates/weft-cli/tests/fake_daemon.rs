@@ -347,6 +347,7 @@ fn growing_stats() -> impl Fn(&Request) -> Result<Response, ControlError> {
                             device: BTreeMap::new(),
                         },
                     }],
+                    lanes: Vec::new(),
                 }],
                 workers: vec![],
             })

@@ -173,6 +173,28 @@ pub struct SwitchStats {
     pub upcalls: u64,
     /// Per port.
     pub ports: Vec<PortStats>,
+    /// Per lane, first lane first, for a switch run on several (see `SwitchSettings::lanes`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lanes: Vec<LaneStats>,
+}
+
+/// What one lane of a switch exchanged with the others: the FDB entries it learned and
+/// told them of, and those they told it of.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LaneStats {
+    /// The lane (0 is the first).
+    pub lane: usize,
+    /// The worker that runs it.
+    pub worker: usize,
+    /// Learned entries posted to the other lanes (once per receiving lane).
+    pub posted: u64,
+    /// Learned entries that could not be posted (a receiving lane's inbox was full).
+    pub lost: u64,
+    /// Entries from other lanes taken into this lane's FDB.
+    pub applied: u64,
+    /// Entries from other lanes dropped because ports came or went meanwhile.
+    pub stale: u64,
 }
 
 /// Counters of one port, with its name.

@@ -199,7 +199,9 @@ impl Lane {
     pub(crate) fn take(&mut self) -> &[LaneRecord] {
         self.taken.clear();
         if let Some(inbox) = self.group.inboxes.get(self.index) {
-            if inbox.waiting.swap(false, Ordering::Acquire) {
+            // A plain load first: the common case (no mail) writes nothing shared.
+            if inbox.waiting.load(Ordering::Relaxed) && inbox.waiting.swap(false, Ordering::Acquire)
+            {
                 self.taken.append(&mut lock(&inbox.records));
             }
         }

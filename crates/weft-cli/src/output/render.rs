@@ -430,6 +430,13 @@ fn stats(switches: &[SwitchStats], workers: &[WorkerStats]) -> String {
             s.flow_cache_misses,
             s.upcalls
         ));
+        for l in &s.lanes {
+            out.push_str(&format!(
+                "  lane {} (worker {}): learned entries posted {}, lost {}; taken in {}, \
+                 stale {}\n",
+                l.lane, l.worker, l.posted, l.lost, l.applied, l.stale
+            ));
+        }
         let mut t = Table::new(&[
             ("PORT", L),
             ("RX-PKTS", R),

@@ -27,6 +27,7 @@ fn switch(name: &str, ports: &[(&str, u64, u64, u64)]) -> SwitchStats {
                 },
             })
             .collect(),
+        lanes: Vec::new(),
     }
 }
 

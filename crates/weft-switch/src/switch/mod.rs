@@ -131,6 +131,8 @@ pub struct SwitchStats {
     pub flow_cache: FlowCacheStats,
     /// Upcall counters.
     pub upcalls: UpcallStats,
+    /// What this lane exchanged with the others (zeros for a switch of one lane).
+    pub lane: crate::lanes::LaneStats,
 }
 
 impl SwitchStats {
@@ -146,6 +148,11 @@ impl SwitchStats {
         c.evictions += o.evictions;
         self.upcalls.queued += other.upcalls.queued;
         self.upcalls.dropped_full += other.upcalls.dropped_full;
+        let (l, o) = (&mut self.lane, &other.lane);
+        l.posted += o.posted;
+        l.lost += o.lost;
+        l.applied += o.applied;
+        l.stale += o.stale;
     }
 }
 
@@ -404,6 +411,11 @@ impl Switch {
             fdb_entries: self.fdb.len(),
             flow_cache: self.cache.stats(),
             upcalls: self.upcalls.stats(),
+            lane: self
+                .lane
+                .as_ref()
+                .map(|l| l.lane.counters().snapshot())
+                .unwrap_or_default(),
         }
     }
 
@@ -489,6 +501,11 @@ impl Switch {
         if self.slot(port).is_err() {
             return 0;
         }
+        // What other lanes learned, at every look at a port (an atomic load when there is
+        // nothing), so that a lane whose own ports are quiet keeps its inbox short.
+        if self.lane.is_some() {
+            self.sync_lanes(now);
+        }
         self.batch.clear();
         rx.receive(&mut self.batch);
         let n = self.batch.len();
@@ -496,11 +513,8 @@ impl Switch {
             rx.finish();
             return 0;
         }
-        // What other lanes learned, then age, so every lookup of this batch sees one FDB
-        // state at `now`: a cached decision then always equals a fresh one.
-        if self.lane.is_some() {
-            self.sync_lanes(now);
-        }
+        // Age first, so every lookup of this batch sees one FDB state at `now`: a cached
+        // decision then always equals a fresh one.
         self.fdb.expire(now);
         {
             // The frames' bytes, looked up once per batch (an uninitialised array: free to

@@ -75,6 +75,17 @@ fn a_switch_on_two_lanes_runs_on_both_workers_and_forwards_what_either_lane_lear
     assert!(h[0].inject(&frame([0xff; 6], ma)));
     wait_for(|| !h[1].take_sent().is_empty());
     assert_eq!(h[2].take_sent().len(), 1);
+    // Lane 1 takes it in while its own ports are quiet (at its next look at them).
+    let lanes = |f: &mut Fixture| {
+        let Ok(Response::Stats { switches, .. }) = f.req(Request::Stats { switch: None }) else {
+            panic!()
+        };
+        switches[0].lanes.clone()
+    };
+    wait_for(|| lanes(&mut f)[1].applied == 1);
+    let now = lanes(&mut f);
+    assert_eq!((now[0].lane, now[0].worker, now[0].posted), (0, 0, 1));
+    assert_eq!((now[1].lane, now[1].worker), (1, 1));
     assert!(h[1].inject(&frame(ma, mb)));
     wait_for(|| !h[0].take_sent().is_empty());
     std::thread::sleep(Duration::from_millis(50));

@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 
 use weft_control::response::{
-    PortStats, SwitchStats as SwitchStatsInfo, WorkerStats as WorkerStatsInfo,
+    LaneStats as LaneStatsInfo, PortStats, SwitchStats as SwitchStatsInfo,
+    WorkerStats as WorkerStatsInfo,
 };
 use weft_control::{ControlError, Response};
 use weft_runtime::WorkerStats;
@@ -35,6 +36,8 @@ pub struct SwitchSnapshot {
     pub rules: usize,
     /// Per port, in configuration order.
     pub ports: Vec<PortSnapshot>,
+    /// Per lane (worker, what it exchanged), first lane first; empty with one lane.
+    pub lanes: Vec<(usize, weft_switch::lanes::LaneStats)>,
 }
 
 /// One port's counters.
@@ -80,6 +83,8 @@ impl Controller {
             }
         }
         let mut switch_stats: BTreeMap<String, (SwitchStats, usize)> = BTreeMap::new();
+        let mut lane_stats: BTreeMap<String, Vec<(usize, weft_switch::lanes::LaneStats)>> =
+            BTreeMap::new();
         for (&worker, names) in &per_worker {
             let wanted: Vec<String> = names
                 .iter()
@@ -100,6 +105,16 @@ impl Controller {
             })?;
             // A switch on several lanes answers from each of their workers: add them up.
             for (name, (stats, rules)) in got {
+                if self
+                    .switches
+                    .get(&name)
+                    .is_some_and(|rt| rt.workers.len() > 1)
+                {
+                    lane_stats
+                        .entry(name.clone())
+                        .or_default()
+                        .push((worker, stats.lane));
+                }
                 match switch_stats.get_mut(&name) {
                     Some((sum, _)) => sum.add_lane(&stats),
                     None => {
@@ -140,12 +155,15 @@ impl Controller {
                     })
                 })
                 .collect();
+            let mut lanes = lane_stats.remove(&conf.name).unwrap_or_default();
+            lanes.sort_by_key(|(w, _)| rt.workers.iter().position(|x| x == w));
             switches.push(SwitchSnapshot {
                 name: conf.name.clone(),
                 worker: rt.home(),
                 stats,
                 rules,
                 ports,
+                lanes,
             });
         }
         let workers = (0..self.pool.len())
@@ -181,6 +199,19 @@ impl Controller {
                     .map(|p| PortStats {
                         name: p.name.clone(),
                         counters: snapshot_info(&p.counters, p.device.as_ref(), &p.device_drops),
+                    })
+                    .collect(),
+                lanes: s
+                    .lanes
+                    .iter()
+                    .enumerate()
+                    .map(|(lane, (worker, l))| LaneStatsInfo {
+                        lane,
+                        worker: *worker,
+                        posted: l.posted,
+                        lost: l.lost,
+                        applied: l.applied,
+                        stale: l.stale,
                     })
                     .collect(),
             })

@@ -223,6 +223,35 @@ pub fn encode(snap: &Snapshot, daemon: DaemonGauges) -> String {
     }
     let mut f = Family::new(
         &mut out,
+        "weft_switch_lane_records_total",
+        "counter",
+        "Learned FDB entries a lane of a switch on several lanes exchanged with the others: \
+         posted (once per receiving lane), lost (an inbox was full), applied, stale (ports \
+         changed meanwhile).",
+    );
+    for s in &snap.switches {
+        for (lane, (worker, l)) in s.lanes.iter().enumerate() {
+            let (lane, worker) = (lane.to_string(), worker.to_string());
+            for (outcome, n) in [
+                ("posted", l.posted),
+                ("lost", l.lost),
+                ("applied", l.applied),
+                ("stale", l.stale),
+            ] {
+                f.sample(
+                    &[
+                        ("switch", &s.name),
+                        ("lane", &lane),
+                        ("worker", &worker),
+                        ("outcome", outcome),
+                    ],
+                    n,
+                );
+            }
+        }
+    }
+    let mut f = Family::new(
+        &mut out,
         "weft_worker_busy_ratio",
         "gauge",
         "Fraction of time the worker spent moving packets since it started.",

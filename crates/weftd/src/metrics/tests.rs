@@ -30,6 +30,16 @@ fn snapshot() -> Snapshot {
                 device_drops: vec![("port_vxlan_unknown_vni".into(), 2)],
                 device_counters: vec![("vhost_to_guest_notifications".into(), 9)],
             }],
+            lanes: vec![
+                (0, weft_switch::lanes::LaneStats::default()),
+                (
+                    1,
+                    weft_switch::lanes::LaneStats {
+                        applied: 4,
+                        ..Default::default()
+                    },
+                ),
+            ],
         }],
         workers: vec![WorkerSnapshot {
             index: 0,
@@ -141,6 +151,9 @@ fn the_exposition_is_valid_text_format_with_escaped_labels() {
     );
     assert!(text.contains("weft_port_up{switch=\"br0\",port=\"vm\\\"1\\\\x\"} 0\n"));
     assert!(text.contains("weft_worker_busy_ratio{worker=\"0\"} 0.5\n"));
+    assert!(text.contains(
+        "weft_switch_lane_records_total{switch=\"br0\",lane=\"1\",worker=\"1\",outcome=\"applied\"} 4\n"
+    ));
     assert!(text.contains("weft_worker_busy_seconds_total{worker=\"0\"} 1.5\n"));
     assert!(text.contains("weftd_control_clients 3\n"));
     assert!(text.ends_with('\n'));

@@ -1,6 +1,6 @@
 use std::collections::BTreeMap;
 
-use weft_control::response::{PortStats, SwitchInfo};
+use weft_control::response::{LaneStats, PortStats, SwitchInfo};
 use weft_control::rule::{ActionSpec, MatchSpec, RuleSpec};
 use weft_control::state::{PortSettings, State, SwitchSettings};
 
@@ -257,6 +257,24 @@ fn stats_show_switch_ports_drops_and_workers() {
                     device: BTreeMap::new(),
                 },
             }],
+            lanes: vec![
+                LaneStats {
+                    lane: 0,
+                    worker: 0,
+                    posted: 5,
+                    lost: 0,
+                    applied: 3,
+                    stale: 0,
+                },
+                LaneStats {
+                    lane: 1,
+                    worker: 1,
+                    posted: 3,
+                    lost: 1,
+                    applied: 5,
+                    stale: 2,
+                },
+            ],
         }],
         workers: vec![WorkerStats {
             id: 0,
@@ -270,6 +288,8 @@ fn stats_show_switch_ports_drops_and_workers() {
         human(&Request::Stats { switch: None }, &r),
         "switch br0: 7 batches, 100 rx packets, 2 FDB entries, flow cache 75.0% hits (3 hits, \
          1 misses), 0 upcalls\n\
+         \x20 lane 0 (worker 0): learned entries posted 5, lost 0; taken in 3, stale 0\n\
+         \x20 lane 1 (worker 1): learned entries posted 3, lost 1; taken in 5, stale 2\n\
          \x20 PORT  RX-PKTS  RX-BYTES  TX-PKTS  TX-BYTES  DROPS\n\
          \x20 vm1       100      6400        0         0  4 (no_destination=4)\n\
          workers\n\
