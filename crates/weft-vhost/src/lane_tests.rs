@@ -132,3 +132,23 @@ fn a_lane_without_a_pair_in_use_shares_another_lanes_receive_queue() {
     assert_eq!(next, [96, 96]);
     assert_eq!(rig.pair_stats(0).0.frames, 192);
 }
+
+#[test]
+fn a_port_with_fewer_pairs_than_lanes_is_served_by_the_first_lane_and_filled_by_all() {
+    let mut rig = rig(1);
+    rig.rxq_of(0).post_rx(64, 2048);
+    let mut lanes = rig.lane_halves(2);
+    rig.txq_of(0).send(&HDR0, &ether_frame(1, 10, 64, 0), &[]);
+    assert_eq!(
+        sources(&mut lanes[1].0),
+        Vec::<u8>::new(),
+        "lane 1 has no queue"
+    );
+    assert_eq!(sources(&mut lanes[0].0), vec![10]);
+    let frame = ether_frame(2, 1, 80, 0);
+    let burst = [TxFrame::whole(&frame, OffloadInfo::default())];
+    assert_eq!(lanes[1].1.transmit(&burst), 1, "into pair 0, shared");
+    assert_eq!(lanes[0].1.transmit(&burst), 1);
+    assert_eq!(rig.rxq_of(0).take_used().len(), 2);
+    assert!(!lanes[1].0.needs_polling());
+}
