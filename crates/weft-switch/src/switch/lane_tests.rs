@@ -155,3 +155,83 @@ fn a_switch_that_is_no_lane_records_nothing() {
     assert!(sw.lane().is_none());
     assert_eq!(sw.sync_lanes(T0), 0);
 }
+
+mod as_one_switch {
+    //! Two lanes that take in each other's news after every batch forward exactly as one
+    //! switch would: same frames out of the same ports, in the same order.
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// One frame: into port `port`, from station `src` to station `dst` (or broadcast),
+    /// at `step` seconds.
+    #[derive(Clone, Debug)]
+    struct Step {
+        port: usize,
+        src: u8,
+        dst: Option<u8>,
+        gap_secs: u64,
+    }
+
+    fn steps() -> impl Strategy<Value = Vec<Step>> {
+        prop::collection::vec(
+            (0..4usize, 1..6u8, prop::option::of(1..6u8), 0..200u64).prop_map(
+                |(port, src, dst, gap_secs)| Step {
+                    port,
+                    src,
+                    dst,
+                    gap_secs,
+                },
+            ),
+            1..80,
+        )
+    }
+
+    fn one_switch(n: usize) -> (Switch, Vec<(PortId, MemoryPortHandle)>) {
+        let mut sw = Switch::new("br0", SwitchConfig::default()).unwrap();
+        let ports = (0..n)
+            .map(|i| {
+                let (rx, tx, h) = memory_port(PortCaps::plain(1500), 1024);
+                let id = sw
+                    .add_port(
+                        &format!("p{i}"),
+                        Some(Box::new(rx)),
+                        Box::new(tx),
+                        PortOptions::default(),
+                    )
+                    .unwrap();
+                (id, h)
+            })
+            .collect();
+        (sw, ports)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn two_lanes_synced_after_each_batch_forward_as_one_switch(steps in steps()) {
+            let (mut one, one_ports) = one_switch(4);
+            let mut two = Lanes::new(4);
+            let mut now = T0;
+            for s in &steps {
+                // Stations age out of the FDB (300 s) now and then.
+                now = Timestamp(now.0 + s.gap_secs * 1_000_000_000);
+                let dst = s.dst.map_or(MacAddr::BROADCAST, mac);
+                let f = frame(dst, mac(s.src));
+                let (id, h) = &one_ports[s.port];
+                h.inject(&f);
+                one.poll(*id, now);
+                two.send(s.port, &f, now);
+                for lane in &mut two.sw {
+                    lane.sync_lanes(now);
+                }
+                for (i, (_, h)) in one_ports.iter().enumerate() {
+                    let want = h.take_sent();
+                    let got = two.ports[i].1.take_sent();
+                    prop_assert_eq!(got, want, "port {} after {:?}", i, s);
+                }
+            }
+        }
+    }
+}
