@@ -261,6 +261,19 @@ fn testpmd_queue_pairs_are_served_by_two_lanes_on_two_workers() {
             }
         }
     }
+    // The guest's kicks (or the switch's notifications) are counted per queue too.
+    let per_queue_events: u64 = ["kicks", "notifications", "notifications_suppressed"]
+        .iter()
+        .map(|c| device_counter(&weftd, "a", &format!("vhost_pair1_from_guest_{c}")))
+        .sum::<u64>()
+        + ["notifications", "notifications_suppressed"]
+            .iter()
+            .map(|c| device_counter(&weftd, "a", &format!("vhost_pair1_to_guest_{c}")))
+            .sum::<u64>();
+    assert!(
+        per_queue_events > 0,
+        "pair 1 counts its kicks and notifications"
+    );
     let Response::Stats { switches, workers } = weftd.json(&["stats"]) else {
         panic!("not stats")
     };

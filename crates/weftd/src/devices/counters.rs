@@ -79,7 +79,7 @@ pub fn device_drops(keep: &Keepalive) -> Vec<(String, u64)> {
 
 /// What a vhost-user device counts beside drops, per queue (`vhost_<queue>_<counter>`,
 /// batch sizes as `vhost_<queue>_batches_<lowest size>`; with several queue pairs each
-/// pair's frames, `vhost_pair<k>_<queue>_frames`), and what a VXLAN port's offloads
+/// pair's frames, notifications and kicks, `vhost_pair<k>_<queue>_<counter>`), and what a VXLAN port's offloads
 /// did (`vxlan_<counter>`), zeros included; empty for other devices.
 pub fn device_counters(keep: &Keepalive) -> Vec<(String, u64)> {
     if let Some(vxlan) = keep.downcast_ref::<super::VxlanDevice>() {
@@ -98,16 +98,18 @@ pub fn device_counters(keep: &Keepalive) -> Vec<(String, u64)> {
     }
     if s.pairs.len() > 1 {
         // With several queue pairs: how the frames spread over them (and so over the
-        // switch's lanes, each of which serves its share of the pairs).
+        // switch's lanes, each of which serves its share of the pairs), and each queue's
+        // kicks and notifications (the batch histograms stay totals).
         for (k, pair) in s.pairs.iter().enumerate() {
-            out.push((
-                format!("vhost_pair{k}_to_guest_frames"),
-                pair.to_guest.frames,
-            ));
-            out.push((
-                format!("vhost_pair{k}_from_guest_frames"),
-                pair.from_guest.frames,
-            ));
+            for (queue, q) in [
+                ("to_guest", &pair.to_guest),
+                ("from_guest", &pair.from_guest),
+            ] {
+                out.push((format!("vhost_pair{k}_{queue}_frames"), q.frames));
+                for (name, n) in event_counters(q) {
+                    out.push((format!("vhost_pair{k}_{queue}_{name}"), n));
+                }
+            }
         }
     }
     out
@@ -133,14 +135,19 @@ fn vxlan_counters(s: &weft_overlay::OverlayStatsSnapshot) -> Vec<(String, u64)> 
     .collect()
 }
 
-fn queue_counters(queue: &str, q: &QueueStats, out: &mut Vec<(String, u64)>) {
-    for (name, n) in [
+/// A queue's notification and kick counters, by name.
+fn event_counters(q: &QueueStats) -> [(&'static str, u64); 5] {
+    [
         ("notifications", q.notifications),
         ("notifications_suppressed", q.notifications_suppressed),
         ("notifications_held", q.notifications_held),
         ("kicks", q.kicks),
         ("dispatch_changes", q.dispatch_changes),
-    ] {
+    ]
+}
+
+fn queue_counters(queue: &str, q: &QueueStats, out: &mut Vec<(String, u64)>) {
+    for (name, n) in event_counters(q) {
         out.push((format!("vhost_{queue}_{name}"), n));
     }
     for (i, n) in q.batch_sizes.iter().enumerate().take(BATCH_BUCKETS) {
