@@ -183,3 +183,28 @@ fn config_apply_cannot_change_a_running_switchs_lanes() {
     assert!(e.message.contains("runs on 2 lane(s)"), "{}", e.message);
     assert_eq!(f.saved().switches[0].settings.lanes, 2);
 }
+
+#[test]
+fn a_switch_on_two_lanes_rebuilt_by_config_apply_keeps_its_ports_on_their_lanes() {
+    let mut f = two_lanes();
+    let h = f.memory_ports_spread("br0");
+    let mut target = f.c.state().clone();
+    target.switches[0].settings.batch_size = 32;
+    f.ok(Request::ConfigApply {
+        state: target,
+        dry_run: false,
+    });
+    let (ma, mb) = ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+    assert!(h[0].inject(&frame([0xff; 6], ma)));
+    wait_for(|| !h[1].take_sent().is_empty());
+    assert_eq!(h[2].take_sent().len(), 1);
+    // b is still received by the second lane, which still hears what the first learned.
+    assert!(h[1].inject(&frame(ma, mb)));
+    wait_for(|| !h[0].take_sent().is_empty());
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(h[2].take_sent().is_empty());
+    let Response::Switches { switches } = f.ok(Request::SwitchList {}) else {
+        panic!()
+    };
+    assert_eq!(switches[0].workers, vec![0, 1]);
+}
