@@ -152,3 +152,25 @@ fn a_port_with_fewer_pairs_than_lanes_is_served_by_the_first_lane_and_filled_by_
     assert_eq!(rig.rxq_of(0).take_used().len(), 2);
     assert!(!lanes[1].0.needs_polling());
 }
+
+#[test]
+fn a_broken_queue_on_one_lane_leaves_the_other_lane_serving() {
+    let mut rig = rig(2);
+    let mut lanes = rig.lane_halves(2);
+    rig.txq_of(1).set_avail_idx(1000); // pair 1: an index beyond the ring
+    rig.txq_of(0).send(&HDR0, &ether_frame(1, 10, 64, 0), &[]);
+    assert_eq!(sources(&mut lanes[1].0), Vec::<u8>::new());
+    assert_eq!(
+        rig.dev.tx_vring_of(1).unwrap().lock().fault,
+        Some(crate::counters::QueueFault::AvailIndexOutOfRange)
+    );
+    assert_eq!(sources(&mut lanes[0].0), vec![10]);
+    assert_eq!(rig.dev.tx_vring_of(0).unwrap().lock().fault, None);
+    // The broken pair's lane still transmits: into its own receive queue while the guest
+    // fills it, and the other lane's pair 0 is untouched by the fault.
+    rig.rxq_of(1).post_rx(8, 2048);
+    let frame = ether_frame(2, 1, 80, 0);
+    let burst = [TxFrame::whole(&frame, OffloadInfo::default())];
+    assert_eq!(lanes[1].1.transmit(&burst), 1);
+    assert_eq!(rig.rxq_of(1).take_used().len(), 1);
+}
