@@ -190,7 +190,10 @@ pub enum Command {
 pub enum SwitchCmd {
     /// Create a switch.
     #[command(
-        after_help = "EXAMPLES:\n  weft switch add br1\n  weft switch add br1 --batch 128 --fdb-max 65536 --ageing 600"
+        after_help = "EXAMPLES:\n  weft switch add br1\n  weft switch add br1 --batch 128 --fdb-max 65536 --ageing 600\n  \
+            weft switch add br1 --lanes 2   # two workers, each polling its share of the \
+            ports' queue pairs\n                                  \
+            (weftd needs [workers] count = 2 or more)"
     )]
     Add(SwitchAddArgs),
     /// Delete a switch.
