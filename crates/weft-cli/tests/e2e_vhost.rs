@@ -153,17 +153,22 @@ fn port_show(weftd: &Weftd, port: &str) -> (Vec<String>, u64, u64) {
 /// between them once both are running; its output.
 fn forward_with_testpmd(weftd: &Weftd, queues: u16) -> String {
     let mut pmd = testpmd::spawn_with_queues(
-        &format!("weft-cli-e2e-{}", std::process::id()),
+        &format!("weft-cli-e2e-{}-{queues}", std::process::id()),
         &weftd.vhost_socket("a"),
         &weftd.vhost_socket("b"),
         queues,
     );
     let deadline = Instant::now() + Duration::from_secs(60);
     let running = |p: &str| port_show(weftd, p).0.iter().any(|o| o == "running");
-    while !(running("a") && running("b")) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
+    // Decided once: while testpmd starts its ports a ring may stop and start again (a new
+    // memory table), so a second look could see a moment between the two.
+    let mut started = false;
+    while !started && Instant::now() < deadline {
+        started = running("a") && running("b");
+        if !started {
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
-    let started = running("a") && running("b");
     let (out, _) = testpmd::run_and_quit(&mut pmd, started);
     assert!(
         started,
