@@ -31,8 +31,8 @@ use weft_vhost::{VhostPortConfig, VhostUserPort};
 pub struct Device {
     /// The halves for each lane of the switch, first lane first (one with one lane). A
     /// vhost-user port gives each lane its share of the queue pairs; any other port's
-    /// receive half goes to the first lane, and every lane transmits through one shared
-    /// half ([`weft_switch::lanes::SharedTx`]).
+    /// receive half goes to one lane ([`home_lane`]), and every lane transmits through one
+    /// shared half ([`weft_switch::lanes::SharedTx`]).
     pub lanes: Vec<PortHalves>,
     /// MTU.
     pub mtu: u32,
@@ -209,7 +209,17 @@ fn warn_if_others_can_read(path: &Path) {
 /// Opens the device of port `port` (whose name a TAP takes when it names no device), with
 /// halves for each of the switch's lanes.
 pub fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Device, String> {
-    open_device(ctx, port, kind).map(|d| d.spread(ctx.lanes))
+    open_device(ctx, port, kind).map(|d| d.spread(ctx.lanes, home_lane(port, ctx.lanes)))
+}
+
+/// The lane that receives from a port with one receive half: spread by the port's name, so
+/// that a switch's TAPs and sockets do not all land on one lane, and the same after every
+/// restart. (FNV-1a by hand: std's hasher promises no stable output across releases.)
+pub fn home_lane(port: &str, lanes: usize) -> usize {
+    let hash = port.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    usize::try_from(hash % u64::try_from(lanes.max(1)).unwrap_or(1)).unwrap_or(0)
 }
 
 /// One lane's halves of a port with one receive half.
@@ -222,8 +232,8 @@ fn one(rx: impl PortRx + 'static, tx: impl PortTx + 'static) -> Vec<PortHalves> 
 
 impl Device {
     /// Halves for `lanes` lanes: a device opened with one pair keeps its receive half on
-    /// the first lane and shares its transmit half among all of them.
-    pub fn spread(mut self, lanes: usize) -> Device {
+    /// lane `home` and shares its transmit half among all of them.
+    pub fn spread(mut self, lanes: usize, home: usize) -> Device {
         if lanes <= 1 || self.lanes.len() != 1 {
             return self;
         }
@@ -233,8 +243,13 @@ impl Device {
         let mut rx = rx;
         self.lanes = SharedTx::share(tx, lanes)
             .into_iter()
-            .map(|tx| PortHalves {
-                rx: rx.take(),
+            .enumerate()
+            .map(|(lane, tx)| PortHalves {
+                rx: if lane == home % lanes {
+                    rx.take()
+                } else {
+                    None
+                },
                 tx: Box::new(tx),
             })
             .collect();
@@ -495,6 +510,58 @@ mod tests {
             vhost_dir: Path::new("/nonexistent"),
             lanes: 1,
         }
+    }
+
+    #[test]
+    fn a_one_queue_device_is_received_on_its_home_lane_and_sent_to_from_every_lane() {
+        use weft_switch::memory_port::memory_port;
+        let (rx, tx, h) = memory_port(PortCaps::plain(1500), 16);
+        let device = Device {
+            lanes: one(rx, tx),
+            mtu: 1500,
+            offloads: Vec::new(),
+            stats: None,
+            keep: None,
+        }
+        .spread(3, 1);
+        let receiving: Vec<bool> = device.lanes.iter().map(|l| l.rx.is_some()).collect();
+        assert_eq!(receiving, vec![false, true, false]);
+        let frame = [0u8; 60];
+        for mut lane in device.lanes {
+            let sent = lane
+                .tx
+                .transmit(&[TxFrame::whole(&frame, Default::default())]);
+            assert_eq!(sent, 1);
+        }
+        assert_eq!(h.take_sent().len(), 3, "every lane reaches the one device");
+    }
+
+    #[test]
+    fn home_lanes_spread_port_names_and_never_change() {
+        // Pinned: a restart must put a port's receive half on the same lane.
+        assert_eq!(home_lane("t1", 2), home_lane("t1", 2));
+        assert_eq!(home_lane("anything", 1), 0);
+        let mut per_lane = [0usize; 4];
+        for n in 0..400 {
+            per_lane[home_lane(&format!("tap{n}"), 4)] += 1;
+        }
+        assert!(per_lane.iter().all(|&c| c > 60), "{per_lane:?}");
+        let want =
+            [fnv("t1") % 2, fnv("t2") % 2, fnv("up") % 3].map(|h| usize::try_from(h).unwrap());
+        assert_eq!(
+            [home_lane("t1", 2), home_lane("t2", 2), home_lane("up", 3)],
+            want
+        );
+    }
+
+    /// FNV-1a, written out again so the test pins the function, not only its stability.
+    fn fnv(s: &str) -> u64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in s.bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        h
     }
 
     #[test]

@@ -49,7 +49,7 @@ pub(super) fn open_or_fail(
                     reason: reason.clone(),
                 });
                 Opened {
-                    device: FailedPort::device(&p.kind).spread(switch.settings.lanes),
+                    device: FailedPort::device(&p.kind).spread(switch.settings.lanes, 0),
                     failed: Some(reason),
                 }
             }

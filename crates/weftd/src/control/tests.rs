@@ -131,7 +131,7 @@ impl Fixture {
                         stats: None,
                         keep: None,
                     }
-                    .spread(conf.settings.lanes),
+                    .spread(conf.settings.lanes, 0),
                     failed: None,
                 })
             })
