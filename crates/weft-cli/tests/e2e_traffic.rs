@@ -64,6 +64,17 @@ impl Netns {
         run("ip", &all)
     }
 
+    /// `cmd args` inside the namespace, in the background (bounded like every command).
+    fn exec_spawn(&self, cmd: &str, args: &[&str]) -> std::io::Result<Child> {
+        let mut all = vec!["netns", "exec", &self.0, cmd];
+        all.extend_from_slice(args);
+        bounded("ip", &all)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+    }
+
     fn must(&self, cmd: &str, args: &[&str]) -> String {
         let o = self.exec(cmd, args);
         assert!(
@@ -130,13 +141,26 @@ impl Weftd {
         std::fs::read_to_string(self.dir.path().join("weftd.log")).unwrap_or_default()
     }
 
+    /// Gives weftd `config` (TOML) as its configuration file instead of the embedded one.
+    fn with_config(self, config: &str) -> Weftd {
+        std::fs::write(self.dir.path().join("weftd.toml"), config).unwrap();
+        self
+    }
+
     fn start(&mut self) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.dir.path().join("weftd.log"))
             .unwrap();
+        let config = self.dir.path().join("weftd.toml");
+        let config_args = if config.exists() {
+            vec!["--config".into(), config.into_os_string()]
+        } else {
+            Vec::new()
+        };
         let child = Command::new(&self.binary)
+            .args(config_args)
             .arg("--foreground")
             .arg("--runtime-dir")
             .arg(self.dir.path().join("run"))
@@ -254,6 +278,73 @@ fn skip_reason() -> Option<&'static str> {
 fn addr_up(ns: &Netns, dev: &str, addr: &str) {
     ns.must("ip", &["addr", "add", addr, "dev", dev]);
     ns.must("ip", &["link", "set", dev, "up"]);
+}
+
+#[test]
+fn taps_on_a_switch_of_two_lanes_carry_pings_and_tcp_across_the_lanes() {
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIP taps_on_a_switch_of_two_lanes_carry_pings_and_tcp_across_the_lanes: {why}");
+        return;
+    }
+    let pid = std::process::id();
+    let ns1 = Netns::new(format!("weft-lanes-{pid}-a"));
+    let ns2 = Netns::new(format!("weft-lanes-{pid}-b"));
+    let mut d = Weftd::new().with_config(
+        "[workers]\ncount = 2\n\n[[switch]]\nname = \"br0\"\n\n[switch.settings]\nlanes = 2\n",
+    );
+    d.start();
+    // Port names pick the lane that receives a TAP: `la` lands on lane 0, `lb` on lane 1, so
+    // every frame crosses from one lane's TAP to the other's through a shared transmit half.
+    d.json(&["port", "add", "br0:la", "tap", "--netns", &ns1.0]);
+    d.json(&["port", "add", "br0:lb", "tap", "--netns", &ns2.0]);
+    addr_up(&ns1, "la", "10.203.0.1/24");
+    addr_up(&ns2, "lb", "10.203.0.2/24");
+    let replies = ns1.ping("10.203.0.2", 5);
+    assert!(replies >= 4, "{replies} of 5 pings came back:\n{}", d.log());
+    // TCP: super-frames (TSO) each way through the shared halves.
+    let mut server = ns2
+        .exec_spawn("iperf3", &["-s", "-1", "-B", "10.203.0.2"])
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let out = ns1.must(
+        "iperf3",
+        &[
+            "-c",
+            "10.203.0.2",
+            "-t",
+            "2",
+            "-J",
+            "--connect-timeout",
+            "3000",
+        ],
+    );
+    let _ = server.wait();
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let received = report["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
+    assert!(received > 1 << 20, "only {received} bytes over TCP\n{out}");
+    // Each lane received from its own TAP and told the other what it learned.
+    let Response::Stats { switches, workers } = d.json(&["stats"]) else {
+        panic!("stats answered something else")
+    };
+    let lanes = &switches[0].lanes;
+    assert_eq!(lanes.len(), 2, "{switches:?}");
+    assert!(
+        lanes
+            .iter()
+            .all(|l| l.posted > 0 && l.applied > 0 && l.lost == 0),
+        "{lanes:?}"
+    );
+    assert!(workers.iter().all(|w| w.batches > 0), "{workers:?}");
+    for port in ["br0:la", "br0:lb"] {
+        let (rx, tx, drops) = d.port_counters(port);
+        assert!(rx > 100 && tx > 100, "{port}: rx {rx} tx {tx}");
+        // Only frames sent before the other port existed (IPv6 announcements of the first
+        // TAP) may have found no destination.
+        assert!(
+            drops.iter().all(|(r, n)| *n == 0 || r == "no_destination"),
+            "{port} dropped: {drops:?}"
+        );
+    }
 }
 
 #[test]
