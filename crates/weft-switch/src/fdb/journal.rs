@@ -92,6 +92,21 @@ impl Fdb {
         std::mem::take(&mut self.journal.lost)
     }
 
+    /// The time a move of a live entry seen at `last_seen` is recorded at: `now`, or just
+    /// after `last_seen` when that is not earlier (a lane moving a station it heard of from
+    /// another lane in the same instant). The move then wins over the record it overrode on
+    /// every lane, as it did here. Only while recording: one table alone keeps `now`. (The
+    /// entry then ages 1 ns later than it would have.)
+    pub(super) fn move_time(&mut self, live: bool, last_seen: u64, now: u64) -> u64 {
+        if !(self.journal.on && live && last_seen >= now) {
+            return now;
+        }
+        let at = last_seen.saturating_add(1);
+        // The clock never falls behind an entry's time: the age lists stay sorted.
+        self.clock = self.clock.max(at);
+        at
+    }
+
     /// Notes that learned entry `key` was written (created, moved or refreshed) at `seen`.
     pub(super) fn journal_write(&mut self, key: u64, port: PortId, seen: u64) {
         self.journal.write(key, port, seen);
@@ -109,13 +124,20 @@ impl Fdb {
         }
         let key = pack_key(entry.vlan, entry.mac);
         let hash = self.hasher.hash_one(key);
-        let now = self.advance_clock(now);
-        let seen = entry.seen.0.min(now);
+        // The table's clock moves up to the record's time (never back): a record is never
+        // from this table's future, so its time is kept as it is.
+        let now = self.advance_clock(Timestamp(now.0.max(entry.seen.0)));
+        let seen = entry.seen.0;
         let found = self.find(hash, key);
         if let Some(i) = found {
             let slot = *self.slab.get(i);
             if slot.kind == Kind::Dynamic && !self.is_expired(slot.last_seen, now) {
-                if slot.port != entry.port && slot.last_seen >= seen {
+                // Newer wins; two records of one instant on two ports (two lanes seeing
+                // the station at once, neither hearing of the other first) resolve the same
+                // way on every lane: the higher port.
+                let keep =
+                    slot.last_seen > seen || (slot.last_seen == seen && slot.port > entry.port);
+                if slot.port != entry.port && keep {
                     return LearnOutcome::Refreshed;
                 }
                 if slot.port == entry.port {

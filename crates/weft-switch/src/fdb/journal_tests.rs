@@ -190,3 +190,44 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_move_in_the_same_instant_as_the_record_it_overrides_wins_on_every_table() {
+    let (mut a, mut b) = (fdb(64, 64), fdb(64, 64));
+    a.start_journal(8);
+    b.start_journal(8);
+    let t = secs(5);
+    a.learn(0, mac(1), PortId(2), t);
+    for r in drained(&mut a) {
+        b.learn_from_peer(r, t);
+    }
+    // b sees the station on port 1 in the same instant, after hearing of port 2.
+    b.learn(0, mac(1), PortId(1), t);
+    for r in drained(&mut b) {
+        assert!(r.seen > t, "recorded just after what it overrode");
+        a.learn_from_peer(r, t);
+    }
+    for f in [&a, &b] {
+        assert_eq!(f.lookup(0, mac(1), t), Some(PortId(1)));
+        check_invariants(f);
+    }
+}
+
+#[test]
+fn two_tables_seeing_a_station_on_two_ports_in_one_instant_agree_on_the_higher_port() {
+    let (mut a, mut b) = (fdb(64, 64), fdb(64, 64));
+    a.start_journal(8);
+    b.start_journal(8);
+    let t = secs(5);
+    a.learn(0, mac(1), PortId(3), t);
+    b.learn(0, mac(1), PortId(1), t);
+    let (from_a, from_b) = (drained(&mut a), drained(&mut b));
+    for r in from_b {
+        a.learn_from_peer(r, t);
+    }
+    for r in from_a {
+        b.learn_from_peer(r, t);
+    }
+    assert_eq!(a.lookup(0, mac(1), t), Some(PortId(3)));
+    assert_eq!(b.lookup(0, mac(1), t), Some(PortId(3)));
+}

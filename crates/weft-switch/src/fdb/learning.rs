@@ -48,6 +48,7 @@ impl Fdb {
         // Re-home the entry: off its old port first, so that it can never be its own victim.
         self.unlink_dynamic(i);
         let eviction = self.make_room_on_port(port, now);
+        let now = self.move_time(live, old.last_seen, now);
         self.link_dynamic(i, port, now);
         self.bump_generation();
         if live {
