@@ -5,9 +5,12 @@
 //! per thread. Each records every learned entry it writes — a new, revived or moved entry,
 //! and a refresh that rewrites the timestamp (at most once per `refresh_granularity` per
 //! active address) — and the others apply those records between batches. An entry the
-//! others hear of is learned there as if seen now; a record older than a live entry on
-//! another port is ignored, so a station that moved between two lanes' records ends up on
-//! the port it was seen on last, in every table.
+//! others hear of keeps the time it was seen; a record older than a live entry on another
+//! port is ignored, so a station that moved between two lanes' records ends up on the port
+//! it was seen on last, in every table. Ties in time are broken the same way everywhere: a
+//! lane moving a station in the instant of the record it overrides records the move 1 ns
+//! later (`Fdb::move_time`), and two records of one instant on two ports leave the station
+//! on the higher port.
 //!
 //! The journal is bounded (reserved when turned on, never grown): records beyond it are
 //! counted and lost, and the other tables learn those addresses from their next refresh,
@@ -113,11 +116,11 @@ impl Fdb {
     }
 
     /// Learns an entry another table recorded, seen at `entry.seen` (never written to
-    /// this table's own journal: records do not echo between tables). A record no newer
-    /// than this table's live entry on another port is ignored (returns `Refreshed`:
-    /// nothing changed), so whatever order records arrive in, a station ends up on the
-    /// port it was seen on last. The entry keeps the time it was really seen, so it ages
-    /// as it would have in the table that saw it.
+    /// this table's own journal: records do not echo between tables). A record older than
+    /// this table's live entry on another port (or of the same instant, for a lower port)
+    /// is ignored (returns `Refreshed`: nothing changed), so whatever order records arrive
+    /// in, a station ends up on the port it was seen on last. The entry keeps the time it
+    /// was really seen, so it ages as it would have in the table that saw it.
     pub fn learn_from_peer(&mut self, entry: LearnedEntry, now: Timestamp) -> LearnOutcome {
         if let Err(reason) = check_key(entry.vlan, entry.mac, entry.port) {
             return self.ignore(reason);
