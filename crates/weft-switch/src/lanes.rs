@@ -1,7 +1,7 @@
 //! Lanes: one switch run by several worker threads at once.
 //!
 //! A port with several queue pairs (a VM with `VIRTIO_NET_F_MQ`) can send faster than one
-//! core switches. Its queues are then spread over *lanes*: each lane is a whole [`Switch`]
+//! core switches. Its queues are then spread over *lanes*: each lane is a whole [`Switch`](crate::Switch)
 //! (same name, same ports, same rules), owned by one worker thread, polling its share of
 //! the ports' receive queues and transmitting on its own transmit queues — as Open
 //! vSwitch's PMD threads each poll some receive queues and own a transmit queue per port.
