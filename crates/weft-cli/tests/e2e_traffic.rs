@@ -153,14 +153,8 @@ impl Weftd {
             .append(true)
             .open(self.dir.path().join("weftd.log"))
             .unwrap();
-        let config = self.dir.path().join("weftd.toml");
-        let config_args = if config.exists() {
-            vec!["--config".into(), config.into_os_string()]
-        } else {
-            Vec::new()
-        };
         let child = Command::new(&self.binary)
-            .args(config_args)
+            .args(common::config_args(self.dir.path()))
             .arg("--foreground")
             .arg("--runtime-dir")
             .arg(self.dir.path().join("run"))

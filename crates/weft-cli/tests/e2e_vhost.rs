@@ -60,14 +60,8 @@ impl Weftd {
             .append(true)
             .open(dir.join("weftd.log"))
             .unwrap();
-        let config = dir.join("weftd.toml");
-        let config_args = if config.exists() {
-            vec!["--config".into(), config.into_os_string()]
-        } else {
-            Vec::new()
-        };
         Command::new(common::weftd_binary())
-            .args(config_args)
+            .args(common::config_args(dir))
             .arg("--foreground")
             .arg("--runtime-dir")
             .arg(dir.join("run"))

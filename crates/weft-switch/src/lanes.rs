@@ -15,7 +15,8 @@
 //!   being added or removed is dropped rather than pointing at the wrong port.
 //! - **Transmit halves that cannot be split.** A TAP with one queue, a VXLAN socket: every
 //!   lane gets a [`SharedTx`], one lock around the one half, taken once per burst (VALE's
-//!   per-destination lock, OVS's shared transmit queues).
+//!   per-destination lock, OVS's shared transmit queues); its caps generation is read
+//!   without the lock.
 //! - **Control.** The control plane makes every change on every lane, in the same order,
 //!   so ports get the same ids everywhere.
 //!
@@ -217,15 +218,35 @@ impl Lane {
     }
 }
 
-/// A transmit half used by every lane: one lock around it, taken per call.
+/// A transmit half used by every lane: one lock around it, taken per burst.
 pub struct SharedTx {
-    inner: Arc<Mutex<Box<dyn PortTx>>>,
+    inner: Arc<SharedHalf>,
+}
+
+struct SharedHalf {
+    tx: Mutex<Box<dyn PortTx>>,
+    /// The half's `caps_generation`, read again whenever a lane holds the lock, so that the
+    /// switch's per-batch look at it takes no lock. A change shows at the next burst.
+    generation: AtomicU64,
+}
+
+impl SharedHalf {
+    fn lock(&self) -> MutexGuard<'_, Box<dyn PortTx>> {
+        let tx = lock(&self.tx);
+        self.generation
+            .store(tx.caps_generation(), Ordering::Relaxed);
+        tx
+    }
 }
 
 impl SharedTx {
     /// `lanes` handles on `tx`.
     pub fn share(tx: Box<dyn PortTx>, lanes: usize) -> Vec<SharedTx> {
-        let inner = Arc::new(Mutex::new(tx));
+        let generation = AtomicU64::new(tx.caps_generation());
+        let inner = Arc::new(SharedHalf {
+            tx: Mutex::new(tx),
+            generation,
+        });
         (0..lanes)
             .map(|_| SharedTx {
                 inner: Arc::clone(&inner),
@@ -244,18 +265,18 @@ impl std::fmt::Debug for SharedTx {
 
 impl PortTx for SharedTx {
     fn caps(&self) -> PortCaps {
-        lock(&self.inner).caps()
+        self.inner.lock().caps()
     }
 
     fn transmit(&mut self, frames: &[TxFrame<'_>]) -> usize {
-        lock(&self.inner).transmit(frames)
+        self.inner.lock().transmit(frames)
     }
 
     fn caps_generation(&self) -> u64 {
-        lock(&self.inner).caps_generation()
+        self.inner.generation.load(Ordering::Relaxed)
     }
 
     fn too_big(&mut self, frame: &TxFrame<'_>, mtu: usize) {
-        lock(&self.inner).too_big(frame, mtu);
+        self.inner.lock().too_big(frame, mtu);
     }
 }

@@ -181,6 +181,17 @@ pub(crate) fn code(o: &Output) -> i32 {
     o.status.code().unwrap_or(-1)
 }
 
+/// `--config DIR/weftd.toml` when a test wrote that file, else nothing (the embedded
+/// default configuration).
+pub(crate) fn config_args(dir: &std::path::Path) -> Vec<std::ffi::OsString> {
+    let config = dir.join("weftd.toml");
+    if config.exists() {
+        vec!["--config".into(), config.into_os_string()]
+    } else {
+        Vec::new()
+    }
+}
+
 /// The weftd binary of this workspace, built (or brought up to date) on first use, in the
 /// profile the `weft` binary under test was built in.
 pub(crate) fn weftd_binary() -> PathBuf {

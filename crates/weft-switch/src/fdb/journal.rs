@@ -71,7 +71,8 @@ impl Fdb {
     }
 
     /// True while learned entries are recorded.
-    pub fn journal_on(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn journal_on(&self) -> bool {
         self.journal.on
     }
 

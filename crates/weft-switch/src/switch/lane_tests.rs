@@ -2,23 +2,15 @@
 
 use weft_packet::MacAddr;
 
+use super::tests::{mac, Rig, T0};
 use super::*;
 use crate::lanes::{LaneGroup, SharedTx, INBOX_CAPACITY};
 use crate::memory_port::{memory_port, MemoryPortHandle};
 use crate::port::PortCaps;
 
-const T0: Timestamp = Timestamp(1_000_000_000);
-
-fn mac(last: u8) -> MacAddr {
-    MacAddr([0x02, 0, 0, 0, 0, last])
-}
-
+/// A 60-byte frame from `src` to `dst`.
 fn frame(dst: MacAddr, src: MacAddr) -> Vec<u8> {
-    let mut f = vec![0u8; 60];
-    f[..6].copy_from_slice(&dst.0);
-    f[6..12].copy_from_slice(&src.0);
-    f[12..14].copy_from_slice(&[0x88, 0xb5]);
-    f
+    super::tests::frame(dst, src, 60)
 }
 
 /// Two lanes of `br0` with `n` in-memory ports: port `i` is received by lane `i % 2` and
@@ -194,30 +186,11 @@ mod as_one_switch {
         )
     }
 
-    fn one_switch(n: usize) -> (Switch, Vec<(PortId, MemoryPortHandle)>) {
-        let mut sw = Switch::new("br0", SwitchConfig::default()).unwrap();
-        let ports = (0..n)
-            .map(|i| {
-                let (rx, tx, h) = memory_port(PortCaps::plain(1500), 1024);
-                let id = sw
-                    .add_port(
-                        &format!("p{i}"),
-                        Some(Box::new(rx)),
-                        Box::new(tx),
-                        PortOptions::default(),
-                    )
-                    .unwrap();
-                (id, h)
-            })
-            .collect();
-        (sw, ports)
-    }
-
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
         #[test]
         fn two_lanes_synced_after_each_batch_forward_as_one_switch(steps in steps()) {
-            let (mut one, one_ports) = one_switch(4);
+            let Rig { sw: mut one, ports: one_ports } = Rig::new(4);
             let mut two = Lanes::new(4);
             let mut now = T0;
             for s in &steps {

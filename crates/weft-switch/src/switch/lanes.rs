@@ -32,12 +32,6 @@ impl Switch {
         self.lane.as_ref().map(|l| &l.lane)
     }
 
-    /// Ports added plus ports removed so far: equal on every lane that has seen the same
-    /// changes, so a learned entry posted under one count is valid under the same count.
-    pub fn membership(&self) -> u64 {
-        self.membership
-    }
-
     /// Takes in what the other lanes learned. The pipeline does it before each batch; the
     /// control plane before reading the FDB. Returns the records applied.
     pub fn sync_lanes(&mut self, now: Timestamp) -> usize {

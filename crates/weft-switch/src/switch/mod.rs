@@ -184,7 +184,8 @@ pub struct Switch {
     cache: FlowCache<crate::decision::Decision>,
     /// Bumped whenever the port set or a port's options change.
     port_generation: u64,
-    /// Ports added plus ports removed (see [`Switch::membership`]).
+    /// Ports added plus ports removed so far: equal on every lane that has seen the same
+    /// changes, so a learned entry posted under one count is valid under the same count.
     membership: u64,
     /// Set when the switch is one lane of several (`crate::lanes`).
     lane: Option<lanes::LaneState>,

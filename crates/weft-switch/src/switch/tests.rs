@@ -10,14 +10,14 @@ use crate::memory_port::{memory_port, MemoryPortHandle};
 use crate::port::PortCaps;
 use crate::vlan::PortVlanMode;
 
-const T0: Timestamp = Timestamp(1_000_000_000);
+pub(super) const T0: Timestamp = Timestamp(1_000_000_000);
 
-fn mac(last: u8) -> MacAddr {
+pub(super) fn mac(last: u8) -> MacAddr {
     MacAddr([0x02, 0, 0, 0, 0, last])
 }
 
 /// An untagged frame of `len` bytes from `src` to `dst` (EtherType 0x88b5, local experimental).
-fn frame(dst: MacAddr, src: MacAddr, len: usize) -> Vec<u8> {
+pub(super) fn frame(dst: MacAddr, src: MacAddr, len: usize) -> Vec<u8> {
     let mut f = vec![0u8; len.max(14)];
     f[..6].copy_from_slice(&dst.0);
     f[6..12].copy_from_slice(&src.0);
@@ -40,13 +40,14 @@ fn vlan_of(f: &[u8]) -> Option<u16> {
     (f.get(12..14) == Some(&[0x81, 0x00][..])).then(|| u16::from_be_bytes([f[14], f[15]]) & 0x0fff)
 }
 
-struct Rig {
-    sw: Switch,
-    ports: Vec<(PortId, MemoryPortHandle)>,
+/// A switch `br0` with in-memory ports `p0`, `p1`, ... (also the lanes tests' single switch).
+pub(super) struct Rig {
+    pub(super) sw: Switch,
+    pub(super) ports: Vec<(PortId, MemoryPortHandle)>,
 }
 
 impl Rig {
-    fn new(n: usize) -> Rig {
+    pub(super) fn new(n: usize) -> Rig {
         Self::with(n, SwitchConfig::default(), |_| PortOptions::default())
     }
 

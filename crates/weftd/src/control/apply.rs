@@ -16,7 +16,7 @@ use weft_control::{ControlError, Response};
 use weft_packet::MacAddr;
 use weft_switch::{PortCounters, PortHalves, PortId, PortOptions, RuleId, Switch};
 
-use super::build::{merge_lanes, open_all, Opened, Source};
+use super::build::{lane_halves, merge_lanes, open_all, Opened, Source};
 use super::diff::SwitchDiff;
 use super::{internal, Controller, PortRt};
 use crate::devices::OpenContext;
@@ -284,16 +284,9 @@ impl Controller {
                 o.device.stats.clone(),
                 o.device.keep.clone(),
             ));
-            if o.device.lanes.len() != workers.len() {
-                return Err(internal(format!(
-                    "port {:?} was opened for {} lane(s), not {}",
-                    p.name,
-                    o.device.lanes.len(),
-                    workers.len()
-                )));
-            }
+            let halves = lane_halves(&p.name, o.device.lanes, workers.len())?;
             let options = translate::port_options(&p.options)?;
-            for (lane, halves) in add_ports.iter_mut().zip(o.device.lanes) {
+            for (lane, halves) in add_ports.iter_mut().zip(halves) {
                 lane.push((p.name.clone(), halves, options.clone()));
             }
         }

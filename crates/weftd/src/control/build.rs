@@ -109,6 +109,21 @@ pub(super) struct Built {
     pub(super) leftovers: Vec<PortHalves>,
 }
 
+/// A port's halves, one per lane, checked to be as many as the switch has lanes.
+pub(super) fn lane_halves(
+    port: &str,
+    halves: Vec<PortHalves>,
+    lanes: usize,
+) -> Result<Vec<PortHalves>, ControlError> {
+    if halves.len() != lanes {
+        return Err(internal(format!(
+            "port {port:?} was opened for {} lane(s), not {lanes}",
+            halves.len()
+        )));
+    }
+    Ok(halves)
+}
+
 /// Ports a change added on one lane (name, id, that lane's counters) and rule ids.
 pub(super) type LaneAdded = (Vec<(String, PortId, Arc<PortCounters>)>, Vec<RuleId>);
 
@@ -344,14 +359,8 @@ impl Controller {
                         o.device.stats.clone(),
                         o.device.keep.clone(),
                     ));
-                    if o.device.lanes.len() != lanes {
-                        return Err(internal(format!(
-                            "port {:?} was opened for {} lane(s), not {lanes}",
-                            port.name,
-                            o.device.lanes.len()
-                        )));
-                    }
-                    for (lane, halves) in per_lane.iter_mut().zip(o.device.lanes) {
+                    let halves = lane_halves(&port.name, o.device.lanes, lanes)?;
+                    for (lane, halves) in per_lane.iter_mut().zip(halves) {
                         lane.push(Some(halves));
                     }
                 }

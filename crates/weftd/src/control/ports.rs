@@ -135,17 +135,10 @@ impl Controller {
             let (mtu, offloads) = (device.mtu, device.offloads.clone());
             let device_stats = device.stats.clone();
             let keep = device.keep.clone();
-            if device.lanes.len() != workers.len() {
-                return Err(super::internal(format!(
-                    "port {:?} was opened for {} lane(s), not {}",
-                    port.name,
-                    device.lanes.len(),
-                    workers.len()
-                )));
-            }
+            let halves = super::build::lane_halves(&port.name, device.lanes, workers.len())?;
             let mut id = None;
             let mut counters = Vec::with_capacity(workers.len());
-            for (&worker, halves) in workers.iter().zip(device.lanes) {
+            for (&worker, halves) in workers.iter().zip(halves) {
                 let port_name = port.name.clone();
                 let opts = opts.clone();
                 let (lane_id, lane_counters) = c

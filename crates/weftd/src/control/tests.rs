@@ -95,6 +95,17 @@ impl Fixture {
         self.req(r).unwrap()
     }
 
+    /// `port_show`'s (rx packets, tx packets) of `switch:port`.
+    fn rx_tx(&mut self, switch: &str, port: &str) -> (u64, u64) {
+        let Response::Port { counters, .. } = self.ok(Request::PortShow {
+            switch: switch.into(),
+            name: port.into(),
+        }) else {
+            panic!("port_show answered something else")
+        };
+        (counters.rx_packets, counters.tx_packets)
+    }
+
     fn err(&mut self, r: Request) -> ControlError {
         self.req(r).unwrap_err()
     }
@@ -714,13 +725,7 @@ fn traffic_is_counted_and_captured_in_both_directions() {
         "wall clock time"
     );
 
-    let Response::Port { counters, .. } = f.ok(Request::PortShow {
-        switch: "br0".into(),
-        name: "a".into(),
-    }) else {
-        panic!()
-    };
-    assert_eq!((counters.rx_packets, counters.tx_packets), (1, 1));
+    assert_eq!(f.rx_tx("br0", "a"), (1, 1));
     let snap = f.c.snapshot(None).unwrap();
     let text = crate::metrics::encode(&snap, crate::metrics::DaemonGauges::default());
     assert!(
