@@ -348,6 +348,13 @@ impl<'f> FrameSource<'f> {
             - self.offset
     }
 
+    /// Whether `dst` overlaps a byte still to be written (a frame lent from guest memory
+    /// can lie under a receive buffer of the same memory; copying would then write into
+    /// the frame it reads, which `VolatileSlice::copy_from` must never be asked to do).
+    pub(crate) fn overlaps(&self, dst: &VolatileSlice<'_>) -> bool {
+        self.parts.iter().skip(self.part).any(|p| overlap(p, dst))
+    }
+
     /// Copies as much as fits into `dst`; returns the bytes copied.
     fn fill(&mut self, dst: &VolatileSlice<'_>) -> usize {
         let mut done = 0;
@@ -365,6 +372,12 @@ impl<'f> FrameSource<'f> {
         }
         done
     }
+}
+
+/// Whether the bytes of `src` and `dst` share an address.
+pub(crate) fn overlap(src: &[u8], dst: &VolatileSlice<'_>) -> bool {
+    let (s, d) = (src.as_ptr() as usize, dst.ptr_guard().as_ptr() as usize);
+    !src.is_empty() && !dst.is_empty() && s < d.wrapping_add(dst.len()) && d < s + src.len()
 }
 
 /// Writes the virtio-net header describing `info` and `num_buffers` into `slot` (its
@@ -422,6 +435,9 @@ pub(crate) fn write_rx_chain<'m>(
         }
         for slice in buffer_slices(view, &desc)? {
             let mut slice = slice.map_err(|_| ChainError::Fault(QueueFault::AddressOutOfRange))?;
+            if src.overlaps(&slice) {
+                return Err(ChainError::Drop(FrameDrop::BufferOverlapsFrame));
+            }
             if need_header > 0 {
                 if slice.len() < need_header {
                     return Err(ChainError::Drop(FrameDrop::GuestBufferTooSmall));

@@ -100,10 +100,15 @@ pub enum FrameDrop {
     /// failed (its headers do not allow segmentation or checksumming).
     #[error("offload failed in software")]
     OffloadFailed,
+    /// A receive buffer overlaps the frame to be written into it (both in one guest's
+    /// memory: a frontend breaking the rule that a buffer it made available is the
+    /// device's alone). Writing would change the frame while it is being read.
+    #[error("receive buffer overlaps the frame")]
+    BufferOverlapsFrame,
 }
 
 /// Number of [`FrameDrop`] counters (bad headers are counted per header error).
-const DROP_COUNTERS: usize = 21;
+const DROP_COUNTERS: usize = 22;
 
 impl FrameDrop {
     /// The counter index: one per reason, one per kind of header error.
@@ -117,6 +122,7 @@ impl FrameDrop {
             FrameDrop::OffloadNotNegotiated => 4,
             FrameDrop::GuestBufferTooSmall => 5,
             FrameDrop::OffloadFailed => 6,
+            FrameDrop::BufferOverlapsFrame => 21,
             FrameDrop::BadHeader(h) => match h {
                 H::UnknownFlags(_) => 7,
                 H::RscInfo => 8,
@@ -159,6 +165,7 @@ impl FrameDrop {
             "header_bad_gso_csum_offset",
             "header_hdr_len_too_large",
             "other",
+            "buffer_overlaps_frame",
         ];
         NAMES.get(index).copied().unwrap_or("other")
     }

@@ -44,6 +44,8 @@ mod error;
 mod fds;
 mod features;
 mod flow_hash;
+#[doc(hidden)]
+pub mod fuzz_entry;
 mod memory;
 mod modes;
 mod notify;

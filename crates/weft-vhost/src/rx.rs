@@ -335,8 +335,10 @@ impl PortRx for VhostPortRx {
                 // the switch reads every header field once into its own flow key and takes
                 // its decision from that snapshot, all indexing is bounds-checked against
                 // lengths kept in our memory, and the bytes delivered may then differ from
-                // those classified — as if the guest had sent another frame. A deployment
-                // whose flow rules must hold against such a guest turns
+                // those classified — as if the guest had sent another frame. weft itself
+                // never writes over a lent frame: a receive buffer of the same memory that
+                // overlaps it is refused (`chain::overlap`). A deployment whose flow rules
+                // must hold against such a guest turns
                 // `VhostPortConfig::lend_guest_memory` off, and every frame is copied first.
                 unsafe { std::slice::from_raw_parts(ptr.0, *len) }
             }

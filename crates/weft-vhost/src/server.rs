@@ -5,8 +5,9 @@
 //! the stream (`source.rs`); between frontends the rings are stopped and the port's halves
 //! stay on their switch.
 //!
-//! The control thread only ever blocks on the socket (bounded by a timeout per message),
-//! on the rings' mutexes (held by the data path for one call at most) and on its stop
+//! The control thread only ever blocks on the socket (a frontend that stops halfway through
+//! a message holds it until it hangs up or the port is dropped: see `serve.rs`), on the
+//! rings' mutexes (held by the data path for one call at most) and on its stop
 //! eventfd; the data path never waits for it.
 
 use std::io;

@@ -17,7 +17,11 @@ use crate::control::Device;
 use crate::counters::LogLimiter;
 use crate::device::DeviceShared;
 
-/// How long one message may take to arrive once it has started, or a reply to be taken.
+/// The socket's read and write timeout. It does not bound a message that stops halfway:
+/// the `vhost` crate retries a timed-out read or write until the frontend sends the rest,
+/// hangs up, or the port is dropped (which shuts the socket down). A frontend can so hold
+/// only its own port's control thread, as an idle one does; the timeout makes each blocked
+/// call return now and then rather than sleep in the kernel for good.
 const MESSAGE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What ended a wait.

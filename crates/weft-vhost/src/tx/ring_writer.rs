@@ -4,7 +4,7 @@
 use weft_packet::{OffloadInfo, Segmenter};
 use weft_switch::TxFrame;
 
-use crate::chain::{write_header, write_rx_chain, ChainError, FrameSource, TableRef};
+use crate::chain::{overlap, write_header, write_rx_chain, ChainError, FrameSource, TableRef};
 use crate::config::MAX_FRAME_LEN;
 use crate::counters::{FrameDrop, QueueFault};
 use crate::features::Features;
@@ -165,6 +165,10 @@ impl RingWriter<'_, '_> {
                 .single()
                 .filter(|d| d.is_write_only() && d.len() >= len)?;
             let slice = self.view.slice(desc.addr(), total)?;
+            if overlap(body, &slice) {
+                // The general walk drops it and counts why.
+                return None;
+            }
             let header = slice.subslice(0, hdr_len).ok()?;
             if !head.is_empty() {
                 slice.subslice(hdr_len, head.len()).ok()?.copy_from(head);

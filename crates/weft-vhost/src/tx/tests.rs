@@ -13,6 +13,7 @@ use vm_memory::{Address, Bytes, GuestMemoryMmap};
 use weft_packet::virtio_net::{flags, gso_type};
 use weft_packet::GsoKind;
 use weft_packet::{OffloadInfo, VirtioNetHeader};
+use weft_switch::{PortRx, RxBatch};
 
 fn rig_with(config: VhostPortConfig, features: Features) -> (Rig, VhostPortTx) {
     let (rig, _rx, tx) = Rig::new(config, features, 256);
@@ -430,4 +431,37 @@ fn a_guest_polling_the_used_ring_never_sees_a_mergeable_frame_before_all_its_buf
         assert_eq!(guest.join().unwrap(), 5);
         rig.rxq.take_used();
     }
+}
+
+#[test]
+fn a_receive_buffer_over_the_frame_it_would_take_is_refused_and_counted() {
+    let config = VhostPortConfig::default();
+    let (mut rig, mut rx, mut tx) = Rig::new(config, all_features(&config), 256);
+    let f = ether_frame(2, 1, 1514, 13);
+    let head = rig.txq.send(&[0; 12], &f, &[]);
+    let d: Descriptor = rig
+        .txq
+        .mem
+        .read_obj(rig.txq.desc.unchecked_add(u64::from(head) * 16))
+        .unwrap();
+    let mut batch = RxBatch::new(8);
+    rx.receive(&mut batch);
+    let lent = TxFrame::whole(rx.frame(batch.descs()[0].handle), batch.descs()[0].offload);
+    // One buffer right over the lent frame (the one-buffer path), then a small buffer
+    // followed by one over the frame's end (the mergeable walk, refused midway).
+    rig.rxq.add_chain(&[(d.addr().0, 2048, true)]);
+    assert_eq!(tx.transmit(std::slice::from_ref(&lent)), 1);
+    let small = rig.rxq.alloc(256);
+    rig.rxq.add_chain(&[(small, 100, true)]);
+    rig.rxq.add_chain(&[(d.addr().0 + 1000, 1024, true)]);
+    assert_eq!(tx.transmit(std::slice::from_ref(&lent)), 1);
+    assert!(
+        rig.rxq.take_used().is_empty(),
+        "nothing written over the frame"
+    );
+    let s = rig.stats_to_guest();
+    assert_eq!(s.dropped(FrameDrop::BufferOverlapsFrame), 2);
+    assert_eq!(s.frames, 0);
+    rx.finish();
+    assert_eq!(rig.txq.take_used().len(), 1, "the frame's chain goes back");
 }
