@@ -2,7 +2,7 @@
 //! accepted (header length, mergeable buffers, which offloads may pass each way).
 
 use vhost::vhost_user::message::VhostUserVirtioFeatures;
-use virtio_bindings::bindings::virtio_config::VIRTIO_F_VERSION_1;
+use virtio_bindings::bindings::virtio_config::{VIRTIO_F_IN_ORDER, VIRTIO_F_VERSION_1};
 use virtio_bindings::bindings::virtio_net::{
     VIRTIO_NET_F_CSUM, VIRTIO_NET_F_GUEST_CSUM, VIRTIO_NET_F_GUEST_TSO4, VIRTIO_NET_F_GUEST_TSO6,
     VIRTIO_NET_F_HOST_TSO4, VIRTIO_NET_F_HOST_TSO6, VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF,
@@ -30,7 +30,13 @@ const OFFLOAD_FEATURES: u64 = bit(VIRTIO_NET_F_CSUM)
 
 /// Bits offered whatever the configuration. `STATUS` and `MTU` describe fields of the
 /// device configuration space, which the frontend (QEMU, virtio-user) emulates itself.
+/// `IN_ORDER` promises what the port always does: every queue's buffers are used in the
+/// order they were made available (a batch is taken and returned in ring order, the chains
+/// of dropped frames included; a frame that does not fit gives its chains back). A driver
+/// that knows it can skip the used ring's ids: DPDK's virtio PMD then takes its in-order
+/// paths, about a third fewer cycles per frame than its general ones.
 const BASE_FEATURES: u64 = bit(VIRTIO_F_VERSION_1)
+    | bit(VIRTIO_F_IN_ORDER)
     | bit(VIRTIO_RING_F_INDIRECT_DESC)
     | bit(VIRTIO_NET_F_MTU)
     | bit(VIRTIO_NET_F_STATUS);
@@ -148,6 +154,7 @@ mod tests {
         assert!(!Features(off).mergeable_rx());
         assert!(!Features(off).event_idx());
         assert!(Features(off).has(VIRTIO_F_VERSION_1));
+        assert!(Features(off).has(VIRTIO_F_IN_ORDER));
         assert!(!Features(on).has(VIRTIO_NET_F_MQ));
     }
 

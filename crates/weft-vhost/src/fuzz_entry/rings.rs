@@ -10,9 +10,10 @@
 //!
 //! Checks, every round: nothing panics or hangs; no frame handed to the switch is longer
 //! than [`MAX_FRAME_LEN`]; the used rings only ever name descriptors of their table and
-//! never move by more than a ring's worth; and no chain is lost: every chain the port took
-//! from an available ring is back in the used ring, unless that queue faulted (a broken
-//! ring is not written again until the frontend restarts it).
+//! never move by more than a ring's worth; and no chain is lost or reordered: every chain
+//! the port took from an available ring is back in the used ring, in the order it was made
+//! available (`VIRTIO_F_IN_ORDER`), unless that queue faulted (a broken ring is not written
+//! again until the frontend restarts it).
 
 use std::sync::Arc;
 
@@ -80,6 +81,13 @@ impl Queue {
             .read_obj::<u32>(GuestAddress(at.0 + 4))
             .map_or(0, u32::from_le);
         (id, len)
+    }
+
+    /// The head at available-ring position `pos`.
+    fn avail_head(&self, mem: &GuestMemoryMmap, pos: u16) -> u16 {
+        let slot = u64::from(pos % self.size.max(1));
+        let at = GuestAddress(self.layout().avail.0 + 4 + 2 * slot);
+        mem.read_obj::<u16>(at).map_or(0, u16::from_le)
     }
 
     /// Writes descriptor `index` from the input.
@@ -177,8 +185,17 @@ fn used_before(q: &Queue, mem: &GuestMemoryMmap) -> u16 {
     q.used_idx(mem)
 }
 
-/// Checks a queue after a round: `taken` chains left its available ring.
-fn check_used(q: &Queue, mem: &GuestMemoryMmap, before: u16, taken: u16, faulted: bool) {
+/// Checks a queue after a round: `taken` chains left its available ring from position
+/// `first`. Unless the queue faulted, all come back, in the order they were made available
+/// (what `VIRTIO_F_IN_ORDER` promises; weft offers it).
+fn check_used(
+    q: &Queue,
+    mem: &GuestMemoryMmap,
+    before: u16,
+    first: u16,
+    taken: u16,
+    faulted: bool,
+) {
     let after = q.used_idx(mem);
     let added = after.wrapping_sub(before);
     assert!(
@@ -193,6 +210,14 @@ fn check_used(q: &Queue, mem: &GuestMemoryMmap, before: u16, taken: u16, faulted
             "used entry names descriptor {id} of {}",
             q.size
         );
+        if !faulted {
+            let head = q.avail_head(mem, first.wrapping_add(k));
+            assert_eq!(
+                id,
+                u32::from(head),
+                "chain used out of the order it was made available"
+            );
+        }
     }
     if !faulted {
         assert_eq!(added, taken, "chains taken but not returned");
@@ -328,20 +353,10 @@ pub fn guest_rings(data: &[u8]) -> GuestRun {
         rx.finish();
         let (tx_after, tx_fault) = port_view(&dev, TX_QUEUE);
         let (rx_after, rx_fault) = port_view(&dev, RX_QUEUE);
-        check_used(
-            &txq,
-            &mem,
-            tx_used,
-            tx_after.wrapping_sub(tx_next),
-            tx_fault,
-        );
-        check_used(
-            &rxq,
-            &mem,
-            rx_used,
-            rx_after.wrapping_sub(rx_next),
-            rx_fault,
-        );
+        let tx_taken = tx_after.wrapping_sub(tx_next);
+        let rx_taken = rx_after.wrapping_sub(rx_next);
+        check_used(&txq, &mem, tx_used, tx_next, tx_taken, tx_fault);
+        check_used(&rxq, &mem, rx_used, rx_next, rx_taken, rx_fault);
         // The guest moves on: a few descriptors rewritten, more chains made available.
         for _ in 0..input.u8() % 4 {
             let index = u16::from(input.u8()) % txq.size;
