@@ -2,9 +2,9 @@
 //! such rings without a socket.
 
 use std::fs::File;
-use std::os::fd::FromRawFd;
 use std::sync::Arc;
 
+use nix::sys::memfd::{memfd_create, MFdFlags};
 use virtio_bindings::bindings::virtio_ring::{
     VRING_DESC_F_INDIRECT, VRING_DESC_F_NEXT, VRING_DESC_F_WRITE,
 };
@@ -21,12 +21,7 @@ use crate::vring::{RingLayout, RX_QUEUE, TX_QUEUE};
 
 /// An anonymous memory file of `len` bytes.
 pub(crate) fn memfd(len: u64) -> File {
-    // SAFETY: the name is a valid NUL-terminated string; memfd_create returns a new
-    // descriptor (or -1, checked below).
-    let fd = unsafe { libc::memfd_create(c"weft-test".as_ptr(), libc::MFD_CLOEXEC) };
-    assert!(fd >= 0, "memfd_create failed");
-    // SAFETY: the descriptor was just created and is owned by nobody else.
-    let file = unsafe { File::from_raw_fd(fd) };
+    let file = File::from(memfd_create("weft-test", MFdFlags::MFD_CLOEXEC).unwrap());
     file.set_len(len).unwrap();
     file
 }
@@ -67,9 +62,9 @@ impl GuestRing {
         data_len: u64,
     ) -> Self {
         let n = u64::from(size);
-        let desc = GuestAddress(base);
-        let avail = GuestAddress(base + 16 * n);
-        let used = GuestAddress((base + 16 * n + 6 + 2 * n + 3) & !3);
+        let RingLayout {
+            desc, avail, used, ..
+        } = RingLayout::contiguous(base, size);
         // Zero the rings (used_event/avail_event included).
         let zeros = vec![0u8; usize::try_from(16 * n + 16 + 10 * n + 16).unwrap()];
         mem.write_slice(&zeros, desc).unwrap();

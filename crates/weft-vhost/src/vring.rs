@@ -52,6 +52,23 @@ pub struct RingLayout {
     pub base: u16,
 }
 
+impl RingLayout {
+    /// A ring of `size` entries laid out as drivers commonly do, from index 0: the
+    /// descriptor table at `base`, the available ring right after it, the used ring after
+    /// that on the next 4-byte boundary (the alignments of virtio 1.x §2.7).
+    pub(crate) fn contiguous(base: u64, size: u16) -> RingLayout {
+        let n = u64::from(size);
+        let avail = base + 16 * n;
+        RingLayout {
+            size,
+            desc: GuestAddress(base),
+            avail: GuestAddress(avail),
+            used: GuestAddress((avail + 6 + 2 * n).next_multiple_of(4)),
+            base: 0,
+        }
+    }
+}
+
 /// Why a ring could not start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum RingError {

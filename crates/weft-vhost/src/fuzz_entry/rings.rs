@@ -57,14 +57,7 @@ struct Queue {
 
 impl Queue {
     fn layout(&self) -> RingLayout {
-        let n = u64::from(self.size);
-        RingLayout {
-            size: self.size,
-            desc: GuestAddress(self.base),
-            avail: GuestAddress(self.base + 16 * n),
-            used: GuestAddress((self.base + 16 * n + 6 + 2 * n + 3) & !3),
-            base: 0,
-        }
+        RingLayout::contiguous(self.base, self.size)
     }
 
     fn used_idx(&self, mem: &GuestMemoryMmap) -> u16 {
@@ -178,11 +171,6 @@ fn write_buffers(mem: &GuestMemoryMmap, input: &mut Input<'_>) {
         let _ = mem.write_slice(&slot, GuestAddress(at));
         at += SLOT;
     }
-}
-
-/// Where a queue stands before a round: its used index and whether it has faulted.
-fn used_before(q: &Queue, mem: &GuestMemoryMmap) -> u16 {
-    q.used_idx(mem)
 }
 
 /// Checks a queue after a round: `taken` chains left its available ring from position
@@ -331,7 +319,7 @@ pub fn guest_rings(data: &[u8]) -> GuestRun {
     rxq.publish(&mem, &mut input);
     write_buffers(&mem, &mut input);
     for _ in 0..rounds {
-        let (tx_used, rx_used) = (used_before(&txq, &mem), used_before(&rxq, &mem));
+        let (tx_used, rx_used) = (txq.used_idx(&mem), rxq.used_idx(&mem));
         let (tx_next, _) = port_view(&dev, TX_QUEUE);
         let (rx_next, _) = port_view(&dev, RX_QUEUE);
         batch.clear();

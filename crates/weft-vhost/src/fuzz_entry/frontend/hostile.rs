@@ -1,13 +1,13 @@
 //! The hostile frontend: records of the input turned into vhost-user messages and the
 //! descriptors sent with them, and the leak check over what it sent.
 
-use std::ffi::CString;
 use std::fs::File;
-use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::FileExt;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use nix::sys::memfd::{memfd_create, MFdFlags};
 use vhost::vhost_user::message::VhostUserProtocolFeatures as Protocol;
 use vmm_sys_util::eventfd::EventFd;
 use vmm_sys_util::sock_ctrl_msg::ScmSocket;
@@ -90,19 +90,11 @@ impl Frontend {
 
     /// A memfd of `len` bytes (at most 1 MiB): zeros, or input bytes at ring slot 0 or 1.
     pub(super) fn memfd(&mut self, len: u64, input: &mut Input<'_>) -> Option<RawFd> {
-        let name = CString::new(format!("weft-fuzz-frontend-{}.", self.run)).ok()?;
         if self.files.len() + self.events.len() >= MAX_FDS_TOTAL {
             return None;
         }
-        // SAFETY: a libc call with a NUL-terminated name; the descriptor it returns (checked)
-        // is new and owned by nobody else, so the File becomes its only owner.
-        let file = unsafe {
-            let fd = libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC);
-            if fd < 0 {
-                return None;
-            }
-            File::from_raw_fd(fd)
-        };
+        let name = format!("weft-fuzz-frontend-{}.", self.run);
+        let file = File::from(memfd_create(name.as_str(), MFdFlags::MFD_CLOEXEC).ok()?);
         let len = len.min(MAX_MEMFD);
         file.set_len(len).ok()?;
         let content = input.u8();
