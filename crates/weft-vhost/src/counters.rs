@@ -46,11 +46,15 @@ pub enum QueueFault {
     /// A chain that ended early for no reason a second look could name.
     #[error("malformed descriptor chain")]
     MalformedChain,
+    /// The frontend shrank the file behind the ring's memory while it was mapped (the
+    /// SIGBUS that followed was caught: `memory/sigbus.rs`).
+    #[error("guest memory truncated by the frontend")]
+    MemoryTruncated,
 }
 
 impl QueueFault {
     /// Every fault, in counter order.
-    pub const ALL: [QueueFault; 11] = [
+    pub const ALL: [QueueFault; 12] = [
         QueueFault::AvailIndexOutOfRange,
         QueueFault::HeadIndexOutOfRange,
         QueueFault::NextIndexOutOfRange,
@@ -62,6 +66,7 @@ impl QueueFault {
         QueueFault::WrongDirection,
         QueueFault::RingInaccessible,
         QueueFault::MalformedChain,
+        QueueFault::MemoryTruncated,
     ];
 
     /// The counter index.

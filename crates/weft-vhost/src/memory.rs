@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 use vm_memory::{FileOffset, GuestAddress, GuestMemoryMmap, GuestRegionMmap, MmapRegion};
 
+use sigbus::SigbusGuard;
+
 /// The most regions a memory table may have (vhost-user sends at most 8 fds per message).
 pub const MAX_REGIONS: usize = 8;
 
@@ -82,6 +84,9 @@ pub enum MemoryTableError {
 pub struct GuestMemoryTable {
     mem: Arc<GuestMemoryMmap>,
     regions: Vec<RegionDesc>,
+    /// Keeps a frontend shrinking its files from killing the process (`sigbus.rs`); `None`
+    /// for memory mapped by the caller.
+    _sigbus: Option<SigbusGuard>,
 }
 
 impl GuestMemoryTable {
@@ -98,6 +103,7 @@ impl GuestMemoryTable {
         for (index, (r, file)) in regions.iter().zip(files).enumerate() {
             check_file_len(index, r, &file)?;
             warn_if_unsealed(index, &file);
+            let page = sigbus::page_size_of(&file);
             let size = usize::try_from(r.size).map_err(|_| MemoryTableError::BadRegion(index))?;
             let mapping = MmapRegion::<()>::from_file(FileOffset::new(file, r.mmap_offset), size)
                 .map_err(|e| MemoryTableError::Map {
@@ -106,13 +112,16 @@ impl GuestMemoryTable {
             })?;
             let region = GuestRegionMmap::new(mapping, GuestAddress(r.guest_phys_addr))
                 .ok_or(MemoryTableError::BadRegion(index))?;
-            mapped.push((r.guest_phys_addr, region));
+            mapped.push((r.guest_phys_addr, page, region));
         }
-        mapped.sort_by_key(|(gpa, _)| *gpa);
-        let mem = GuestMemoryMmap::from_regions(mapped.into_iter().map(|(_, r)| r).collect())
+        mapped.sort_by_key(|(gpa, _, _)| *gpa);
+        let pages: Vec<usize> = mapped.iter().map(|(_, page, _)| *page).collect();
+        let mem = GuestMemoryMmap::from_regions(mapped.into_iter().map(|(_, _, r)| r).collect())
             .map_err(|_| MemoryTableError::GuestOverlap)?;
+        let mem = Arc::new(mem);
         Ok(GuestMemoryTable {
-            mem: Arc::new(mem),
+            _sigbus: Some(SigbusGuard::register(Arc::clone(&mem), &pages)),
+            mem,
             regions: regions.to_vec(),
         })
     }
@@ -127,6 +136,7 @@ impl GuestMemoryTable {
         Ok(GuestMemoryTable {
             mem: Arc::new(mem),
             regions: regions.to_vec(),
+            _sigbus: None,
         })
     }
 
@@ -204,8 +214,9 @@ fn check_file_len(index: usize, r: &RegionDesc, file: &File) -> Result<(), Memor
     Ok(())
 }
 
-/// A frontend could still shrink its file after we mapped it (and fault us). memfds sealed
-/// against shrinking cannot; others are an accepted hazard, noted once per region here.
+/// A frontend could still shrink its file after we mapped it. memfds sealed against
+/// shrinking cannot; for others the SIGBUS guard (`sigbus.rs`) breaks that port's rings
+/// instead of the process. Noted once per region here.
 fn warn_if_unsealed(index: usize, file: &File) {
     // SAFETY: F_GET_SEALS only reads the seals of a descriptor we own; any descriptor is
     // acceptable (non-memfds give EINVAL).
@@ -218,5 +229,6 @@ fn warn_if_unsealed(index: usize, file: &File) {
     }
 }
 
+pub(crate) mod sigbus;
 #[cfg(test)]
 mod tests;

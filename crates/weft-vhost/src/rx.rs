@@ -130,6 +130,7 @@ impl VhostPortRx {
         let Some(mut st) = vring.try_lock() else {
             return false;
         };
+        st.check_memory(&vring.counters, vring.name);
         q.complete_pending(vring, &mut st, now);
         vring.tick_locked(&mut st, now);
         if !st.serving() {

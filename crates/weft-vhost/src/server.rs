@@ -372,4 +372,6 @@ mod client_tests;
 #[cfg(test)]
 mod hostile_tests;
 #[cfg(test)]
+mod shrunk_memory_tests;
+#[cfg(test)]
 mod tests;

@@ -37,7 +37,7 @@ use crate::counters::{FrameDrop, QueueFault};
 use crate::device::{DeviceShared, LaneShare};
 use crate::flow_hash::flow_hash;
 use crate::ring_access::{GuestView, SplitRing};
-use crate::vring::VringState;
+use crate::vring::{Vring, VringState};
 
 mod ring_writer;
 
@@ -119,7 +119,7 @@ impl PortTx for VhostPortTx {
             } else {
                 vring.try_lock()
             };
-            let Some(ring) = ready_ring(locked, pair) else {
+            let Some(ring) = ready_ring(vring, locked, pair) else {
                 continue;
             };
             *slot = Some(ring);
@@ -138,7 +138,7 @@ impl PortTx for VhostPortTx {
                 .filter(|pair| !self.lane.owns(*pair))
                 .find_map(|pair| {
                     let vring = dev.rx_vring_of(pair)?;
-                    ready_ring(vring.lock_briefly(), pair).map(|ring| (pair, ring))
+                    ready_ring(vring, vring.lock_briefly(), pair).map(|ring| (pair, ring))
                 });
             if let Some((pair, ring)) = found {
                 if let (Some(slot), Some(s)) = (rings.get_mut(pair), serving.get_mut(0)) {
@@ -198,11 +198,13 @@ impl PortTx for VhostPortTx {
 
 /// A locked receive queue the port may fill now: serving, and (beyond the first pair) one
 /// the guest uses.
-fn ready_ring(
-    st: Option<MutexGuard<'_, VringState>>,
+fn ready_ring<'v>(
+    vring: &Vring,
+    st: Option<MutexGuard<'v, VringState>>,
     pair: usize,
-) -> Option<(MutexGuard<'_, VringState>, Arc<GuestMemoryMmap>)> {
+) -> Option<(MutexGuard<'v, VringState>, Arc<GuestMemoryMmap>)> {
     let mut st = st?;
+    st.check_memory(&vring.counters, vring.name);
     if !st.serving() {
         return None;
     }

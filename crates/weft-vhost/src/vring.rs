@@ -19,6 +19,7 @@ use vmm_sys_util::eventfd::EventFd;
 
 use crate::counters::{FrameDrop, LogLimiter, QueueCounters, QueueFault};
 use crate::features::Features;
+use crate::memory::sigbus;
 use crate::modes::NotifyPolicy;
 use crate::notify::{Decision, Notifier};
 use crate::ring_access::{GuestView, SplitRing};
@@ -108,6 +109,8 @@ pub(crate) struct VringState {
     used_at_last_ask: u16,
     /// The available index the ring started at, until the guest moves it (`None` after).
     untouched_since: Option<u16>,
+    /// [`sigbus::handled`] when the ring's memory was last found whole.
+    sigbus_seen: u64,
     log: LogLimiter,
 }
 
@@ -128,6 +131,7 @@ impl VringState {
             notifier: Notifier::new(NotifyPolicy::Immediate),
             used_at_last_ask: 0,
             untouched_since: None,
+            sigbus_seen: 0,
             log: LogLimiter::new(),
         })
     }
@@ -186,6 +190,8 @@ impl VringState {
         self.mem = Some(mem);
         self.running = true;
         self.fault = None;
+        // Memory that lost pages before this start is found at the first check.
+        self.sigbus_seen = 0;
         self.epoch = self.epoch.wrapping_add(1);
         self.in_flight = 0;
         self.features = features;
@@ -255,8 +261,29 @@ impl VringState {
         }
     }
 
+    /// Breaks the ring if the frontend shrank its memory under it (a SIGBUS in that memory
+    /// was caught: `memory/sigbus.rs`). The data path calls this once per batch; it costs
+    /// one atomic load unless such a fault happened anywhere since the last call.
+    pub(crate) fn check_memory(&mut self, counters: &QueueCounters, queue: &str) {
+        let handled = sigbus::handled();
+        if handled == self.sigbus_seen {
+            return;
+        }
+        self.sigbus_seen = handled;
+        if self.fault.is_none() && self.mem.as_deref().is_some_and(sigbus::tripped) {
+            self.fault(QueueFault::MemoryTruncated, counters, queue);
+        }
+    }
+
     /// Marks the ring broken: counted, logged (rate-limited), not served until restarted.
+    /// A fault in memory the frontend shrank is named for that (what the ring read there
+    /// was zeros, not the frontend's doing).
     pub(crate) fn fault(&mut self, fault: QueueFault, counters: &QueueCounters, queue: &str) {
+        let fault = if self.mem.as_deref().is_some_and(sigbus::tripped) {
+            QueueFault::MemoryTruncated
+        } else {
+            fault
+        };
         counters.faulted(fault);
         if self.fault.is_none() {
             self.fault = Some(fault);

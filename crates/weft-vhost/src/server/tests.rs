@@ -24,8 +24,8 @@ pub(super) fn socket_path(tag: &str) -> PathBuf {
 /// A frontend process in miniature: its memory, its two rings, its socket.
 pub(super) struct Guest {
     pub(super) fe: Frontend,
-    file: std::fs::File,
-    rxq: GuestRing,
+    pub(super) file: std::fs::File,
+    pub(super) rxq: GuestRing,
     pub(super) txq: GuestRing,
     call: [EventFd; 2],
     kick: [EventFd; 2],

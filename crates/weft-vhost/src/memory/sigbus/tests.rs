@@ -1,0 +1,79 @@
+//! The SIGBUS guard with real files shrunk under real mappings (memfds, and hugetlbfs
+//! memfds as DPDK's are).
+
+use std::fs::File;
+
+use nix::sys::memfd::{memfd_create, MFdFlags};
+use vm_memory::{Bytes, GuestAddress};
+
+use super::*;
+use crate::memory::{GuestMemoryTable, RegionDesc};
+use crate::testutil::memfd;
+
+fn one_region(size: u64) -> [RegionDesc; 1] {
+    [RegionDesc {
+        guest_phys_addr: 0,
+        size,
+        user_addr: 0x7f00_0000_0000,
+        mmap_offset: 0,
+    }]
+}
+
+/// Maps `file` (`size` bytes) as a table, writes a pattern at `at`, shrinks the file to
+/// nothing and reads `at` again: zeros instead of a dead process, and the memory tripped
+/// while another table's is not.
+fn shrink_under_the_mapping(file: File, size: u64, at: u64) {
+    let table = GuestMemoryTable::map(&one_region(size), vec![file.try_clone().unwrap()]).unwrap();
+    let other = GuestMemoryTable::map(&one_region(0x1_0000), vec![memfd(0x1_0000)]).unwrap();
+    let mem = table.memory();
+    mem.write_obj(0x1234_5678_u32, GuestAddress(at)).unwrap();
+    assert_eq!(mem.read_obj::<u32>(GuestAddress(at)).unwrap(), 0x1234_5678);
+    assert!(!tripped(mem));
+    let before = handled();
+
+    file.set_len(0).unwrap();
+    assert_eq!(mem.read_obj::<u32>(GuestAddress(at)).unwrap(), 0);
+    assert!(tripped(mem));
+    assert!(handled() > before);
+    assert!(!tripped(other.memory()));
+    // The replaced page takes writes too (the data path may still write a frame there
+    // before its ring breaks).
+    mem.write_obj(7_u32, GuestAddress(at)).unwrap();
+    assert_eq!(mem.read_obj::<u32>(GuestAddress(at)).unwrap(), 7);
+}
+
+#[test]
+fn a_memfd_shrunk_under_its_mapping_reads_zeros_and_trips_only_its_memory() {
+    shrink_under_the_mapping(memfd(0x1_0000), 0x1_0000, 0x4010);
+}
+
+#[test]
+fn a_hugetlbfs_memfd_shrunk_under_its_mapping_reads_zeros_and_trips_its_memory() {
+    const HUGE: u64 = 2 << 20;
+    let need = "needs two free 2 MB hugepages (scripts/install-test-deps reserves them)";
+    let flags = MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_HUGETLB;
+    let file = File::from(memfd_create("weft-test-huge", flags).expect(need));
+    file.set_len(2 * HUGE).expect(need);
+    assert_eq!(page_size_of(&file), 2 << 20);
+    // In the second huge page, off its start.
+    shrink_under_the_mapping(file, 2 * HUGE, HUGE + 0x1008);
+}
+
+#[test]
+fn regions_leave_the_registry_with_their_table() {
+    let table = GuestMemoryTable::map(&one_region(0x1_0000), vec![memfd(0x1_0000)]).unwrap();
+    let start = table.memory().iter().next().unwrap().as_ptr() as usize;
+    let registered = || {
+        REGISTRY.iter().any(|s| {
+            s.start.load(Ordering::Acquire) == start && s.end.load(Ordering::Acquire) > start
+        })
+    };
+    assert!(registered());
+    drop(table);
+    assert!(!registered());
+}
+
+#[test]
+fn an_ordinary_file_maps_with_base_pages() {
+    assert_eq!(page_size_of(&memfd(4096)), 4096);
+}
