@@ -73,6 +73,24 @@ impl QueueFault {
     pub fn index(self) -> usize {
         Self::ALL.iter().position(|f| *f == self).unwrap_or(0)
     }
+
+    /// The fault's name in counters and state (`snake_case`).
+    pub fn counter_name(self) -> &'static str {
+        match self {
+            QueueFault::AvailIndexOutOfRange => "avail_index_out_of_range",
+            QueueFault::HeadIndexOutOfRange => "head_index_out_of_range",
+            QueueFault::NextIndexOutOfRange => "next_index_out_of_range",
+            QueueFault::ChainTooLong => "chain_too_long",
+            QueueFault::BadIndirectTable => "bad_indirect_table",
+            QueueFault::DescriptorUnreadable => "descriptor_unreadable",
+            QueueFault::AddressOutOfRange => "address_out_of_range",
+            QueueFault::ChainTooLarge => "chain_too_large",
+            QueueFault::WrongDirection => "wrong_direction",
+            QueueFault::RingInaccessible => "ring_inaccessible",
+            QueueFault::MalformedChain => "malformed_chain",
+            QueueFault::MemoryTruncated => "memory_truncated",
+        }
+    }
 }
 
 /// Why one frame was dropped while its queue goes on being served (the chain is returned
@@ -440,10 +458,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_fault_has_its_own_counter() {
+    fn every_fault_has_its_own_counter_and_name() {
         for (i, f) in QueueFault::ALL.iter().enumerate() {
             assert_eq!(f.index(), i);
         }
+        let names: std::collections::HashSet<_> =
+            QueueFault::ALL.iter().map(|f| f.counter_name()).collect();
+        assert_eq!(names.len(), QueueFault::ALL.len());
     }
 
     #[test]

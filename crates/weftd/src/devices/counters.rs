@@ -150,14 +150,21 @@ fn queue_counters(queue: &str, q: &QueueStats, out: &mut Vec<(String, u64)>) {
     for (name, n) in event_counters(q) {
         out.push((format!("vhost_{queue}_{name}"), n));
     }
+    // Why its rings broke (each breaks once, until the frontend restarts it).
+    for f in QueueFault::ALL {
+        out.push((
+            format!("vhost_{queue}_fault_{}", f.counter_name()),
+            q.faulted(f),
+        ));
+    }
     for (i, n) in q.batch_sizes.iter().enumerate().take(BATCH_BUCKETS) {
         out.push((format!("vhost_{queue}_batches_{}", 1u64 << i), *n));
     }
 }
 
 /// A vhost-user port's offloads as negotiated now, then its state (`connected` or
-/// `disconnected`, and `running` once the frontend started its rings); `None` for other
-/// devices.
+/// `disconnected`, `running` once the frontend started its rings, and
+/// `broken:<queue>:<fault>` for each ring broken now); `None` for other devices.
 pub fn live_offloads(keep: &Keepalive) -> Option<Vec<String>> {
     if let Some(link) = keep.downcast_ref::<TcpLinkDevice>() {
         let mut names = link.offloads.clone();
@@ -188,7 +195,25 @@ pub fn live_offloads(keep: &Keepalive) -> Option<Vec<String>> {
     if port.is_running() {
         names.push("running");
     }
-    Some(names.into_iter().map(String::from).collect())
+    let mut names: Vec<String> = names.into_iter().map(String::from).collect();
+    // A ring broken now (until the frontend restarts it), named with why.
+    for (index, q) in port.queue_status().iter().enumerate() {
+        if let Some(fault) = q.fault {
+            names.push(format!(
+                "broken:{}:{}",
+                queue_name(index),
+                fault.counter_name()
+            ));
+        }
+    }
+    Some(names)
+}
+
+/// A virtqueue as the guest names it: `rx<k>` / `tx<k>` for queue pair k's receive
+/// (even index) and transmit (odd) queues.
+fn queue_name(index: usize) -> String {
+    let dir = if index % 2 == 0 { "rx" } else { "tx" };
+    format!("{dir}{}", index / 2)
 }
 
 /// What a TCP link port keeps alive and reports: its counters and configured offloads.
@@ -205,5 +230,35 @@ fn tcp_link_state(stats: &TcpLinkStats) -> &'static str {
         "connected"
     } else {
         "disconnected"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn virtqueues_are_named_by_pair_and_direction_as_the_guest_sees_them() {
+        let names: Vec<String> = (0..5).map(queue_name).collect();
+        assert_eq!(names, ["rx0", "tx0", "rx1", "tx1", "rx2"]);
+    }
+
+    #[test]
+    fn a_vhost_queue_counts_each_fault_under_its_own_name() {
+        let q = QueueStats {
+            faults: std::array::from_fn(|i| i as u64 + 1),
+            ..QueueStats::default()
+        };
+        let mut out = Vec::new();
+        queue_counters("from_guest", &q, &mut out);
+        let get = |name: &str| out.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
+        assert_eq!(
+            get("vhost_from_guest_fault_avail_index_out_of_range"),
+            Some(1)
+        );
+        assert_eq!(
+            get("vhost_from_guest_fault_memory_truncated"),
+            Some(QueueFault::ALL.len() as u64)
+        );
     }
 }
