@@ -23,8 +23,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use vm_memory::{GuestMemoryBackend, GuestMemoryMmap};
 
-/// Regions guarded at once (8 per memory table: 32 ports' tables).
-const SLOTS: usize = 256;
+/// Regions guarded at once (up to 8 per memory table: 128 ports' tables at the most).
+const SLOTS: usize = 1024;
 
 /// One registered region: host addresses `[start, end)`, replaced `page` bytes at a time.
 struct Slot {
