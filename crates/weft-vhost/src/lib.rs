@@ -60,6 +60,8 @@ mod lane_tests;
 #[cfg(test)]
 mod loop_tests;
 #[cfg(test)]
+mod mock_driver_tests;
+#[cfg(test)]
 mod mq_tests;
 #[cfg(test)]
 mod proptests;
