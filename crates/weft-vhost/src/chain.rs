@@ -385,16 +385,55 @@ pub(crate) fn overlap(src: &[u8], dst: &VolatileSlice<'_>) -> bool {
 /// words built in registers ([`virtio_net::header_words`]), never a `memcpy` call; the
 /// 10-byte legacy one, which has no `num_buffers`, as bytes.
 pub(crate) fn write_header(slot: &VolatileSlice<'_>, info: &OffloadInfo, num_buffers: u16) {
-    let (low, high) = virtio_net::header_words(info, num_buffers);
-    let mut bytes = [0u8; virtio_net::HEADER_LEN];
-    bytes[..8].copy_from_slice(&low.to_le_bytes());
-    bytes[8..].copy_from_slice(&high.to_le_bytes());
+    let bytes = header_bytes(info, num_buffers);
     match slot.get_ref::<[u8; virtio_net::HEADER_LEN]>(0) {
         Ok(whole) if slot.len() == virtio_net::HEADER_LEN => whole.store(bytes),
         _ => {
             if let Some(b) = bytes.get(..slot.len()) {
                 slot.copy_from(b);
             }
+        }
+    }
+}
+
+fn header_bytes(info: &OffloadInfo, num_buffers: u16) -> [u8; virtio_net::HEADER_LEN] {
+    let (low, high) = virtio_net::header_words(info, num_buffers);
+    let mut bytes = [0u8; virtio_net::HEADER_LEN];
+    bytes[..8].copy_from_slice(&low.to_le_bytes());
+    bytes[8..].copy_from_slice(&high.to_le_bytes());
+    bytes
+}
+
+/// Where a frame's virtio-net header goes in its first receive chain: usually the start of
+/// its first buffer, but a driver may spread the header over several descriptors (virtio
+/// 1.x makes no layout assumption), so up to one piece per byte.
+#[derive(Debug, Default)]
+pub(crate) struct HeaderSlot<'m> {
+    pieces: [Option<VolatileSlice<'m>>; virtio_net::HEADER_LEN],
+    count: usize,
+}
+
+impl<'m> HeaderSlot<'m> {
+    fn push(&mut self, piece: VolatileSlice<'m>) {
+        if let Some(slot) = self.pieces.get_mut(self.count) {
+            *slot = Some(piece);
+            self.count += 1;
+        }
+    }
+
+    /// Writes the header saying `info` and `num_buffers` over the pieces.
+    pub(crate) fn write(&self, info: &OffloadInfo, num_buffers: u16) {
+        if let [Some(only), None, ..] = &self.pieces {
+            write_header(only, info, num_buffers);
+            return;
+        }
+        let bytes = header_bytes(info, num_buffers);
+        let mut at = 0;
+        for piece in self.pieces.iter().flatten() {
+            if let Some(b) = bytes.get(at..at + piece.len()) {
+                piece.copy_from(b);
+            }
+            at += piece.len();
         }
     }
 }
@@ -406,13 +445,14 @@ pub(crate) struct RxChainWritten<'m> {
     /// Bytes written into the chain (header included).
     pub(crate) len: u32,
     /// Where the virtio-net header goes (first chain of a frame only).
-    pub(crate) header: Option<VolatileSlice<'m>>,
+    pub(crate) header: Option<HeaderSlot<'m>>,
 }
 
 /// Writes the next bytes of `src` into receive chain `chain`. When `hdr_len > 0` the
-/// chain is a frame's first: its first `hdr_len` bytes are kept for the header, which must
-/// fit in its first buffer. (`RingWriter::put` writes a first chain that is one buffer taking
-/// the whole frame itself, without this walk.)
+/// chain is a frame's first: its first `hdr_len` bytes are kept for the header, in its
+/// first buffer or spread over the first few; a chain too short for them breaks the queue
+/// (no frame could ever use it). (`RingWriter::put` writes a first chain that is one buffer
+/// taking the whole frame itself, without this walk.)
 pub(crate) fn write_rx_chain<'m>(
     chain: DescChain<'_, 'm>,
     table: TableRef,
@@ -423,7 +463,7 @@ pub(crate) fn write_rx_chain<'m>(
     let view = chain.view();
     let mut written = 0usize;
     let mut need_header = hdr_len;
-    let mut header = None;
+    let mut header = HeaderSlot::default();
     let mut ended = false;
     'walk: for desc in chain {
         if !desc.is_write_only() {
@@ -439,19 +479,20 @@ pub(crate) fn write_rx_chain<'m>(
                 return Err(ChainError::Drop(FrameDrop::BufferOverlapsFrame));
             }
             if need_header > 0 {
-                if slice.len() < need_header {
-                    return Err(ChainError::Drop(FrameDrop::GuestBufferTooSmall));
-                }
-                header = Some(
+                let n = slice.len().min(need_header);
+                header.push(
                     slice
-                        .subslice(0, need_header)
+                        .subslice(0, n)
                         .map_err(|_| ChainError::Fault(QueueFault::AddressOutOfRange))?,
                 );
                 slice = slice
-                    .offset(need_header)
+                    .offset(n)
                     .map_err(|_| ChainError::Fault(QueueFault::AddressOutOfRange))?;
-                written += need_header;
-                need_header = 0;
+                written += n;
+                need_header -= n;
+                if need_header > 0 {
+                    continue;
+                }
             }
             written += src.fill(&slice);
             if src.remaining() == 0 {
@@ -464,12 +505,12 @@ pub(crate) fn write_rx_chain<'m>(
         return Err(ChainError::Fault(diagnose(view.mem(), table, head)));
     }
     if need_header > 0 {
-        return Err(ChainError::Drop(FrameDrop::GuestBufferTooSmall));
+        return Err(ChainError::Fault(QueueFault::ChainShorterThanHeader));
     }
     Ok(RxChainWritten {
         head,
         len: u32::try_from(written).map_err(|_| ChainError::Fault(QueueFault::ChainTooLarge))?,
-        header,
+        header: (hdr_len > 0).then_some(header),
     })
 }
 

@@ -46,6 +46,9 @@ pub enum QueueFault {
     /// A chain that ended early for no reason a second look could name.
     #[error("malformed descriptor chain")]
     MalformedChain,
+    /// A receive chain too short for the virtio-net header: no frame could ever use it.
+    #[error("receive chain shorter than the virtio-net header")]
+    ChainShorterThanHeader,
     /// The frontend shrank the file behind the ring's memory while it was mapped (the
     /// SIGBUS that followed was caught: `memory/sigbus.rs`).
     #[error("guest memory truncated by the frontend")]
@@ -54,7 +57,7 @@ pub enum QueueFault {
 
 impl QueueFault {
     /// Every fault, in counter order.
-    pub const ALL: [QueueFault; 12] = [
+    pub const ALL: [QueueFault; 13] = [
         QueueFault::AvailIndexOutOfRange,
         QueueFault::HeadIndexOutOfRange,
         QueueFault::NextIndexOutOfRange,
@@ -66,6 +69,7 @@ impl QueueFault {
         QueueFault::WrongDirection,
         QueueFault::RingInaccessible,
         QueueFault::MalformedChain,
+        QueueFault::ChainShorterThanHeader,
         QueueFault::MemoryTruncated,
     ];
 
@@ -88,6 +92,7 @@ impl QueueFault {
             QueueFault::WrongDirection => "wrong_direction",
             QueueFault::RingInaccessible => "ring_inaccessible",
             QueueFault::MalformedChain => "malformed_chain",
+            QueueFault::ChainShorterThanHeader => "chain_shorter_than_header",
             QueueFault::MemoryTruncated => "memory_truncated",
         }
     }

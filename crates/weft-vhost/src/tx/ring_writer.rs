@@ -139,7 +139,7 @@ impl RingWriter<'_, '_> {
         if let Some(slot) = header {
             // `slot` is the `hdr_len` bytes the chain walk kept for the header (a 10-byte
             // legacy header has no num_buffers; the 12-byte one always does).
-            write_header(&slot, &offload_for_guest(*info, self.features), buffers);
+            slot.write(&offload_for_guest(*info, self.features), buffers);
         }
         self.delivered += 1;
         self.bytes += (head.len() + body.len()) as u64;
