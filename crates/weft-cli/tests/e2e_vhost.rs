@@ -3,6 +3,9 @@
 //! virtio-user port to each and forwarding between them (`start tx_first 32`), and
 //! `weft port show` counting the frames and showing the negotiated connection.
 //!
+//! A testpmd whose hugepage files are shrunk to nothing while it forwards through weftd:
+//! testpmd dies of the SIGBUS, weftd does not, and its ports serve the next testpmd.
+//!
 //! Then weftd with two client-mode ports to two QEMU guests (QEMU listens): ping between
 //! the guests resumes within 3 s of weftd being killed (-9) and started again, the guests
 //! never rebooting.
@@ -13,6 +16,7 @@
 
 mod common;
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -38,6 +42,16 @@ struct Weftd {
 impl Weftd {
     fn start() -> Weftd {
         Self::start_with(None)
+    }
+
+    /// A weftd with vhost-user ports `br0:a` and `br0:b` on their default sockets.
+    fn with_vhost_ports_a_and_b() -> Weftd {
+        let weftd = Self::start();
+        for port in ["a", "b"] {
+            let o = weftd.weft(&["port", "add", &format!("br0:{port}"), "vhost-user"]);
+            assert_eq!(code(&o), 0, "{}\n{}", stderr(&o), weftd.log());
+        }
+        weftd
     }
 
     /// A weftd with `config` as its configuration file (TOML), or the embedded default.
@@ -152,17 +166,7 @@ fn forward_with_testpmd(weftd: &Weftd, queues: u16) -> String {
         &weftd.vhost_socket("b"),
         queues,
     );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let running = |p: &str| port_show(weftd, p).0.iter().any(|o| o == "running");
-    // Decided once: while testpmd starts its ports a ring may stop and start again (a new
-    // memory table), so a second look could see a moment between the two.
-    let mut started = false;
-    while !started && Instant::now() < deadline {
-        started = running("a") && running("b");
-        if !started {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
+    let started = both_running(weftd);
     let (out, _) = testpmd::run_and_quit(&mut pmd, started);
     assert!(
         started,
@@ -170,6 +174,21 @@ fn forward_with_testpmd(weftd: &Weftd, queues: u16) -> String {
         weftd.log()
     );
     out
+}
+
+/// Whether ports `br0:a` and `br0:b` both have their rings running within 60 s. Decided
+/// once: while testpmd starts its ports a ring may stop and start again (a new memory
+/// table), so a second look could see a moment between the two.
+fn both_running(weftd: &Weftd) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let running = |p: &str| port_show(weftd, p).0.iter().any(|o| o == "running");
+    while Instant::now() < deadline {
+        if running("a") && running("b") {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
 }
 
 #[test]
@@ -180,11 +199,7 @@ fn testpmd_traffic_through_vhost_user_ports_added_with_weft_is_counted() {
     }
     // Not beside the other test: testpmd's busy polling would skew its timing.
     let _one_at_a_time = lab::serial();
-    let weftd = Weftd::start();
-    for port in ["a", "b"] {
-        let o = weftd.weft(&["port", "add", &format!("br0:{port}"), "vhost-user"]);
-        assert_eq!(code(&o), 0, "{}\n{}", stderr(&o), weftd.log());
-    }
+    let weftd = Weftd::with_vhost_ports_a_and_b();
     let (sock_a, sock_b) = (weftd.vhost_socket("a"), weftd.vhost_socket("b"));
     assert!(sock_a.exists() && sock_b.exists());
     let (offloads, _, _) = port_show(&weftd, "a");
@@ -409,4 +424,77 @@ fn weftd_killed_and_restarted_reconnects_to_running_guests_in_client_mode() {
         assert_eq!(code(&o), 0, "{}", stderr(&o));
     }
     assert!(dir.join("g1.sock").exists() && dir.join("g2.sock").exists());
+}
+
+#[test]
+fn a_dpdk_frontend_whose_hugepage_files_shrink_under_weftd_leaves_it_serving() {
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIP: {why}");
+        return;
+    }
+    let _one_at_a_time = lab::serial();
+    let weftd = Weftd::with_vhost_ports_a_and_b();
+    // testpmd's memory in named hugepage files, as a DPDK application has it by default.
+    let prefix = format!("weft-cli-shrink-{}", std::process::id());
+    testpmd::remove_files(&prefix);
+    let (a, b) = (weftd.vhost_socket("a"), weftd.vhost_socket("b"));
+    let mut pmd = testpmd::spawn_with_files(&prefix, &a, &b);
+    let started = both_running(&weftd);
+    let mut stdin = pmd.stdin.take().expect("testpmd's stdin");
+    if started {
+        stdin.write_all(b"start tx_first 32\n").unwrap();
+        stdin.flush().unwrap();
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let files = testpmd::hugepage_files(&prefix);
+    // Shrunk to nothing while testpmd forwards through weftd: weftd's worker touches those
+    // pages on every poll.
+    for f in &files {
+        let file = std::fs::OpenOptions::new().write(true).open(f).unwrap();
+        file.set_len(0).unwrap();
+    }
+    // testpmd dies of the SIGBUS in its own memory (killed if it does not).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pmd.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = pmd.kill();
+    let status = pmd.wait().unwrap();
+    drop(stdin);
+    testpmd::remove_files(&prefix);
+    assert!(started, "testpmd never started both rings\n{}", weftd.log());
+    assert!(!files.is_empty(), "testpmd made no hugepage files");
+    eprintln!("testpmd ended with {status}");
+
+    std::thread::sleep(Duration::from_millis(500));
+    let alive = weftd.weft(&["hello"]);
+    assert_eq!(code(&alive), 0, "weftd died:\n{}", weftd.log());
+    let truncated: u64 = ["a", "b"]
+        .iter()
+        .flat_map(|p| {
+            ["from_guest", "to_guest"]
+                .map(|q| device_counter(&weftd, p, &format!("vhost_{q}_fault_memory_truncated")))
+        })
+        .sum();
+    eprintln!("rings broken by the shrunk memory: {truncated}");
+    let before: Vec<u64> = ["a", "b"].iter().map(|p| port_show(&weftd, p).1).collect();
+
+    // The ports serve the next frontend.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let disconnected = |p: &str| port_show(&weftd, p).0.iter().any(|o| o == "disconnected");
+    while !(disconnected("a") && disconnected("b")) {
+        assert!(
+            Instant::now() < deadline,
+            "the dead frontend stays connected"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = forward_with_testpmd(&weftd, 1);
+    for (port, before) in ["a", "b"].iter().zip(before) {
+        let (_, rx, tx) = port_show(&weftd, port);
+        assert!(
+            rx >= before + 32 && tx >= 32,
+            "br0:{port}: rx {rx} (before {before}), tx {tx}\n{out}"
+        );
+    }
 }

@@ -35,7 +35,51 @@ pub fn spawn(prefix: &str, a: &Path, b: &Path) -> Child {
 /// `--rxq`/`--txq`); above 1 the first bursts are of several flows
 /// (`--txonly-multi-flow`: the source address varies), so that a backend spreading flows
 /// over its receive queues uses them all.
+///
+/// Its hugepage memory is in unlinked files (`--in-memory`): DPDK leaves named hugepage
+/// files behind at exit (128 of the machine's pages per run, until none are free).
 pub fn spawn_with_queues(prefix: &str, a: &Path, b: &Path, queues: u16) -> Child {
+    command(prefix, a, b, queues, true)
+        .spawn()
+        .expect("start dpdk-testpmd")
+}
+
+/// As [`spawn`], with its memory in named hugepage files (`/dev/hugepages/PREFIX*`, see
+/// [`hugepage_files`]), as a DPDK application has it by default: files another process can
+/// shrink. The caller removes them ([`remove_files`]).
+pub fn spawn_with_files(prefix: &str, a: &Path, b: &Path) -> Child {
+    command(prefix, a, b, 1, false)
+        .spawn()
+        .expect("start dpdk-testpmd")
+}
+
+/// The hugepage files of the testpmd started with `prefix`.
+pub fn hugepage_files(prefix: &str) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir("/dev/hugepages")
+        .map(|dir| {
+            dir.flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with(prefix))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Removes what a testpmd started with `prefix` and named files left behind.
+pub fn remove_files(prefix: &str) {
+    for f in hugepage_files(prefix) {
+        let _ = std::fs::remove_file(f);
+    }
+    let _ = std::fs::remove_dir_all(Path::new("/var/run/dpdk").join(prefix));
+}
+
+/// testpmd's command line (interactive, io forwarding between two virtio-user ports), its
+/// memory in unlinked hugepage files when `in_memory`.
+fn command(prefix: &str, a: &Path, b: &Path, queues: u16, in_memory: bool) -> Command {
     let vdev = |i: u32, path: &Path| {
         let mq = if queues > 1 {
             format!(",queues={queues}")
@@ -56,28 +100,25 @@ pub fn spawn_with_queues(prefix: &str, a: &Path, b: &Path, queues: u16) -> Child
     } else {
         Vec::new()
     };
-    Command::new("dpdk-testpmd")
-        .args([
-            "-l",
-            "0,1",
-            "--main-lcore",
-            "0",
-            "--no-pci",
-            "--single-file-segments",
-            // Hugepage memory in unlinked files: DPDK leaves a named hugepage file behind at
-            // exit (128 of the machine's pages per run, until none are free).
-            "--in-memory",
-        ])
-        .args(["-m", "256", "--file-prefix", prefix])
-        .arg(vdev(0, a))
-        .arg(vdev(1, b))
-        .args(["--", "-i", "--nb-cores=1", "--forward-mode=io"])
-        .args(mq_args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start dpdk-testpmd")
+    let mut cmd = Command::new("dpdk-testpmd");
+    cmd.args([
+        "-l",
+        "0,1",
+        "--main-lcore",
+        "0",
+        "--no-pci",
+        "--single-file-segments",
+    ])
+    .args(["-m", "256", "--file-prefix", prefix])
+    .args(in_memory.then_some("--in-memory"))
+    .arg(vdev(0, a))
+    .arg(vdev(1, b))
+    .args(["--", "-i", "--nb-cores=1", "--forward-mode=io"])
+    .args(mq_args)
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    cmd
 }
 
 /// When `forward` is set, has testpmd send a first burst of 32 on each port and forward for
