@@ -18,7 +18,7 @@
 //!
 //! [`QueueFault::MemoryTruncated`]: crate::counters::QueueFault::MemoryTruncated
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use vm_memory::{GuestMemoryBackend, GuestMemoryMmap};
@@ -27,7 +27,10 @@ use vm_memory::{GuestMemoryBackend, GuestMemoryMmap};
 const SLOTS: usize = 1024;
 
 /// One registered region: host addresses `[start, end)`, replaced `page` bytes at a time.
+/// `seq` is a sequence lock: odd while the slot is being written, so that the handler never
+/// takes a start and an end from two different registrations.
 struct Slot {
+    seq: AtomicU64,
     start: AtomicUsize,
     end: AtomicUsize,
     page: AtomicUsize,
@@ -37,11 +40,39 @@ struct Slot {
 impl Slot {
     const fn new() -> Self {
         Slot {
+            seq: AtomicU64::new(0),
             start: AtomicUsize::new(0),
             end: AtomicUsize::new(0),
             page: AtomicUsize::new(0),
             tripped: AtomicBool::new(false),
         }
+    }
+
+    /// Sets the slot to `[start, end)` in `page`s (all zero: free). Registration only.
+    fn write(&self, start: usize, end: usize, page: usize) {
+        let seq = self.seq.load(Ordering::Relaxed);
+        self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release);
+        self.tripped.store(false, Ordering::Relaxed);
+        self.page.store(page, Ordering::Relaxed);
+        self.start.store(start, Ordering::Relaxed);
+        self.end.store(end, Ordering::Relaxed);
+        self.seq.store(seq.wrapping_add(2), Ordering::Release);
+    }
+
+    /// `(start, end, page)` as one registration wrote them; `None` while it is being
+    /// written or when free.
+    fn read(&self) -> Option<(usize, usize, usize)> {
+        let before = self.seq.load(Ordering::Acquire);
+        if before % 2 == 1 {
+            return None;
+        }
+        let start = self.start.load(Ordering::Relaxed);
+        let end = self.end.load(Ordering::Relaxed);
+        let page = self.page.load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        let after = self.seq.load(Ordering::Relaxed);
+        (before == after && start != 0 && end > start && page > 0).then_some((start, end, page))
     }
 }
 
@@ -68,7 +99,7 @@ pub(crate) fn tripped(mem: &GuestMemoryMmap) -> bool {
     mem.iter().any(|region| {
         let start = region.as_ptr() as usize;
         REGISTRY.iter().any(|slot| {
-            slot.start.load(Ordering::Acquire) == start && slot.tripped.load(Ordering::Acquire)
+            slot.read().is_some_and(|(s, _, _)| s == start) && slot.tripped.load(Ordering::Acquire)
         })
     })
 }
@@ -97,22 +128,18 @@ impl SigbusGuard {
         if install() {
             let _serial = REGISTERING.lock().unwrap_or_else(|p| p.into_inner());
             for (region, page) in mem.iter().zip(pages) {
-                let free = REGISTRY
-                    .iter()
-                    .position(|s| s.end.load(Ordering::Acquire) == 0);
+                // Free slots are written only here and in `drop`, both under the lock.
+                let free = REGISTRY.iter().position(|s| s.read().is_none());
                 let Some(index) = free else {
                     tracing::warn!("too many guest memory regions to guard against SIGBUS");
                     break;
                 };
-                let slot = &REGISTRY[index];
                 let start = region.as_ptr() as usize;
-                slot.tripped.store(false, Ordering::Release);
-                slot.page.store((*page).max(1), Ordering::Release);
-                slot.start.store(start, Ordering::Release);
-                // Last: the handler takes a slot whose end is above its start.
-                slot.end
-                    .store(start.saturating_add(region.size()), Ordering::Release);
-                slots.push(index);
+                let end = start.saturating_add(region.size());
+                if let Some(slot) = REGISTRY.get(index) {
+                    slot.write(start, end, (*page).max(1));
+                    slots.push(index);
+                }
             }
         }
         SigbusGuard { slots, _mem: mem }
@@ -124,8 +151,7 @@ impl Drop for SigbusGuard {
         let _serial = REGISTERING.lock().unwrap_or_else(|p| p.into_inner());
         for index in &self.slots {
             if let Some(slot) = REGISTRY.get(*index) {
-                slot.end.store(0, Ordering::Release);
-                slot.start.store(0, Ordering::Release);
+                slot.write(0, 0, 0);
             }
         }
         // `_mem` (perhaps the last reference, unmapping) drops after this.
@@ -166,12 +192,10 @@ extern "C" fn on_sigbus(_signal: libc::c_int, info: *mut libc::siginfo_t, _ctx: 
     // `si_addr` is the faulting address for SIGBUS.
     let addr = unsafe { (*info).si_addr() } as usize;
     for slot in &REGISTRY {
-        let start = slot.start.load(Ordering::Acquire);
-        let end = slot.end.load(Ordering::Acquire);
-        if start == 0 || addr < start || addr >= end {
+        let Some((start, end, page)) = slot.read().filter(|(s, e, _)| (*s..*e).contains(&addr))
+        else {
             continue;
-        }
-        let page = slot.page.load(Ordering::Acquire);
+        };
         let at = start + (addr - start) / page * page;
         let len = page.min(end - at);
         // SAFETY: `[at, at + len)` lies inside a guest region that is mapped (registered

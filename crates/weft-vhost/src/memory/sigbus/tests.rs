@@ -65,12 +65,27 @@ fn regions_leave_the_registry_with_their_table() {
     let start = table.memory().iter().next().unwrap().as_ptr() as usize;
     let registered = || {
         REGISTRY.iter().any(|s| {
-            s.start.load(Ordering::Acquire) == start && s.end.load(Ordering::Acquire) > start
+            s.read()
+                .is_some_and(|(s0, end, _)| s0 == start && end > start)
         })
     };
     assert!(registered());
     drop(table);
     assert!(!registered());
+}
+
+#[test]
+fn a_slot_reads_as_one_registration_or_not_at_all() {
+    let slot = Slot::new();
+    assert_eq!(slot.read(), None, "free");
+    slot.write(0x1000, 0x3000, 4096);
+    assert_eq!(slot.read(), Some((0x1000, 0x3000, 4096)));
+    // Caught mid-write (an odd sequence): not read.
+    slot.seq.fetch_add(1, Ordering::Relaxed);
+    assert_eq!(slot.read(), None);
+    slot.seq.fetch_add(1, Ordering::Relaxed);
+    slot.write(0, 0, 0);
+    assert_eq!(slot.read(), None, "free again");
 }
 
 #[test]
