@@ -3,7 +3,6 @@
 //! physical ones (used by descriptors).
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
 use vm_memory::{FileOffset, GuestAddress, GuestMemoryMmap, GuestRegionMmap, MmapRegion};
@@ -218,10 +217,9 @@ fn check_file_len(index: usize, r: &RegionDesc, file: &File) -> Result<(), Memor
 /// shrinking cannot; for others the SIGBUS guard (`sigbus.rs`) breaks that port's rings
 /// instead of the process. Noted once per region here.
 fn warn_if_unsealed(index: usize, file: &File) {
-    // SAFETY: F_GET_SEALS only reads the seals of a descriptor we own; any descriptor is
-    // acceptable (non-memfds give EINVAL).
-    let seals = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) };
-    if seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
+    // Non-memfds answer EINVAL.
+    let seals = nix::fcntl::fcntl(file, nix::fcntl::FcntlArg::F_GET_SEALS).unwrap_or(0);
+    if seals & libc::F_SEAL_SHRINK == 0 {
         tracing::debug!(
             region = index,
             "guest memory file is not sealed against shrinking"
