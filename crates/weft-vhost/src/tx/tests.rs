@@ -465,3 +465,28 @@ fn a_receive_buffer_over_the_frame_it_would_take_is_refused_and_counted() {
     rx.finish();
     assert_eq!(rig.txq.take_used().len(), 1, "the frame's chain goes back");
 }
+
+#[test]
+fn the_guest_is_never_asked_to_kick_its_receive_queue() {
+    // The port never waits for receive buffers: a kick per refill would be a VM exit for
+    // nothing.
+    for event_idx in [false, true] {
+        let config = VhostPortConfig::default();
+        let mut features = all_features(&config);
+        if !event_idx {
+            features = Features(features.0 & !(1 << VIRTIO_RING_F_EVENT_IDX));
+        }
+        let (mut rig, mut tx) = rig_with(config, features);
+        for round in 0..3u8 {
+            let old = rig.rxq.avail_idx();
+            rig.rxq.post_rx(4, 2048);
+            assert!(
+                !rig.rxq.must_kick(old, event_idx),
+                "event_idx {event_idx}, round {round}"
+            );
+            let f = ether_frame(2, 1, 60, round);
+            assert_eq!(tx.transmit(&[whole(&f), whole(&f)]), 2);
+            assert_eq!(rig.rxq.take_used().len(), 2);
+        }
+    }
+}
