@@ -62,16 +62,25 @@ fn run_probe(dir: &Path, socket: &Path, ids: Option<(u32, u32, &[u32])>) -> Stri
         }
         None => Command::new(&exe),
     };
-    let out = cmd
-        .args([
-            "--exact",
-            "probe_connects_and_reports_what_weftd_answered",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(PROBE_SOCKET, socket)
-        .output()
-        .unwrap();
+    cmd.args([
+        "--exact",
+        "probe_connects_and_reports_what_weftd_answered",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(PROBE_SOCKET, socket);
+    // A child another test thread forks while the copy above is open for writing holds
+    // that descriptor until it execs: running the copy meanwhile fails with ETXTBSY.
+    let mut attempts = 0;
+    let out = loop {
+        match cmd.output() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && attempts < 100 => {
+                attempts += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => break other.unwrap(),
+        }
+    };
     let stdout = String::from_utf8_lossy(&out.stdout);
     stdout
         .lines()
