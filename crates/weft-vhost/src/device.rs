@@ -188,8 +188,9 @@ impl LaneShare {
     }
 }
 
-/// Queue `index`'s name in logs.
-fn queue_name(index: usize) -> &'static str {
+/// Virtqueue `index`'s name as the guest knows it (`rx<k>` / `tx<k>` for queue pair k), in
+/// logs and in `weft port show`.
+pub fn queue_name(index: usize) -> &'static str {
     const NAMES: [&str; 32] = [
         "rx0", "tx0", "rx1", "tx1", "rx2", "tx2", "rx3", "tx3", "rx4", "tx4", "rx5", "tx5", "rx6",
         "tx6", "rx7", "tx7", "rx8", "tx8", "rx9", "tx9", "rx10", "tx10", "rx11", "tx11", "rx12",

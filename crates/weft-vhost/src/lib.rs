@@ -70,6 +70,7 @@ mod testutil;
 
 pub use config::{ConfigError, VhostPortConfig, MAX_FRAME_LEN, MAX_QUEUE_PAIRS, MAX_QUEUE_SIZE};
 pub use counters::{batch_bucket, FrameDrop, QueueFault, QueueStats, BATCH_BUCKETS};
+pub use device::queue_name;
 pub use error::VhostError;
 pub use fds::FdError;
 pub use features::{offered_features, Features};

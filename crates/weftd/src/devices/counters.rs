@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use weft_overlay::tcp_link::{TcpLinkDrop, TcpLinkStats};
 use weft_overlay::DecapDrop;
-use weft_vhost::{FrameDrop, QueueFault, QueueStats, VhostUserPort, BATCH_BUCKETS};
+use weft_vhost::{queue_name, FrameDrop, QueueFault, QueueStats, VhostUserPort, BATCH_BUCKETS};
 
 use super::Keepalive;
 
@@ -209,13 +209,6 @@ pub fn live_offloads(keep: &Keepalive) -> Option<Vec<String>> {
     Some(names)
 }
 
-/// A virtqueue as the guest names it: `rx<k>` / `tx<k>` for queue pair k's receive
-/// (even index) and transmit (odd) queues.
-fn queue_name(index: usize) -> String {
-    let dir = if index % 2 == 0 { "rx" } else { "tx" };
-    format!("{dir}{}", index / 2)
-}
-
 /// What a TCP link port keeps alive and reports: its counters and configured offloads.
 pub struct TcpLinkDevice {
     /// The link's counters (and whether it is connected).
@@ -239,7 +232,7 @@ mod tests {
 
     #[test]
     fn virtqueues_are_named_by_pair_and_direction_as_the_guest_sees_them() {
-        let names: Vec<String> = (0..5).map(queue_name).collect();
+        let names: Vec<&str> = (0..5).map(queue_name).collect();
         assert_eq!(names, ["rx0", "tx0", "rx1", "tx1", "rx2"]);
     }
 
