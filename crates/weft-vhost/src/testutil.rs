@@ -466,3 +466,63 @@ pub(crate) fn readable(fd: std::os::fd::RawFd) -> bool {
     // SAFETY: one valid pollfd for the duration of the call.
     unsafe { libc::poll(&mut p, 1, 0) == 1 }
 }
+
+/// A TCP/IPv4 frame with `payload` bytes of data, as a virtio sender hands it over for
+/// checksum completion: the TCP checksum field holds the pseudo-header sum.
+pub(crate) fn tcp4_frame(payload: usize) -> Vec<u8> {
+    let data: Vec<u8> = (0..payload)
+        .map(|i| u8::try_from(i % 251).unwrap())
+        .collect();
+    let mut f = Vec::new();
+    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+        .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+        .tcp(40000, 80, 1000, 1024)
+        .ack(1)
+        .write(&mut f, &data)
+        .unwrap();
+    let upper = u16::try_from(f.len() - 34).unwrap();
+    let pseudo = weft_packet::checksum::pseudo_header_v4(
+        [10, 0, 0, 1].into(),
+        [10, 0, 0, 2].into(),
+        6,
+        upper,
+    );
+    f[50..52].copy_from_slice(&pseudo.to_be_bytes());
+    f
+}
+
+/// The offload state of a [`tcp4_frame`]: checksum completion, and with `mss` segmentation.
+pub(crate) fn tcp4_offload(mss: Option<u16>) -> weft_packet::OffloadInfo {
+    weft_packet::OffloadInfo {
+        needs_csum: true,
+        csum_start: 34,
+        csum_offset: 16,
+        gso: if mss.is_some() {
+            weft_packet::GsoKind::TcpV4
+        } else {
+            weft_packet::GsoKind::None
+        },
+        gso_size: mss.unwrap_or(0),
+        hdr_len: if mss.is_some() { 54 } else { 0 },
+        ..weft_packet::OffloadInfo::default()
+    }
+}
+
+/// A 12-byte virtio-net header with these fields.
+pub(crate) fn net_header(
+    flag_bits: u8,
+    gso: u8,
+    hdr_len: u16,
+    gso_size: u16,
+    start: u16,
+    off: u16,
+) -> [u8; 12] {
+    let mut h = weft_packet::VirtioNetHeader::new_unchecked([0u8; 12]);
+    h.set_flags(flag_bits);
+    h.set_gso_type(gso);
+    h.set_hdr_len(hdr_len);
+    h.set_gso_size(gso_size);
+    h.set_csum_start(start);
+    h.set_csum_offset(off);
+    h.into_inner()
+}

@@ -3,11 +3,12 @@
 
 use crate::config::VhostPortConfig;
 use crate::counters::{FrameDrop, QueueFault};
+use crate::testutil::net_header as header;
 use crate::testutil::{all_features, ether_frame, Rig, GUEST_MEM, INDIRECT, NEXT, WRITE};
 use crate::vring::TX_QUEUE;
 use vm_memory::{Bytes, GuestAddress};
 use weft_packet::virtio_net::{flags, gso_type};
-use weft_packet::{OffloadInfo, VirtioNetHeader, VirtioNetHeaderError as H};
+use weft_packet::{OffloadInfo, VirtioNetHeaderError as H};
 use weft_switch::{PortRx, PortTx, RxBatch, TxFrame};
 
 const SIZE: u16 = 256;
@@ -264,17 +265,6 @@ fn frame_longer_than_a_super_frame_drops() {
     let f = ether_frame(1, 2, crate::config::MAX_FRAME_LEN + 1, 0);
     rig.txq.send(&[0; 12], &f, &[12, 40_000]);
     assert_dropped(&mut rig, &mut rx, FrameDrop::FrameTooLong);
-}
-
-fn header(flag_bits: u8, gso: u8, hdr_len: u16, gso_size: u16, start: u16, off: u16) -> [u8; 12] {
-    let mut h = VirtioNetHeader::new_unchecked([0u8; 12]);
-    h.set_flags(flag_bits);
-    h.set_gso_type(gso);
-    h.set_hdr_len(hdr_len);
-    h.set_gso_size(gso_size);
-    h.set_csum_start(start);
-    h.set_csum_offset(off);
-    h.into_inner()
 }
 
 #[test]

@@ -8,14 +8,14 @@ use virtio_queue::desc::RawDescriptor;
 use virtio_queue::mock::DescriptorTable;
 use vm_memory::GuestAddress;
 use weft_packet::virtio_net::{flags, gso_type};
-use weft_packet::{VirtioNetHeader, VirtioNetHeaderError as H};
+use weft_packet::VirtioNetHeaderError as H;
 
 use super::tso::{tcp4_super_frame, tso4_header};
 use super::{
     features, guest_memory, Driver, MockRig, HDR0, LOW_MEM, MOCK_INDIRECT, SIZE, UNMAPPED,
 };
 use crate::counters::{FrameDrop, QueueFault};
-use crate::testutil::{ether_frame, INDIRECT, NEXT, WRITE};
+use crate::testutil::{ether_frame, net_header as header, INDIRECT, NEXT, WRITE};
 
 /// Which of the guest's queues a case breaks.
 #[derive(Debug, Clone, Copy)]
@@ -51,17 +51,6 @@ fn desc(addr: u64, len: u32, flags: u16, next: u16) -> SplitDescriptor {
 /// A zero header and a 60-byte frame in the queue's buffer area; their address.
 fn good_buffer(d: &mut Driver<'_>) -> u64 {
     d.write(&[&HDR0[..], &ether_frame(1, 2, 60, 0)].concat())
-}
-
-fn header(flag_bits: u8, gso: u8, hdr_len: u16, gso_size: u16, start: u16, off: u16) -> [u8; 12] {
-    let mut h = VirtioNetHeader::new_unchecked([0u8; 12]);
-    h.set_flags(flag_bits);
-    h.set_gso_type(gso);
-    h.set_hdr_len(hdr_len);
-    h.set_gso_size(gso_size);
-    h.set_csum_start(start);
-    h.set_csum_offset(off);
-    h.into_inner()
 }
 
 fn case(name: &'static str, ring: Ring, build: fn(&mut Driver<'_>), expect: Expect) -> Case {

@@ -2,66 +2,34 @@
 //! header's GSO fields.
 
 use weft_packet::virtio_net::{flags, gso_type};
-use weft_packet::{GsoKind, OffloadInfo};
+use weft_packet::OffloadInfo;
 use weft_switch::{PortTx as _, TxFrame};
 
 use super::{features, guest_memory, header_of, MockRig};
+use crate::testutil::{net_header, tcp4_frame, tcp4_offload};
 
 /// Ethernet, IPv4 and TCP headers.
 const HEADERS: usize = 54;
 const MSS: u16 = 1448;
 
 /// A TCP/IPv4 super-frame whose IPv4 packet is the largest there is (65 535 bytes), as a
-/// driver asking for checksum completion hands it over: the TCP checksum field holds the
-/// pseudo-header sum.
+/// driver asking for checksum completion hands it over.
 pub(super) fn tcp4_super_frame() -> Vec<u8> {
-    let payload = 65_535 - 40;
-    let data: Vec<u8> = (0..payload)
-        .map(|i| u8::try_from(i % 251).unwrap())
-        .collect();
-    let mut f = Vec::new();
-    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
-        .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
-        .tcp(40000, 80, 1000, 65535)
-        .ack(1)
-        .write(&mut f, &data)
-        .unwrap();
+    let f = tcp4_frame(65_535 - 40);
     assert_eq!(f.len(), 14 + 65_535);
     assert_eq!(&f[16..18], &[0xff, 0xff], "IPv4 total length");
-    let upper = u16::try_from(f.len() - 34).unwrap();
-    let pseudo = weft_packet::checksum::pseudo_header_v4(
-        [10, 0, 0, 1].into(),
-        [10, 0, 0, 2].into(),
-        6,
-        upper,
-    );
-    f[50..52].copy_from_slice(&pseudo.to_be_bytes());
     f
 }
 
 /// The offload state of [`tcp4_super_frame`].
 fn tso4_info() -> OffloadInfo {
-    OffloadInfo {
-        needs_csum: true,
-        csum_start: 34,
-        csum_offset: 16,
-        gso: GsoKind::TcpV4,
-        gso_size: MSS,
-        hdr_len: u16::try_from(HEADERS).unwrap(),
-        ..OffloadInfo::default()
-    }
+    tcp4_offload(Some(MSS))
 }
 
 /// The virtio-net header a driver sends [`tcp4_super_frame`] behind.
 pub(super) fn tso4_header() -> [u8; 12] {
-    let mut h = weft_packet::VirtioNetHeader::new_unchecked([0u8; 12]);
-    h.set_flags(flags::NEEDS_CSUM);
-    h.set_gso_type(gso_type::TCPV4);
-    h.set_hdr_len(u16::try_from(HEADERS).unwrap());
-    h.set_gso_size(MSS);
-    h.set_csum_start(34);
-    h.set_csum_offset(16);
-    h.into_inner()
+    let hdr_len = u16::try_from(HEADERS).unwrap();
+    net_header(flags::NEEDS_CSUM, gso_type::TCPV4, hdr_len, MSS, 34, 16)
 }
 
 #[test]

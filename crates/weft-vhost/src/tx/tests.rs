@@ -2,7 +2,7 @@ use super::*;
 use crate::config::VhostPortConfig;
 use crate::counters::FrameDrop;
 use crate::features::Features;
-use crate::testutil::{all_features, ether_frame, Rig};
+use crate::testutil::{all_features, ether_frame, tcp4_frame, tcp4_offload, Rig};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use virtio_bindings::bindings::virtio_config::VIRTIO_F_VERSION_1;
@@ -189,44 +189,6 @@ fn tso_frames_reach_the_guest_unsegmented_with_their_header() {
     assert_eq!(&got[12..], &f[..]);
 }
 
-/// A TCP/IPv4 frame of `payload` bytes as a virtio sender hands it over: the checksum field
-/// holds the pseudo-header sum and the offload state asks for completion (and, with
-/// `mss`, for segmentation).
-fn tcp4(payload: usize, mss: Option<u16>) -> (Vec<u8>, OffloadInfo) {
-    let data: Vec<u8> = (0..payload)
-        .map(|i| u8::try_from(i % 251).unwrap())
-        .collect();
-    let mut f = Vec::new();
-    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
-        .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
-        .tcp(40000, 80, 1000, 1024)
-        .ack(1)
-        .write(&mut f, &data)
-        .unwrap();
-    let upper = u16::try_from(f.len() - 34).unwrap();
-    let pseudo = weft_packet::checksum::pseudo_header_v4(
-        [10, 0, 0, 1].into(),
-        [10, 0, 0, 2].into(),
-        6,
-        upper,
-    );
-    f[50..52].copy_from_slice(&pseudo.to_be_bytes());
-    let info = OffloadInfo {
-        needs_csum: true,
-        csum_start: 34,
-        csum_offset: 16,
-        gso: if mss.is_some() {
-            GsoKind::TcpV4
-        } else {
-            GsoKind::None
-        },
-        gso_size: mss.unwrap_or(0),
-        hdr_len: if mss.is_some() { 54 } else { 0 },
-        ..OffloadInfo::default()
-    };
-    (f, info)
-}
-
 /// The TCP payload of `frame`, after checking its IPv4 and TCP checksums.
 fn checked_tcp_payload(frame: &[u8]) -> Vec<u8> {
     let p = etherparse::SlicedPacket::from_ethernet(frame).unwrap();
@@ -254,8 +216,8 @@ fn offloads_the_guest_did_not_negotiate_are_done_in_software() {
     let (mut rig, mut tx) = rig_with(config, features);
     assert!(!tx.caps().tso4 && !tx.caps().partial_csum);
     rig.rxq.post_rx(16, 2048);
-    let (csum, csum_info) = tcp4(300, None);
-    let (tso, tso_info) = tcp4(3000, Some(1000));
+    let (csum, csum_info) = (tcp4_frame(300), tcp4_offload(None));
+    let (tso, tso_info) = (tcp4_frame(3000), tcp4_offload(Some(1000)));
     let valid = OffloadInfo {
         data_valid: true,
         ..OffloadInfo::default()
