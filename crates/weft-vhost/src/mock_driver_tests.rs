@@ -87,6 +87,16 @@ fn features(add: &[u32], remove: &[u32]) -> Features {
     Features(f)
 }
 
+/// The features of [`features`], with or without `EVENT_IDX`.
+fn with_event_idx(event_idx: bool) -> Features {
+    let add: &[u32] = if event_idx {
+        &[VIRTIO_RING_F_EVENT_IDX]
+    } else {
+        &[]
+    };
+    features(add, &[])
+}
+
 fn header_of(bytes: &[u8]) -> VirtioNetHeader<[u8; 12]> {
     VirtioNetHeader::new_unchecked(bytes[..12].try_into().unwrap())
 }
@@ -259,6 +269,13 @@ impl<'m> Driver<'m> {
             self.used_seen = self.used_seen.wrapping_add(1);
         }
         out
+    }
+
+    /// The bytes of used elements `used`, one after the other (a mergeable frame whole).
+    fn read_used(&self, used: &[(u32, u32)]) -> Vec<u8> {
+        used.iter()
+            .flat_map(|(id, len)| self.read_chain(*id, *len))
+            .collect()
     }
 
     /// The first `len` bytes of the chain at `head`, direct or indirect.

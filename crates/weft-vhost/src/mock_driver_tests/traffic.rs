@@ -1,7 +1,6 @@
 //! Plain traffic both ways through mock-built rings, and mergeable receive buffers.
 
 use virtio_bindings::bindings::virtio_net::VIRTIO_NET_F_MRG_RXBUF;
-use virtio_bindings::bindings::virtio_ring::VIRTIO_RING_F_EVENT_IDX;
 use virtio_queue::desc::split::Descriptor as SplitDescriptor;
 use virtio_queue::desc::RawDescriptor;
 use virtio_queue::mock::DescriptorTable;
@@ -9,7 +8,8 @@ use vm_memory::{Bytes, GuestAddress};
 use weft_packet::OffloadInfo;
 
 use super::{
-    features, guest_memory, header_of, MockRig, HDR0, MOCK_BUFFER, MOCK_BUFFER_LEN, MOCK_INDIRECT,
+    features, guest_memory, header_of, with_event_idx, MockRig, HDR0, MOCK_BUFFER, MOCK_BUFFER_LEN,
+    MOCK_INDIRECT,
 };
 use crate::counters::FrameDrop;
 use crate::testutil::{ether_frame, INDIRECT, NEXT, WRITE};
@@ -17,13 +17,8 @@ use crate::testutil::{ether_frame, INDIRECT, NEXT, WRITE};
 #[test]
 fn frames_a_mock_driver_sends_reach_the_switch_whole_and_return_in_order() {
     for event_idx in [false, true] {
-        let add: &[u32] = if event_idx {
-            &[VIRTIO_RING_F_EVENT_IDX]
-        } else {
-            &[]
-        };
         let mem = guest_memory();
-        let mut rig = MockRig::new(&mem, features(add, &[]));
+        let mut rig = MockRig::new(&mem, with_event_idx(event_idx));
         let a = ether_frame(1, 2, 60, 1);
         let b = ether_frame(1, 2, 1514, 2);
         let c = ether_frame(1, 2, 3000, 3);
@@ -60,13 +55,8 @@ fn frames_a_mock_driver_sends_reach_the_switch_whole_and_return_in_order() {
 #[test]
 fn frames_the_switch_sends_land_in_mock_posted_buffers_behind_a_one_buffer_header() {
     for event_idx in [false, true] {
-        let add: &[u32] = if event_idx {
-            &[VIRTIO_RING_F_EVENT_IDX]
-        } else {
-            &[]
-        };
         let mem = guest_memory();
-        let mut rig = MockRig::new(&mem, features(add, &[]));
+        let mut rig = MockRig::new(&mem, with_event_idx(event_idx));
         let posted = rig.rxq.post_each(2, 2048);
         // One chain of two buffers, the first bigger than the header.
         let two = rig.rxq.post(&[64, 2000]);
@@ -129,10 +119,7 @@ fn a_frame_larger_than_one_mock_buffer_spans_several_with_num_buffers_set() {
         .zip([1024, 1024, 12 + 3000 - 2048])
         .collect();
     assert_eq!(used, expected);
-    let got: Vec<u8> = used
-        .iter()
-        .flat_map(|(id, len)| rig.rxq.read_chain(*id, *len))
-        .collect();
+    let got = rig.rxq.read_used(&used);
     assert_eq!(header_of(&got).num_buffers(), Some(3));
     assert_eq!(&got[12..], &f[..]);
     // The next frame takes the next buffer, alone.
