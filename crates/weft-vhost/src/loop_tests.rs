@@ -51,3 +51,58 @@ fn bursts_looped_from_transmit_to_receive_ring_arrive_whole_in_order_and_buffers
     assert_eq!(s.frames, (BURST * BURSTS) as u64);
     assert_eq!(s.total_drops(), 0);
 }
+
+/// Bursts from one guest's port through a real [`weft_switch::Switch`] into another
+/// guest's port, to a destination the switch knows (`known`) or one it floods: the whole
+/// data path of the vhost benchmark in one process (the workload callgrind counts the
+/// worker's instructions per frame on, with `--toggle-collect` on `Switch::process`).
+fn switched_bursts_arrive_whole_and_in_order(known: bool) {
+    use weft_switch::{PortOptions, Switch, SwitchConfig, Timestamp};
+    let config = VhostPortConfig::default();
+    let (mut from, from_rx, from_tx) = Rig::new(config, all_features(&config), 256);
+    let (mut to, to_rx, to_tx) = Rig::new(config, all_features(&config), 256);
+    let mut switch = Switch::new("loop", SwitchConfig::default()).unwrap();
+    let a = switch
+        .add_port("a", Some(Box::new(from_rx)), Box::new(from_tx), PortOptions::default())
+        .unwrap();
+    let b = switch
+        .add_port("b", Some(Box::new(to_rx)), Box::new(to_tx), PortOptions::default())
+        .unwrap();
+    let dst = 1;
+    if known {
+        let mac = weft_packet::MacAddr([2, 0, 0, 0, 0, dst]);
+        switch.add_static_mac(0, mac, b).unwrap();
+    }
+    let frames: Vec<Vec<u8>> = (0..BURST)
+        .map(|i| ether_frame(dst, 2, 60, u8::try_from(i).unwrap()))
+        .collect();
+    for round in 0..BURSTS {
+        for f in &frames {
+            from.txq.send(&HDR0, f, &[]);
+        }
+        let posted = to.rxq.post_rx(BURST, 2048);
+        let now = Timestamp(u64::try_from(round).unwrap() * 1000);
+        assert_eq!(switch.poll(a, now), BURST, "round {round}");
+        assert_eq!(from.txq.take_used().len(), BURST);
+        let used = to.rxq.take_used();
+        assert_eq!(used.len(), BURST, "round {round}");
+        for ((id, len), (head, f)) in used.iter().zip(posted.iter().zip(&frames)) {
+            assert_eq!(*id, u32::from(*head));
+            let got = to.rxq.read_rx(*id, *len);
+            assert_eq!(&got[12..], f.as_slice(), "round {round}");
+        }
+    }
+    let counters = switch.port_counters(b).unwrap().snapshot();
+    assert_eq!(counters.tx_packets, (BURST * BURSTS) as u64);
+    assert_eq!(to.stats_to_guest().total_drops(), 0);
+}
+
+#[test]
+fn bursts_switched_to_a_known_station_arrive_whole_and_in_order() {
+    switched_bursts_arrive_whole_and_in_order(true);
+}
+
+#[test]
+fn bursts_flooded_to_the_only_other_port_arrive_whole_and_in_order() {
+    switched_bursts_arrive_whole_and_in_order(false);
+}
