@@ -63,10 +63,20 @@ fn switched_bursts_arrive_whole_and_in_order(known: bool) {
     let (mut to, to_rx, to_tx) = Rig::new(config, all_features(&config), 256);
     let mut switch = Switch::new("loop", SwitchConfig::default()).unwrap();
     let a = switch
-        .add_port("a", Some(Box::new(from_rx)), Box::new(from_tx), PortOptions::default())
+        .add_port(
+            "a",
+            Some(Box::new(from_rx)),
+            Box::new(from_tx),
+            PortOptions::default(),
+        )
         .unwrap();
     let b = switch
-        .add_port("b", Some(Box::new(to_rx)), Box::new(to_tx), PortOptions::default())
+        .add_port(
+            "b",
+            Some(Box::new(to_rx)),
+            Box::new(to_tx),
+            PortOptions::default(),
+        )
         .unwrap();
     let dst = 1;
     if known {

@@ -19,8 +19,8 @@ use std::sync::atomic::Ordering;
 use virtio_queue::desc::split::Descriptor;
 use virtio_queue::{Queue, QueueT};
 use vm_memory::{
-    Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion, GuestRegionMmap,
-    MemoryRegionAddress, VolatileMemory, VolatileSlice,
+    Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion,
+    MemoryRegionAddress, VolatileSlice,
 };
 
 use crate::counters::QueueFault;
@@ -40,7 +40,19 @@ const PREFETCH_WRITE_MAX: usize = 2048;
 /// Guest memory as one burst sees it: translations that remember the last region hit.
 pub(crate) struct GuestView<'m> {
     mem: &'m GuestMemoryMmap,
-    last: Cell<Option<&'m GuestRegionMmap>>,
+    last: Cell<Option<LastRegion>>,
+}
+
+/// The region the last translation hit, as plain numbers: a hit is then two comparisons
+/// and an addition (a `GuestRegionMmap` lookup costs a search and several checked steps).
+#[derive(Clone, Copy)]
+struct LastRegion {
+    /// Guest address of its first byte.
+    start: u64,
+    /// Its length in bytes.
+    len: usize,
+    /// Where its first byte is mapped.
+    host: *mut u8,
 }
 
 impl<'m> GuestView<'m> {
@@ -53,13 +65,11 @@ impl<'m> GuestView<'m> {
 
     /// Where `addr` is mapped, if it lies in the region the last translation hit: an address
     /// for cache hints only (no search, no length; never to be read through).
+    #[inline]
     pub(crate) fn host_address_hint(&self, addr: GuestAddress) -> Option<*const u8> {
-        let region = self.last.get()?;
-        let offset = addr.0.checked_sub(region.start_addr().0)?;
-        region
-            .get_host_address(MemoryRegionAddress(offset))
-            .ok()
-            .map(<*mut u8>::cast_const)
+        let last = self.last.get()?;
+        let offset = usize::try_from(addr.0.wrapping_sub(last.start)).ok()?;
+        (offset < last.len).then(|| last.host.wrapping_add(offset).cast_const())
     }
 
     /// The memory map itself (for the general, slower paths).
@@ -67,40 +77,70 @@ impl<'m> GuestView<'m> {
         self.mem
     }
 
-    /// The `len` bytes at `addr`, when they lie inside one region (`None` otherwise: outside
-    /// guest memory, past the end of the address space, or spanning two regions).
-    pub(crate) fn slice(&self, addr: GuestAddress, len: usize) -> Option<VolatileSlice<'m>> {
-        if let Some(region) = self.last.get() {
-            if let Some(slice) = slice_in(region, addr, len) {
-                return Some(slice);
+    /// Where the `len` bytes at `addr` are mapped, when they lie inside one region (`None`
+    /// otherwise: outside guest memory, past the end of the address space, or spanning two
+    /// regions). The pointer is valid for `len` bytes for as long as the view's memory map
+    /// is borrowed (`'m`): the map holds its regions' mappings.
+    #[inline]
+    pub(crate) fn host_range(&self, addr: GuestAddress, len: usize) -> Option<*mut u8> {
+        if let Some(last) = self.last.get() {
+            if let Some(ptr) = last.range(addr, len) {
+                return Some(ptr);
             }
         }
+        self.host_range_in_new_region(addr, len)
+    }
+
+    #[inline(never)]
+    fn host_range_in_new_region(&self, addr: GuestAddress, len: usize) -> Option<*mut u8> {
         let region = self.mem.find_region(addr)?;
-        let slice = slice_in(region, addr, len)?;
-        self.last.set(Some(region));
-        Some(slice)
+        let last = LastRegion {
+            start: region.start_addr().0,
+            len: usize::try_from(region.len()).ok()?,
+            host: region.get_host_address(MemoryRegionAddress(0)).ok()?,
+        };
+        self.last.set(Some(last));
+        last.range(addr, len)
+    }
+
+    /// The `len` bytes at `addr`, when they lie inside one region (see
+    /// [`GuestView::host_range`]).
+    #[inline]
+    pub(crate) fn slice(&self, addr: GuestAddress, len: usize) -> Option<VolatileSlice<'m>> {
+        let ptr = self.host_range(addr, len)?;
+        // SAFETY: `host_range` gave a range of `len` bytes inside one region of the memory
+        // map borrowed for `'m`, which keeps the region mapped for that long.
+        Some(unsafe { VolatileSlice::new(ptr, len) })
     }
 }
 
-/// `len` bytes at `addr` if they lie wholly inside `region`.
-fn slice_in<'m>(
-    region: &'m GuestRegionMmap,
-    addr: GuestAddress,
-    len: usize,
-) -> Option<VolatileSlice<'m>> {
-    let offset = addr.0.checked_sub(region.start_addr().0)?;
-    let end = offset.checked_add(u64::try_from(len).ok()?)?;
-    if end > region.len() {
-        return None;
+impl LastRegion {
+    /// Where `len` bytes at `addr` are mapped, if they lie wholly inside this region.
+    #[inline(always)]
+    fn range(&self, addr: GuestAddress, len: usize) -> Option<*mut u8> {
+        let offset = usize::try_from(addr.0.wrapping_sub(self.start)).ok()?;
+        // `offset <= len` first, so the subtraction cannot wrap; an address below the
+        // region wraps to a huge offset and fails it.
+        let fits = offset <= self.len && len <= self.len - offset;
+        fits.then(|| self.host.wrapping_add(offset))
     }
-    region.get_slice(MemoryRegionAddress(offset), len).ok()
 }
 
 /// The three rings of a split virtqueue, mapped for one burst.
+///
+/// Entries are read and written through the rings' host addresses, at positions masked
+/// into the ring and indexes checked against its size: the bounds were checked once, when
+/// the rings were mapped, rather than again at each access through `vm-memory`'s checked
+/// accessors (which cost ~20 instructions each).
 pub(crate) struct SplitRing<'m> {
-    desc: VolatileSlice<'m>,
     avail: VolatileSlice<'m>,
     used: VolatileSlice<'m>,
+    /// The descriptor table and the two rings as host addresses, valid for `16 × size`
+    /// bytes and for `avail`'s and `used`'s lengths. (A `PtrGuard` only matters for Xen
+    /// grant mappings, which weft does not use: a plain mapping's address stays valid.)
+    desc_ptr: *const u8,
+    avail_ptr: *const u8,
+    used_ptr: *mut u8,
     size: u16,
     /// `size - 1`: ring positions wrap with a mask, not a division (`size` is a power of two).
     mask: u16,
@@ -118,10 +158,15 @@ impl<'m> SplitRing<'m> {
             return None;
         }
         let n = usize::from(size);
+        let desc = view.slice(GuestAddress(queue.desc_table()), DESC_LEN * n)?;
+        let avail = view.slice(GuestAddress(queue.avail_ring()), 4 + 2 * n)?;
+        let used = view.slice(GuestAddress(queue.used_ring()), 4 + USED_ELEM_LEN * n)?;
         Some(SplitRing {
-            desc: view.slice(GuestAddress(queue.desc_table()), DESC_LEN * n)?,
-            avail: view.slice(GuestAddress(queue.avail_ring()), 4 + 2 * n)?,
-            used: view.slice(GuestAddress(queue.used_ring()), 4 + USED_ELEM_LEN * n)?,
+            desc_ptr: desc.ptr_guard().as_ptr(),
+            avail_ptr: avail.ptr_guard().as_ptr(),
+            used_ptr: used.ptr_guard_mut().as_ptr(),
+            avail,
+            used,
             size,
             mask: size - 1,
         })
@@ -136,12 +181,23 @@ impl<'m> SplitRing<'m> {
     }
 
     /// The head index at available-ring position `pos`.
-    fn avail_head(&self, pos: u16) -> Option<u16> {
+    #[inline(always)]
+    fn avail_head(&self, pos: u16) -> u16 {
         let slot = 4 + 2 * usize::from(pos & self.mask);
-        self.avail
-            .get_ref::<u16>(slot)
-            .ok()
-            .map(|r| u16::from_le(r.load()))
+        // SAFETY: `avail_ptr` is valid for `4 + 2 × size` bytes (`new`), and the masked
+        // position keeps the entry's two bytes inside them.
+        u16::from_le(unsafe { read_guest::<u16>(self.avail_ptr.wrapping_add(slot)) })
+    }
+
+    /// Descriptor `index` of the ring's own table, if `index` is inside it.
+    #[inline(always)]
+    fn descriptor(&self, index: u16) -> Option<Descriptor> {
+        (index < self.size).then(|| {
+            // SAFETY: `desc_ptr` is valid for `16 × size` bytes (`new`) and `index < size`.
+            unsafe {
+                read_guest::<Descriptor>(self.desc_ptr.wrapping_add(DESC_LEN * usize::from(index)))
+            }
+        })
     }
 
     /// Starts taking chains at available position `next`.
@@ -157,7 +213,7 @@ impl<'m> SplitRing<'m> {
     pub(crate) fn chain<'a>(&self, view: &'a GuestView<'m>, head: u16) -> DescChain<'a, 'm> {
         DescChain {
             view,
-            table: self.desc,
+            table: self.desc_ptr,
             size: self.size,
             next: head,
             ttl: self.size,
@@ -186,27 +242,18 @@ impl<'m> SplitRing<'m> {
         span: usize,
         for_write: bool,
     ) {
-        let table = self.desc.ptr_guard().as_ptr();
         let far = cursor.next.wrapping_add(distance.wrapping_mul(2));
         if cursor.covers(far) {
-            if let Some(head) = self.avail_head(far).filter(|h| *h < self.size) {
-                prefetch(table.wrapping_add(DESC_LEN * usize::from(head)));
+            let head = self.avail_head(far);
+            if head < self.size {
+                prefetch(self.desc_ptr.wrapping_add(DESC_LEN * usize::from(head)));
             }
         }
         let near = cursor.next.wrapping_add(distance);
         if !cursor.covers(near) {
             return;
         }
-        let Some(desc) = self
-            .avail_head(near)
-            .filter(|h| *h < self.size)
-            .and_then(|h| {
-                self.desc
-                    .get_ref::<Descriptor>(DESC_LEN * usize::from(h))
-                    .ok()
-            })
-            .map(|r| r.load())
-        else {
+        let Some(desc) = self.descriptor(self.avail_head(near)) else {
             return;
         };
         let Some(buffer) = view.host_address_hint(desc.addr()) else {
@@ -229,20 +276,48 @@ impl<'m> SplitRing<'m> {
     }
 
     /// Writes used element `(head, len)` at used position `pos` (not yet visible).
+    #[inline(always)]
     pub(crate) fn write_used(&self, pos: u16, head: u16, len: u32) -> bool {
         let slot = 4 + USED_ELEM_LEN * usize::from(pos & self.mask);
         let elem = u64::from(head) | (u64::from(len) << 32);
-        // One volatile store (a byte copy through `write_obj` costs a `memcpy` call).
-        self.used
-            .get_ref::<u64>(slot)
-            .map(|r| r.store(elem.to_le()))
-            .is_ok()
+        // SAFETY: `used_ptr` is valid for `4 + 8 × size` bytes (`new`), and the masked
+        // position keeps the element's eight bytes inside them. One volatile store (a byte
+        // copy through `write_obj` costs a `memcpy` call).
+        unsafe { write_guest(self.used_ptr.wrapping_add(slot), elem.to_le()) };
+        true
     }
 
     /// Makes every used element before `idx` visible (Release: the elements first).
     pub(crate) fn store_used_idx(&self, idx: u16) -> bool {
         self.used.store(idx.to_le(), 2, Ordering::Release).is_ok()
     }
+}
+
+/// A value as it lies in guest memory: read and written with no alignment assumed (the
+/// spec aligns the rings, but a frontend's word is not trusted), as `vm-memory` does.
+#[repr(C, packed)]
+struct Unaligned<T>(T);
+
+/// Reads a `T` at `at`, volatile (the guest may change it at any time).
+///
+/// # Safety
+///
+/// `at` must be valid for reading `size_of::<T>()` bytes, and `T` valid for any bits.
+#[inline(always)]
+unsafe fn read_guest<T: Copy>(at: *const u8) -> T {
+    // SAFETY: the caller's contract; the packed wrapper makes any address aligned.
+    unsafe { core::ptr::read_volatile(at.cast::<Unaligned<T>>()).0 }
+}
+
+/// Writes `value` at `at`, volatile (the guest may read it at any time).
+///
+/// # Safety
+///
+/// `at` must be valid for writing `size_of::<T>()` bytes.
+#[inline(always)]
+unsafe fn write_guest<T: Copy>(at: *mut u8, value: T) {
+    // SAFETY: the caller's contract; the packed wrapper makes any address aligned.
+    unsafe { core::ptr::write_volatile(at.cast::<Unaligned<T>>(), Unaligned(value)) }
 }
 
 /// Starts loading the cache line `at` is in: a hint that never faults, whatever the
@@ -298,7 +373,7 @@ impl AvailCursor {
         if self.next == self.end {
             return None;
         }
-        let head = ring.avail_head(self.next)?;
+        let head = ring.avail_head(self.next);
         self.next = self.next.wrapping_add(1);
         Some(head)
     }
@@ -322,7 +397,9 @@ impl AvailCursor {
 /// The descriptors of one chain (see the module documentation for its bounds).
 pub(crate) struct DescChain<'a, 'm> {
     view: &'a GuestView<'m>,
-    table: VolatileSlice<'m>,
+    /// The table being walked (the ring's, or an indirect one): host address valid for
+    /// `16 × size` bytes.
+    table: *const u8,
     size: u16,
     next: u16,
     ttl: u16,
@@ -345,15 +422,24 @@ impl<'a, 'm> DescChain<'a, 'm> {
     /// The head descriptor, when a chain not yet walked is that descriptor alone (no NEXT,
     /// not indirect): the common case, served without the general walk.
     pub(crate) fn single(&self) -> Option<Descriptor> {
-        if self.indirect || self.ttl == 0 || self.next >= self.size || self.next != self.head {
+        if self.indirect || self.ttl == 0 || self.next != self.head {
             return None;
         }
-        let desc = self
-            .table
-            .get_ref::<Descriptor>(DESC_LEN * usize::from(self.next))
-            .ok()?
-            .load();
+        let desc = self.read(self.next)?;
         (!desc.refers_to_indirect_table() && !desc.has_next()).then_some(desc)
+    }
+
+    /// Descriptor `index` of the table being walked, if `index` is inside it.
+    #[inline(always)]
+    fn read(&self, index: u16) -> Option<Descriptor> {
+        (index < self.size).then(|| {
+            // SAFETY: `table` is valid for `16 × size` bytes (the ring's table as mapped by
+            // `SplitRing::new`, or an indirect one as `enter_indirect` mapped it) and
+            // `index < size`.
+            unsafe {
+                read_guest::<Descriptor>(self.table.wrapping_add(DESC_LEN * usize::from(index)))
+            }
+        })
     }
 
     /// Switches to the indirect table `desc` names; `None` if it is not a valid one.
@@ -363,7 +449,10 @@ impl<'a, 'm> DescChain<'a, 'm> {
             return None;
         }
         let size = u16::try_from(len / 16).ok()?;
-        self.table = self.view.slice(desc.addr(), usize::try_from(len).ok()?)?;
+        self.table = self
+            .view
+            .host_range(desc.addr(), usize::try_from(len).ok()?)?
+            .cast_const();
         self.size = size;
         self.next = 0;
         self.ttl = size;
@@ -377,15 +466,10 @@ impl Iterator for DescChain<'_, '_> {
 
     fn next(&mut self) -> Option<Descriptor> {
         loop {
-            if self.ttl == 0 || self.next >= self.size {
+            if self.ttl == 0 {
                 return None;
             }
-            // One volatile 16-byte read (`read_obj` would copy through a `memcpy` call).
-            let desc: Descriptor = self
-                .table
-                .get_ref::<Descriptor>(DESC_LEN * usize::from(self.next))
-                .ok()?
-                .load();
+            let desc = self.read(self.next)?;
             if desc.refers_to_indirect_table() {
                 self.enter_indirect(&desc)?;
                 continue;

@@ -228,3 +228,42 @@ fn buffers_are_found_in_either_region_and_never_across_the_hole() {
     assert!(view.slice(GuestAddress(0x1_8000), 1).is_none());
     assert!(view.slice(GuestAddress(u64::MAX - 4), 64).is_none());
 }
+
+proptest! {
+    /// Whatever region the view remembers from the queries before, a range is translated
+    /// exactly when `vm-memory`'s own checked lookup finds it wholly inside one region, and
+    /// to the same host address.
+    #[test]
+    fn ranges_translate_as_vm_memory_translates_them(
+        queries in prop::collection::vec(
+            prop_oneof![
+                0u64..0x3_0000,
+                Just(LOW.1 as u64 - 1),
+                Just(HIGH.0 - 1),
+                Just(HIGH.0 + HIGH.1 as u64 - 1),
+                (u64::MAX - 0x100)..=u64::MAX,
+            ]
+            .prop_flat_map(|addr| {
+                // Lengths that end exactly at, or one byte past, the end of the region
+                // `addr` is in, as well as any.
+                let to_end = [LOW, HIGH]
+                    .iter()
+                    .map(|(start, len)| start + *len as u64)
+                    .find(|end| addr < *end)
+                    .map_or(0, |end| usize::try_from(end - addr).unwrap_or(0));
+                (Just(addr), prop_oneof![0usize..0x1_2000, Just(to_end), Just(to_end + 1)])
+            }),
+            1..24,
+        )
+    ) {
+        let mem = memory();
+        let view = GuestView::new(&mem);
+        for (addr, len) in queries {
+            let ours = view.host_range(GuestAddress(addr), len);
+            let theirs = vm_memory::GuestMemoryBackend::get_slice(&mem, GuestAddress(addr), len)
+                .ok()
+                .map(|s| s.ptr_guard_mut().as_ptr());
+            prop_assert_eq!(ours, theirs, "{:#x} + {:#x}", addr, len);
+        }
+    }
+}
