@@ -423,6 +423,7 @@ fn gso_type_of(kind: GsoKind) -> u8 {
 /// stores. (Assembling the bytes in memory and reading them back as words makes the CPU
 /// wait for every earlier store to drain, the frame's own stores into guest memory
 /// included.)
+#[inline]
 pub fn header_words(info: &OffloadInfo, num_buffers: u16) -> (u64, u32) {
     let low = u64::from(flag_bits_of(info))
         | u64::from(gso_type_of(info.gso)) << 8

@@ -14,6 +14,7 @@
 //! read through `vm-memory`'s volatile slices; the one `unsafe` is a prefetch hint.
 
 use std::cell::Cell;
+use std::marker::PhantomData;
 use std::sync::atomic::Ordering;
 
 use virtio_queue::desc::split::Descriptor;
@@ -103,6 +104,18 @@ impl<'m> GuestView<'m> {
         last.range(addr, len)
     }
 
+    /// The `len` bytes at `addr` for the fast paths' raw copies, when they lie inside one
+    /// region (see [`GuestView::host_range`]).
+    #[inline]
+    pub(crate) fn bytes(&self, addr: GuestAddress, len: usize) -> Option<GuestBytes<'m>> {
+        let ptr = self.host_range(addr, len)?;
+        Some(GuestBytes {
+            ptr,
+            len,
+            _memory: PhantomData,
+        })
+    }
+
     /// The `len` bytes at `addr`, when they lie inside one region (see
     /// [`GuestView::host_range`]).
     #[inline]
@@ -111,6 +124,58 @@ impl<'m> GuestView<'m> {
         // SAFETY: `host_range` gave a range of `len` bytes inside one region of the memory
         // map borrowed for `'m`, which keeps the region mapped for that long.
         Some(unsafe { VolatileSlice::new(ptr, len) })
+    }
+}
+
+/// Bytes of guest memory inside one mapped region, written with one bounds check per
+/// write and a plain copy (what `VolatileSlice::copy_from` does for more than eight bytes,
+/// without its chain of checked sub-slices).
+pub(crate) struct GuestBytes<'m> {
+    /// Valid for writing `len` bytes while the memory map is borrowed (`'m`).
+    ptr: *mut u8,
+    len: usize,
+    _memory: PhantomData<&'m GuestMemoryMmap>,
+}
+
+impl GuestBytes<'_> {
+    /// Whether any byte of `src` lies in these bytes (a frame lent from guest memory can
+    /// lie under a receive buffer of the same memory: copying it there must not happen).
+    #[inline]
+    pub(crate) fn overlaps(&self, src: &[u8]) -> bool {
+        let (s, d) = (src.as_ptr() as usize, self.ptr as usize);
+        !src.is_empty() && self.len != 0 && s < d.wrapping_add(self.len) && d < s + src.len()
+    }
+
+    /// Copies `src` to `offset`. False (nothing written) when it does not fit or overlaps
+    /// these bytes.
+    #[inline]
+    pub(crate) fn write(&self, offset: usize, src: &[u8]) -> bool {
+        let fits = offset <= self.len && src.len() <= self.len - offset;
+        if !fits || self.overlaps(src) {
+            return false;
+        }
+        // SAFETY: `ptr` is valid for `len` bytes (`GuestView::bytes`), `offset + src.len()`
+        // is within them (checked above), and `src` does not overlap them (checked above).
+        unsafe {
+            core::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(offset), src.len());
+        }
+        true
+    }
+
+    /// Stores the 12-byte virtio-net header made of `words` (as
+    /// [`weft_packet::virtio_net::header_words`] builds them) at the start: two volatile
+    /// stores, no copy. False (nothing written) when the bytes are shorter.
+    #[inline]
+    pub(crate) fn store_header(&self, (low, high): (u64, u32)) -> bool {
+        if self.len < 12 {
+            return false;
+        }
+        // SAFETY: `ptr` is valid for `len >= 12` bytes (`GuestView::bytes`, checked above).
+        unsafe {
+            write_guest(self.ptr, low.to_le());
+            write_guest(self.ptr.add(8), high.to_le());
+        }
+        true
     }
 }
 
@@ -191,7 +256,7 @@ impl<'m> SplitRing<'m> {
 
     /// Descriptor `index` of the ring's own table, if `index` is inside it.
     #[inline(always)]
-    fn descriptor(&self, index: u16) -> Option<Descriptor> {
+    pub(crate) fn descriptor(&self, index: u16) -> Option<Descriptor> {
         (index < self.size).then(|| {
             // SAFETY: `desc_ptr` is valid for `16 × size` bytes (`new`) and `index < size`.
             unsafe {

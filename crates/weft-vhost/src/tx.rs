@@ -359,6 +359,7 @@ impl VhostPortTx {
             view: &view,
             table,
             features,
+            hdr_len: features.header_len(),
             used,
             delivered: 0,
             bytes: 0,

@@ -4,7 +4,9 @@
 use weft_packet::{OffloadInfo, Segmenter};
 use weft_switch::TxFrame;
 
-use crate::chain::{overlap, write_header, write_rx_chain, ChainError, FrameSource, TableRef};
+use weft_packet::virtio_net;
+
+use crate::chain::{write_rx_chain, ChainError, FrameSource, TableRef};
 use crate::config::MAX_FRAME_LEN;
 use crate::counters::{FrameDrop, QueueFault};
 use crate::features::Features;
@@ -45,6 +47,8 @@ pub(super) struct RingWriter<'q, 'm> {
     pub(super) view: &'q GuestView<'m>,
     pub(super) table: TableRef,
     pub(super) features: Features,
+    /// `features.header_len()`, asked once per burst.
+    pub(super) hdr_len: usize,
     pub(super) used: &'q mut Vec<(u16, u32)>,
     pub(super) delivered: u64,
     pub(super) bytes: u64,
@@ -53,8 +57,9 @@ pub(super) struct RingWriter<'q, 'm> {
 impl RingWriter<'_, '_> {
     /// Writes `head` + `body` behind a header saying `info` into as many chains as it
     /// takes (one without mergeable buffers); on failure gives the chains back.
+    #[inline]
     pub(super) fn put(&mut self, head: &[u8], body: &[u8], info: &OffloadInfo) -> Put {
-        let hdr_len = self.features.header_len();
+        let hdr_len = self.hdr_len;
         // The frame written now stands for the one that will reach the chain prefetched.
         let span = hdr_len + head.len() + body.len();
         self.ring
@@ -79,7 +84,7 @@ impl RingWriter<'_, '_> {
         body: &[u8],
         info: &OffloadInfo,
     ) -> Put {
-        let hdr_len = self.features.header_len();
+        let hdr_len = self.hdr_len;
         let mut src = FrameSource::new(head, body);
         let first = self.used.len();
         let mut header = None;
@@ -149,6 +154,7 @@ impl RingWriter<'_, '_> {
     /// The common case, without the general chain walk: chain `chain_head` is one
     /// write-only buffer that takes header and frame whole. False (nothing used) otherwise,
     /// for [`RingWriter::put_in_chains`].
+    #[inline(always)]
     fn put_in_one_buffer(
         &mut self,
         chain_head: u16,
@@ -158,32 +164,32 @@ impl RingWriter<'_, '_> {
         info: &OffloadInfo,
     ) -> bool {
         let total = hdr_len + head.len() + body.len();
-        let written = u32::try_from(total).ok().and_then(|len| {
-            let desc = self
-                .ring
-                .chain(self.view, chain_head)
-                .single()
-                .filter(|d| d.is_write_only() && d.len() >= len)?;
-            let slice = self.view.slice(desc.addr(), total)?;
-            if overlap(body, &slice) {
-                // The general walk drops it and counts why.
-                return None;
-            }
-            let header = slice.subslice(0, hdr_len).ok()?;
-            if !head.is_empty() {
-                slice.subslice(hdr_len, head.len()).ok()?.copy_from(head);
-            }
-            if !body.is_empty() {
-                slice.offset(hdr_len + head.len()).ok()?.copy_from(body);
-            }
-            if hdr_len > 0 {
-                write_header(&header, &offload_for_guest(*info, self.features), 1);
-            }
-            Some(len)
-        });
-        let Some(len) = written else {
+        let Some(desc) = self.ring.descriptor(chain_head) else {
             return false;
         };
+        // Write-only and alone (no NEXT, not INDIRECT), and long enough.
+        let usable = desc.is_write_only()
+            && !desc.has_next()
+            && !desc.refers_to_indirect_table()
+            && usize::try_from(desc.len()).is_ok_and(|len| len >= total);
+        if !usable || hdr_len != virtio_net::HEADER_LEN {
+            return false;
+        }
+        let Some(dst) = self.view.bytes(desc.addr(), total) else {
+            return false;
+        };
+        // The body first: when it overlaps the buffer nothing is written, and the general
+        // walk drops the frame and counts why. The head is the switch's own bytes.
+        if !dst.write(hdr_len + head.len(), body)
+            || (!head.is_empty() && !dst.write(hdr_len, head))
+            || !dst.store_header(virtio_net::header_words(
+                &offload_for_guest(*info, self.features),
+                1,
+            ))
+        {
+            return false;
+        }
+        let len = u32::try_from(total).unwrap_or(u32::MAX);
         self.used.push((chain_head, len));
         self.delivered += 1;
         self.bytes += (head.len() + body.len()) as u64;
