@@ -162,6 +162,21 @@ impl GuestBytes<'_> {
         true
     }
 
+    /// The little-endian `u16` at `offset`, if it lies inside (a volatile read: the guest
+    /// may change it at any time).
+    #[inline]
+    pub(crate) fn read_u16_le(&self, offset: usize) -> Option<u16> {
+        let fits = offset <= self.len && 2 <= self.len - offset;
+        // SAFETY: `ptr` is valid for `len` bytes and `offset + 2` is within them.
+        fits.then(|| u16::from_le(unsafe { read_guest::<u16>(self.ptr.add(offset)) }))
+    }
+
+    /// The host address of byte `offset` (for lending the bytes after it), if inside.
+    #[inline]
+    pub(crate) fn address_of(&self, offset: usize) -> Option<*const u8> {
+        (offset <= self.len).then(|| self.ptr.wrapping_add(offset).cast_const())
+    }
+
     /// Stores the 12-byte virtio-net header made of `words` (as
     /// [`weft_packet::virtio_net::header_words`] builds them) at the start: two volatile
     /// stores, no copy. False (nothing written) when the bytes are shorter.

@@ -5,12 +5,12 @@ use std::time::Instant;
 
 use virtio_queue::QueueT;
 use vm_memory::{GuestAddress, GuestMemoryMmap};
-use weft_packet::VirtioNetHeader;
+use weft_packet::{virtio_net, OffloadInfo, VirtioNetHeader};
 use weft_switch::port::MAX_BATCH;
 use weft_switch::{FrameHandle, RxBatch, RxDesc};
 
 use crate::bounce::Bounce;
-use crate::chain::{read_tx_chain, ChainError, FrameLoc, TableRef};
+use crate::chain::{plain_single_tx, read_tx_chain, ChainError, FrameLoc, TableRef};
 use crate::config::MAX_QUEUE_PAIRS;
 use crate::counters::{FrameDrop, QueueFault};
 use crate::dispatch::Dispatch;
@@ -152,7 +152,11 @@ impl RxQueue {
         match cursor {
             Err(f) => fault = Some(f),
             Ok((mut cursor, ring)) => {
-                while batch.room() > 0 && taken < limit && self.heads.len() < MAX_BATCH {
+                // Room in the batch (taken by frames) and for chains (taken by frames and
+                // drops alike), counted here rather than asked of both every time.
+                let mut room = batch.room();
+                let limit = limit.min(MAX_BATCH.saturating_sub(self.heads.len()));
+                while room > 0 && taken < limit {
                     ring.prefetch_ahead(
                         &view,
                         &cursor,
@@ -163,6 +167,24 @@ impl RxQueue {
                     let Some(head) = cursor.next_head(&ring) else {
                         break;
                     };
+                    taken += 1;
+                    self.heads.push(head);
+                    if frames.lend && hdr_len == virtio_net::HEADER_LEN {
+                        if let Some((ptr, len)) = plain_single_tx(&ring, &view, head) {
+                            let handle = u32::try_from(frames.frames.len()).unwrap_or(u32::MAX);
+                            let desc = RxDesc {
+                                handle: FrameHandle(handle),
+                                offload: OffloadInfo::default(),
+                            };
+                            if batch.push(desc).is_ok() {
+                                frames.frames.push((FrameLoc::Guest(ptr, len), index));
+                                room -= 1;
+                                bytes += len as u64;
+                                lent += 1;
+                                continue;
+                            }
+                        }
+                    }
                     let chain = ring.chain(&view, head);
                     let read =
                         read_tx_chain(chain, table, hdr_len, &mut frames.bounce, frames.lend);
@@ -170,23 +192,23 @@ impl RxQueue {
                         Ok(read) => read,
                         Err(ChainError::NoRoom) => {
                             cursor.back();
+                            taken -= 1;
+                            self.heads.pop();
                             break;
                         }
                         Err(ChainError::Fault(f)) => {
                             // The chain is not returned: the ring is broken anyway.
+                            taken -= 1;
+                            self.heads.pop();
                             fault = Some(f);
                             break;
                         }
                         Err(ChainError::Drop(reason)) => {
                             counters.dropped(reason);
                             last_drop = Some(reason);
-                            self.heads.push(head);
-                            taken += 1;
                             continue;
                         }
                     };
-                    taken += 1;
-                    self.heads.push(head);
                     let header = VirtioNetHeader::new_unchecked(
                         read.header.get(..hdr_len).unwrap_or(&read.header),
                     );
@@ -199,6 +221,7 @@ impl RxQueue {
                             };
                             if batch.push(desc).is_ok() {
                                 frames.frames.push((read.loc, index));
+                                room -= 1;
                                 bytes += read.len as u64;
                                 match read.loc {
                                     FrameLoc::Guest(..) => lent += 1,
