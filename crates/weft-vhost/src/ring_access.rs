@@ -222,6 +222,8 @@ pub(crate) struct SplitRing<'m> {
     avail_ptr: *const u8,
     used_ptr: *mut u8,
     size: u16,
+    /// Whether the CPU has `prefetchw` (asked once per burst, not per line).
+    prefetchw: bool,
     /// `size - 1`: ring positions wrap with a mask, not a division (`size` is a power of two).
     mask: u16,
 }
@@ -248,6 +250,7 @@ impl<'m> SplitRing<'m> {
             avail,
             used,
             size,
+            prefetchw: has_prefetchw(),
             mask: size - 1,
         })
     }
@@ -345,9 +348,11 @@ impl<'m> SplitRing<'m> {
                 .min(usize::try_from(desc.len()).unwrap_or(0));
             // Every line the span touches, from the one holding its first byte: a buffer
             // that does not start on a line boundary ends one line further on.
-            let first_line = buffer.wrapping_sub(buffer as usize & 63);
-            for offset in (0..span + (buffer as usize & 63)).step_by(64) {
-                prefetch_for_write(first_line.wrapping_add(offset));
+            let end = (buffer as usize).saturating_add(span);
+            let mut line = buffer as usize & !63;
+            while line < end {
+                prefetch_for_write(line as *const u8, self.prefetchw);
+                line += 64;
             }
         } else {
             prefetch(buffer);
@@ -422,12 +427,18 @@ fn has_prefetchw() -> bool {
     })
 }
 
-/// Starts taking the cache line `at` is in for writing (`prefetchw`, where the CPU has it;
-/// a plain prefetch otherwise): a hint that never faults, whatever the address.
+#[cfg(not(target_arch = "x86_64"))]
+fn has_prefetchw() -> bool {
+    false
+}
+
+/// Starts taking the cache line `at` is in for writing (`prefetchw` when `has_prefetchw`
+/// says the CPU has it; a plain prefetch otherwise): a hint that never faults, whatever
+/// the address.
 #[inline(always)]
-fn prefetch_for_write(at: *const u8) {
+fn prefetch_for_write(at: *const u8, has_prefetchw: bool) {
     #[cfg(target_arch = "x86_64")]
-    if has_prefetchw() {
+    if has_prefetchw {
         // SAFETY: `prefetchw` is a hint: it loads nothing into the program, writes nothing
         // and never faults whatever the address; it runs only on CPUs that have it.
         unsafe {
