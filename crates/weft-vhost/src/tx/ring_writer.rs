@@ -57,7 +57,7 @@ pub(super) struct RingWriter<'q, 'm> {
 impl RingWriter<'_, '_> {
     /// Writes `head` + `body` behind a header saying `info` into as many chains as it
     /// takes (one without mergeable buffers); on failure gives the chains back.
-    #[inline]
+    #[inline(always)]
     pub(super) fn put(&mut self, head: &[u8], body: &[u8], info: &OffloadInfo) -> Put {
         let hdr_len = self.hdr_len;
         // The frame written now stands for the one that will reach the chain prefetched.
