@@ -181,12 +181,18 @@ pub trait PortRx: Send {
 /// where it lies. Copying `head` then `body` gives the frame.
 #[derive(Debug, Clone, Copy)]
 pub struct TxFrame<'a> {
-    head: [u8; TxFrame::MAX_HEAD],
-    head_len: u8,
+    /// `None` for a frame sent as it is: one byte to write, not a head's worth.
+    head: Option<Head>,
     /// The frame after the head, borrowed from the source.
     pub body: &'a [u8],
     /// Offload state, offsets already shifted for the rewritten head.
     pub offload: OffloadInfo,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Head {
+    bytes: [u8; TxFrame::MAX_HEAD],
+    len: u8,
 }
 
 impl<'a> TxFrame<'a> {
@@ -194,10 +200,10 @@ impl<'a> TxFrame<'a> {
     pub const MAX_HEAD: usize = 20;
 
     /// A frame sent as it is (no rewritten head).
+    #[inline]
     pub fn whole(frame: &'a [u8], offload: OffloadInfo) -> Self {
         TxFrame {
-            head: [0; Self::MAX_HEAD],
-            head_len: 0,
+            head: None,
             body: frame,
             offload,
         }
@@ -206,26 +212,30 @@ impl<'a> TxFrame<'a> {
     /// A frame with a head (at most [`TxFrame::MAX_HEAD`] bytes; longer is cut).
     pub fn with_head(head: &[u8], body: &'a [u8], offload: OffloadInfo) -> Self {
         let n = head.len().min(Self::MAX_HEAD);
-        let mut h = [0; Self::MAX_HEAD];
-        h[..n].copy_from_slice(&head[..n]);
+        let mut bytes = [0; Self::MAX_HEAD];
+        bytes[..n].copy_from_slice(&head[..n]);
         // n <= MAX_HEAD = 20, fits in u8.
-        let head_len = u8::try_from(n).unwrap_or(0);
+        let len = u8::try_from(n).unwrap_or(0);
         TxFrame {
-            head: h,
-            head_len,
+            head: Some(Head { bytes, len }),
             body,
             offload,
         }
     }
 
     /// The rewritten head.
+    #[inline]
     pub fn head(&self) -> &[u8] {
-        &self.head[..usize::from(self.head_len)]
+        match &self.head {
+            None => &[],
+            Some(h) => &h.bytes[..usize::from(h.len)],
+        }
     }
 
     /// Total length in bytes.
+    #[inline]
     pub fn len(&self) -> usize {
-        usize::from(self.head_len) + self.body.len()
+        self.head().len() + self.body.len()
     }
 
     /// True for an empty frame.

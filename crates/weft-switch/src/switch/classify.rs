@@ -5,8 +5,7 @@
 //! the Ethernet header and tag are read and the verdict is computed in the same pass, with
 //! no flow key at all. With rules, the full key is built, and decisions are cached per key.
 
-use weft_packet::vlan::VlanStack;
-use weft_packet::{EthernetFrame, FrameSummary, L3Summary, L4Summary, MacAddr, OffloadInfo};
+use weft_packet::MacAddr;
 
 use crate::counters::DropReason;
 use crate::decision::{Decision, Output, Target, VlanState};
@@ -14,26 +13,81 @@ use crate::fdb::Fdb;
 use crate::flow_key::FlowKey;
 use crate::flow_table::{Action, FlowRule, FlowTable, RuleId};
 use crate::types::{PortId, Timestamp, VlanId};
-use crate::vlan::{Ingress, PortVlanMode};
 
 use super::{Frames, Switch};
 
-/// What the pipeline keeps per packet between stages.
+mod read;
+
+use read::{read_key, read_l2, PortIngress};
+
+/// What the pipeline keeps per packet between stages (with the port's [`RxDesc`], which
+/// holds its offload state). Small, as it is written for every packet.
+///
+/// [`RxDesc`]: crate::port::RxDesc
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct PacketMeta {
+    /// The TPID of the frame's outer VLAN tag as received; 0 when it has none (no TPID is 0).
+    wire_tpid: u16,
+    /// That tag's TCI. A destination that renders the same VLAN keeps this very tag, TPID,
+    /// PCP and DEI included.
+    wire_tci: u16,
+    /// Where the L3 header starts (after every tag): 14, 18 or 22.
+    l3_offset: u8,
+}
+
+impl PacketMeta {
+    /// An untagged frame's.
+    const UNTAGGED: PacketMeta = PacketMeta {
+        wire_tpid: 0,
+        wire_tci: 0,
+        l3_offset: 14,
+    };
+
+    /// `tag`: the outer tag's TPID and TCI; `l3_offset`: 14, 18 or 22.
+    #[inline(always)]
+    fn new(tag: Option<(u16, u16)>, l3_offset: usize) -> Self {
+        let (wire_tpid, wire_tci) = tag.unwrap_or_default();
+        PacketMeta {
+            wire_tpid,
+            wire_tci,
+            l3_offset: u8::try_from(l3_offset).unwrap_or(u8::MAX),
+        }
+    }
+
     /// Where the part of the frame sent unchanged starts: after the MAC addresses and the
     /// outer VLAN tag, if any (12 or 16).
-    pub(crate) body_offset: usize,
-    /// Where the L3 header starts (after every tag): 14, 18 or 22.
-    pub(crate) l3_offset: usize,
-    /// The VLAN id of the frame's outer tag as received (0 for a priority tag): a destination
-    /// that renders the same VLAN keeps this very tag, TPID, PCP and DEI included.
-    pub(crate) wire_vid: Option<VlanId>,
-    /// The outer tag's TPID and TCI as received (meaningful when `wire_vid` is set).
-    pub(crate) wire_tpid: u16,
-    pub(crate) wire_tci: u16,
-    /// Offload state from the receiving port.
-    pub(crate) offload: OffloadInfo,
+    #[inline(always)]
+    pub(crate) fn body_offset(&self) -> usize {
+        if self.wire_tpid == 0 {
+            12
+        } else {
+            16
+        }
+    }
+
+    /// Where the L3 header starts.
+    #[inline(always)]
+    pub(crate) fn l3_offset(&self) -> usize {
+        usize::from(self.l3_offset)
+    }
+
+    /// The VLAN id of the outer tag as received (0 for a priority tag).
+    #[inline(always)]
+    pub(crate) fn wire_vid(&self) -> Option<VlanId> {
+        (self.wire_tpid != 0).then_some(self.wire_tci & 0x0fff)
+    }
+
+    /// The outer tag's TPID (0 when untagged).
+    #[inline(always)]
+    pub(crate) fn wire_tpid(&self) -> u16 {
+        self.wire_tpid
+    }
+
+    /// The outer tag's TCI (0 when untagged).
+    #[inline(always)]
+    pub(crate) fn wire_tci(&self) -> u16 {
+        self.wire_tci
+    }
 }
 
 /// The verdict for one packet of a batch: most packets have a single output, kept inline;
@@ -103,16 +157,6 @@ impl BatchScratch {
     }
 }
 
-/// The last destination looked up in a batch: packets of a batch mostly go where the one
-/// before went. Valid while the FDB generation is unchanged.
-#[derive(Clone, Copy)]
-struct DstMemo {
-    /// [`vlan_mac_key`] of the destination.
-    key: u64,
-    generation: u64,
-    verdict: Result<Output, DropReason>,
-}
-
 impl Switch {
     /// Stages 1 and 2 for the batch in `self.batch`, received on `in_port`.
     pub(super) fn classify(&mut self, in_port: PortId, frames: &Frames<'_>, now: Timestamp) {
@@ -135,60 +179,74 @@ impl Switch {
         let Some(slot) = self.ports.get(in_port.index()).and_then(Option::as_ref) else {
             return 0;
         };
-        let (vlan_mode, learning) = (&slot.options.vlan, slot.options.learning);
+        let (ingress, learning) = (PortIngress::new(&slot.options.vlan), slot.options.learning);
         let s = &mut self.scratch;
+        let descs = self.batch.descs();
+        let n = descs
+            .len()
+            .min(frames.len())
+            .min(s.verdicts.len())
+            .min(s.meta.len());
+        let all_read = n == descs.len();
+        // Cut to one length, so that indexing below needs no bounds checks.
+        let (descs, frames) = (&descs[..n], &frames[..n]);
+        let (metas, verdicts) = (&mut s.meta[..n], &mut s.verdicts[..n]);
         let mut rx_bytes = 0u64;
         let mut last_learned = u64::MAX;
-        let mut memo: Option<DstMemo> = None;
-        // The output every packet so far has (`None` once two differ or one is dropped).
+        // The last destination looked up, and the packet whose verdict it gave: packets of a
+        // batch mostly go where the one before went. Only learning changes the FDB within a
+        // batch (it was aged before), so the memo is forgotten when learning changed the
+        // FDB. `u64::MAX` is no `vlan_mac_key`.
+        let mut generation = self.fdb.generation();
+        let mut memo_key = u64::MAX;
+        let mut memo_at = 0;
+        // The output every packet so far has (`all_same` false once two differ or one is
+        // dropped). A memo hit repeats a verdict already counted here.
         let mut uniform: Option<Output> = None;
         let mut all_same = true;
-        let descs = self.batch.descs();
-        for (((desc, frame), meta), verdict) in descs
-            .iter()
-            .zip(frames)
-            .zip(s.meta.iter_mut())
-            .zip(s.verdicts.iter_mut())
-        {
-            let frame: &[u8] = frame;
+        // The first 14 bytes of the packet before when it was untagged and admitted: a
+        // packet that starts with the same (and has no offload to check) has the same meta
+        // and verdict, and nothing to learn; the steps below would find just that.
+        let mut previous = None;
+        for i in 0..n {
+            let frame: &[u8] = frames[i];
             rx_bytes += frame.len() as u64;
-            *meta = PacketMeta {
-                body_offset: 12,
-                offload: desc.offload,
-                ..PacketMeta::default()
-            };
-            *verdict = match read_l2(frame, vlan_mode, meta) {
+            let offload = &descs[i].offload;
+            let words = l2_words(frame);
+            if words.is_some() && words == previous && !offload.needs_csum && !offload.is_gso() {
+                metas[i] = PacketMeta::UNTAGGED;
+                verdicts[i] = verdicts[i - 1];
+                continue;
+            }
+            previous = None;
+            verdicts[i] = match read_l2(frame, *offload, &ingress, &mut metas[i]) {
                 Err(reason) => {
                     all_same = false;
                     Verdict::Drop(reason)
                 }
                 Ok((dst, src, vid)) => {
+                    if metas[i].wire_tpid == 0 {
+                        previous = words;
+                    }
                     let src_key = vlan_mac_key(vid, src);
                     if learning && last_learned != src_key {
                         self.fdb.learn(vid, src, in_port, now);
                         last_learned = src_key;
+                        if self.fdb.generation() != generation {
+                            generation = self.fdb.generation();
+                            memo_key = u64::MAX;
+                        }
                     }
                     let dst_key = vlan_mac_key(vid, dst);
-                    let generation = self.fdb.generation();
-                    let out = match memo {
-                        Some(m) if m.key == dst_key && m.generation == generation => m.verdict,
-                        _ => {
-                            let v = bridge_output(
-                                in_port,
-                                dst,
-                                VlanState { vid, inner: None },
-                                &self.fdb,
-                                now,
-                            );
-                            memo = Some(DstMemo {
-                                key: dst_key,
-                                generation,
-                                verdict: v,
-                            });
-                            v
-                        }
-                    };
-                    match out {
+                    if dst_key == memo_key {
+                        // Copied from memory rather than kept in registers across the loop.
+                        verdicts[i] = verdicts[memo_at];
+                        continue;
+                    }
+                    memo_key = dst_key;
+                    memo_at = i;
+                    let vlan = VlanState { vid, inner: None };
+                    match bridge_output(in_port, dst, vlan, &self.fdb, now) {
                         Ok(o) => {
                             match uniform {
                                 None => uniform = Some(o),
@@ -204,9 +262,9 @@ impl Switch {
                 }
             };
         }
-        s.len = descs.len().min(frames.len()).min(s.verdicts.len());
-        // Only when every packet of the batch was read (the zip stops at the shortest).
-        s.uniform = uniform.filter(|_| all_same && s.len == descs.len());
+        s.len = n;
+        // Only when every packet of the batch was read.
+        s.uniform = uniform.filter(|_| all_same && all_read);
         rx_bytes
     }
 
@@ -215,7 +273,7 @@ impl Switch {
         let Some(slot) = self.ports.get(in_port.index()).and_then(Option::as_ref) else {
             return 0;
         };
-        let (vlan_mode, learning) = (&slot.options.vlan, slot.options.learning);
+        let (ingress, learning) = (PortIngress::new(&slot.options.vlan), slot.options.learning);
         let mut rx_bytes = 0u64;
         // Stage 1: read every header first (VALE's prefetch stage).
         let s = &mut self.scratch;
@@ -229,12 +287,7 @@ impl Switch {
         {
             let frame: &[u8] = frame;
             rx_bytes += frame.len() as u64;
-            *meta = PacketMeta {
-                body_offset: 12,
-                offload: desc.offload,
-                ..PacketMeta::default()
-            };
-            *verdict = match read_key(in_port, frame, vlan_mode, meta) {
+            *verdict = match read_key(in_port, frame, desc.offload, &ingress, meta) {
                 Ok(k) => {
                     *key = k;
                     Verdict::Pending
@@ -316,134 +369,22 @@ impl RuleHits {
     }
 }
 
+/// A frame's first 14 bytes (addresses and EtherType or TPID) as two overlapping words, to
+/// compare them at once.
+#[inline(always)]
+fn l2_words(frame: &[u8]) -> Option<(u64, u64)> {
+    let head = frame.get(..14)?;
+    let word = |at: usize| -> Option<u64> {
+        let bytes: [u8; 8] = head.get(at..at + 8)?.try_into().ok()?;
+        Some(u64::from_ne_bytes(bytes))
+    };
+    Some((word(0)?, word(6)?))
+}
+
 /// VLAN and MAC in one word, for cheap comparisons.
 #[inline]
 fn vlan_mac_key(vid: VlanId, mac: MacAddr) -> u64 {
     (u64::from(vid) << 48) | mac.to_u64()
-}
-
-/// Ingress checks shared by both loops: a valid source, a VLAN the port admits, offload
-/// offsets past the headers the switch may rewrite. Fills `meta`; returns the packet's VLAN.
-#[inline]
-fn admit(
-    src: MacAddr,
-    frame_len: usize,
-    stack: &VlanStack,
-    vlan_mode: &PortVlanMode,
-    meta: &mut PacketMeta,
-) -> Result<VlanId, DropReason> {
-    if !src.is_unicast() {
-        return Err(DropReason::InvalidSourceMac);
-    }
-    let outer = stack.outer;
-    meta.l3_offset = stack.payload_offset();
-    if let Some(tag) = outer {
-        meta.body_offset = 16;
-        meta.wire_vid = Some(tag.tci.vid());
-        meta.wire_tpid = tag.tpid;
-        meta.wire_tci = tag.tci.to_bits();
-    }
-    if meta.offload.needs_csum || meta.offload.is_gso() {
-        check_offload(&meta.offload, stack, frame_len)?;
-    }
-    match vlan_mode.ingress(outer.map(|t| t.tci.vid())) {
-        Ingress::Vlan(v) => Ok(v),
-        Ingress::Denied => Err(DropReason::VlanIngressDenied),
-    }
-}
-
-/// What a port said about a frame's checksum or segmentation, checked against the frame
-/// before anyone relies on it: offsets past the headers the switch may rewrite (or
-/// shifting them for a new head would point them into the MAC addresses) and inside the
-/// frame; a segment size; a GSO kind that fits the EtherType. The rest (that the L4 header
-/// is really there) is checked where segmentation or checksumming happens.
-#[cold]
-fn check_offload(o: &OffloadInfo, stack: &VlanStack, frame_len: usize) -> Result<(), DropReason> {
-    use weft_packet::ethernet::ethertype;
-    use weft_packet::GsoKind;
-    let start = usize::from(o.csum_start);
-    let field_end = start + usize::from(o.csum_offset) + 2;
-    let kind_fits = match o.gso {
-        GsoKind::None => true,
-        GsoKind::TcpV4 => stack.ethertype == ethertype::IPV4,
-        GsoKind::TcpV6 => stack.ethertype == ethertype::IPV6,
-        GsoKind::UdpL4 => matches!(stack.ethertype, ethertype::IPV4 | ethertype::IPV6),
-    };
-    let ok = start >= stack.payload_offset()
-        && field_end <= frame_len
-        && kind_fits
-        && (!o.is_gso() || (o.needs_csum && o.gso_size != 0));
-    if ok {
-        Ok(())
-    } else {
-        Err(DropReason::BadOffload)
-    }
-}
-
-/// Stage 1 of the bridge loop: destination, source and VLAN.
-#[inline]
-fn read_l2(
-    frame: &[u8],
-    vlan_mode: &PortVlanMode,
-    meta: &mut PacketMeta,
-) -> Result<(MacAddr, MacAddr, VlanId), DropReason> {
-    let eth = EthernetFrame::new_checked(frame).map_err(|_| DropReason::Malformed)?;
-    let stack = VlanStack::parse(frame).map_err(|_| DropReason::Malformed)?;
-    let src = eth.src_addr();
-    let vid = admit(src, frame.len(), &stack, vlan_mode, meta)?;
-    Ok((eth.dst_addr(), src, vid))
-}
-
-/// Stage 1 of the flow loop: the whole key. On a drop, the key read so far and the reason.
-fn read_key(
-    in_port: PortId,
-    frame: &[u8],
-    vlan_mode: &PortVlanMode,
-    meta: &mut PacketMeta,
-) -> Result<FlowKey, (FlowKey, DropReason)> {
-    let mut key = FlowKey {
-        in_port,
-        ..FlowKey::default()
-    };
-    let (Ok(sum), Ok(stack)) = (FrameSummary::parse(frame), VlanStack::parse(frame)) else {
-        return Err((key, DropReason::Malformed));
-    };
-    key.dst_mac = sum.dst;
-    key.src_mac = sum.src;
-    key.vlan = admit(sum.src, frame.len(), &stack, vlan_mode, meta).map_err(|r| (key, r))?;
-    key.ethertype = sum.ethertype;
-    match sum.l3 {
-        L3Summary::Ipv4 {
-            src, dst, protocol, ..
-        } => {
-            key.ip_src = Some(src.into());
-            key.ip_dst = Some(dst.into());
-            key.ip_proto = protocol;
-        }
-        L3Summary::Ipv6 {
-            src,
-            dst,
-            next_header,
-            ..
-        } => {
-            key.ip_src = Some(src.into());
-            key.ip_dst = Some(dst.into());
-            key.ip_proto = next_header;
-        }
-        _ => {}
-    }
-    match sum.l4 {
-        L4Summary::Ports { src, dst } => {
-            key.l4_src = src;
-            key.l4_dst = dst;
-        }
-        L4Summary::Icmp { ty, code } => {
-            key.l4_src = u16::from(ty);
-            key.l4_dst = u16::from(code);
-        }
-        _ => {}
-    }
-    Ok(key)
 }
 
 /// The learning bridge (the `normal` action): the one output for a packet to `dst` with

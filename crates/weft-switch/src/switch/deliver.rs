@@ -11,11 +11,13 @@ use crate::counters::{BatchDrops, DropReason};
 use crate::decision::{Output, Target, VlanState};
 use arrayvec::ArrayVec;
 
-use crate::port::TxFrame;
+use crate::port::{PortCaps, RxDesc, TxFrame};
 use crate::types::{PortId, Timestamp, MAX_PORTS};
 
 use super::classify::Verdict;
 use super::{Frames, PortSlot, Switch};
+
+mod straight;
 
 /// Frames handed to a port per `transmit` call.
 pub(crate) const CHUNK: usize = 64;
@@ -35,9 +37,16 @@ pub(crate) struct DeliverScratch {
     /// port's `PortGone` included): a packet with none reached no one (`NoDestination`), and
     /// one with some is not counted twice.
     emitted: Vec<u16>,
-    /// A linear copy of one frame for the slow path.
+    /// The slow path's buffers.
+    slow: SlowBuffers,
+}
+
+/// Where the slow path (checksum completion, segmentation) works.
+#[derive(Default)]
+pub(super) struct SlowBuffers {
+    /// A linear copy of one frame.
     linear: Vec<u8>,
-    /// Segments produced by the slow path.
+    /// Segments produced from it.
     segments: Vec<u8>,
 }
 
@@ -49,8 +58,7 @@ impl DeliverScratch {
             tail: vec![NONE; MAX_PORTS],
             multi: Vec::with_capacity(batch),
             emitted: vec![0; batch],
-            linear: Vec::new(),
-            segments: Vec::new(),
+            slow: SlowBuffers::default(),
         }
     }
 }
@@ -82,22 +90,24 @@ impl PortBits {
 impl Switch {
     /// Stage 3 for the batch classified in `self.scratch`.
     pub(super) fn deliver(&mut self, in_port: PortId, frames: &Frames<'_>, now: Timestamp) {
-        if let Some(Output {
-            target: Target::Port(to),
-            vlan,
-        }) = self.scratch.uniform
-        {
-            self.deliver_to_one(in_port, to, vlan, frames, now);
+        let uniform = self.scratch.uniform;
+        // Tests compare the straight path with the lists on the same batches.
+        #[cfg(test)]
+        let uniform = uniform.filter(|_| !self.lists_only);
+        if let Some(o) = uniform {
+            self.deliver_uniform(in_port, o, frames, now);
             return;
         }
         let Switch {
             ports,
+            batch,
             scratch,
             deliver: ds,
             upcalls,
             peers_changed,
             ..
         } = self;
+        let descs = batch.descs();
         let n = scratch.len;
         let mut in_drops = BatchDrops::default();
         let mut active = PortBits::default();
@@ -196,12 +206,11 @@ impl Switch {
                         let frame = frames.get(i).copied().unwrap_or_default();
                         out.emit(
                             slot,
-                            &mut ds.linear,
-                            &mut ds.segments,
+                            &mut ds.slow,
                             frame,
                             &scratch.meta[i],
-                            o.vlan,
-                            true,
+                            offload_of(descs, i),
+                            Egress::new(slot, o.vlan, true),
                         );
                     }
                     u = ds.next[i];
@@ -220,12 +229,11 @@ impl Switch {
                             // packet had a destination.
                             out.emit(
                                 slot,
-                                &mut ds.linear,
-                                &mut ds.segments,
+                                &mut ds.slow,
                                 frame,
                                 &scratch.meta[i],
-                                o.vlan,
-                                explicit,
+                                offload_of(descs, i),
+                                Egress::new(slot, o.vlan, explicit),
                             );
                             ds.emitted[i] = ds.emitted[i].saturating_add(1);
                         }
@@ -252,49 +260,11 @@ impl Switch {
     }
 }
 
-impl Switch {
-    /// Stage 3 when every packet of the batch goes to port `to` with VLAN state `vlan`
-    /// ([`super::classify::BatchScratch::uniform`]): the same sends, drops and counts, in
-    /// the same order, as the general path, without building its lists.
-    fn deliver_to_one(
-        &mut self,
-        in_port: PortId,
-        to: PortId,
-        vlan: VlanState,
-        frames: &Frames<'_>,
-        now: Timestamp,
-    ) {
-        let Switch {
-            ports,
-            scratch,
-            deliver: ds,
-            peers_changed,
-            ..
-        } = self;
-        let n = scratch.len;
-        let Some(slot) = ports.get_mut(to.index()).and_then(Option::as_mut) else {
-            if let Some(slot) = ports.get(in_port.index()).and_then(Option::as_ref) {
-                slot.counters.drops.add(DropReason::PortGone, n as u64);
-            }
-            return;
-        };
-        *peers_changed |= refresh_caps(slot);
-        let mut chunk: ArrayVec<TxFrame<'_>, CHUNK> = ArrayVec::new();
-        let mut out = Outbox::new(&mut chunk, now);
-        for (frame, meta) in frames.iter().zip(&scratch.meta).take(n) {
-            out.emit(
-                slot,
-                &mut ds.linear,
-                &mut ds.segments,
-                frame,
-                meta,
-                vlan,
-                true,
-            );
-        }
-        out.flush(slot);
-        out.drops.flush(&slot.counters.drops);
-    }
+/// The offload state the receiving port gave packet `i`.
+fn offload_of(descs: &[RxDesc], i: usize) -> OffloadInfo {
+    descs
+        .get(i)
+        .map_or_else(OffloadInfo::default, |d| d.offload)
 }
 
 /// Picks up a port's capabilities again when it says they changed (a guest renegotiated);
@@ -323,6 +293,38 @@ fn goes_to(o: &Output, p: usize, in_port: PortId, slot: &PortSlot) -> Option<boo
     }
 }
 
+/// How packets of one VLAN leave one port: found once per port for a batch sent straight
+/// through, once per packet otherwise.
+#[derive(Clone, Copy)]
+pub(super) struct Egress {
+    vlan: VlanState,
+    /// The port admits the VLAN.
+    admitted: bool,
+    /// The port tags it.
+    wants_tag: bool,
+    /// The port was named (a VLAN mismatch is then a counted drop), not flooded to.
+    explicit: bool,
+}
+
+impl Egress {
+    #[inline(always)]
+    pub(super) fn new(slot: &PortSlot, vlan: VlanState, explicit: bool) -> Self {
+        let mode = &slot.options.vlan;
+        Egress {
+            vlan,
+            admitted: mode.admits(vlan.vid),
+            wants_tag: mode.tags(vlan.vid),
+            explicit,
+        }
+    }
+
+    /// Untagged frames leave as they are.
+    #[inline(always)]
+    pub(super) fn keeps_untagged(&self) -> bool {
+        self.admitted && !self.wants_tag && self.vlan.inner.is_none()
+    }
+}
+
 /// Frames on their way to one destination.
 struct Outbox<'c, 'a> {
     chunk: &'c mut ArrayVec<TxFrame<'a>, CHUNK>,
@@ -342,40 +344,49 @@ impl<'c, 'a> Outbox<'c, 'a> {
         }
     }
 
-    /// Queues `frame` for `slot` with VLAN state `vlan`. Returns false when it was dropped.
-    #[allow(clippy::too_many_arguments)]
+    /// Queues `frame` for `slot` as `egress` says. Returns false when it was dropped.
     #[inline(always)]
     fn emit(
         &mut self,
         slot: &mut PortSlot,
-        linear: &mut Vec<u8>,
-        segments: &mut Vec<u8>,
+        slow: &mut SlowBuffers,
         frame: &'a [u8],
         meta: &super::classify::PacketMeta,
-        vlan: VlanState,
-        explicit: bool,
+        offload: OffloadInfo,
+        egress: Egress,
     ) -> bool {
-        if !slot.options.vlan.admits(vlan.vid) {
+        let Egress {
+            vlan,
+            admitted,
+            wants_tag,
+            explicit,
+        } = egress;
+        if !admitted {
             if explicit {
                 self.drops.note(DropReason::VlanEgressDenied, 1);
             }
             return false;
         }
-        let wants_tag = slot.options.vlan.tags(vlan.vid);
         // The frame can leave exactly as it came when the destination wants the tag it has
         // (TPID, PCP and DEI kept), or no tag and it has none. A priority tag (VID 0) stays
         // on a port that does not tag VLAN 0.
         let unchanged = vlan.inner.is_none()
             && if wants_tag {
-                meta.wire_vid == Some(vlan.vid)
+                meta.wire_vid() == Some(vlan.vid)
             } else {
-                meta.body_offset == 12 || (vlan.vid == 0 && meta.wire_vid == Some(0))
+                meta.body_offset() == 12 || (vlan.vid == 0 && meta.wire_vid() == Some(0))
             };
         if unchanged {
-            let tx = TxFrame::whole(frame, meta.offload);
-            return self.queue(slot, linear, segments, tx, meta.l3_offset);
+            let l3_offset = meta.l3_offset();
+            if fits(&slot.caps, frame.len(), &offload, l3_offset) {
+                self.push(slot, TxFrame::whole(frame, offload));
+                return true;
+            }
+            let tx = TxFrame::whole(frame, offload);
+            return self.queue_slow(slot, slow, tx, l3_offset);
         }
-        let (Some(macs), Some(body)) = (frame.get(..12), frame.get(meta.body_offset..)) else {
+        let body_offset = meta.body_offset();
+        let (Some(macs), Some(body)) = (frame.get(..12), frame.get(body_offset..)) else {
             self.drops.note(DropReason::Malformed, 1);
             return false;
         };
@@ -385,13 +396,17 @@ impl<'c, 'a> Outbox<'c, 'a> {
         if wants_tag {
             // Re-tagging with the VLAN it came with keeps its tag's bits; a new VLAN gets an
             // 802.1Q tag with the old priority.
-            let tag = if meta.wire_vid == Some(vlan.vid) {
-                tag_bytes(meta.wire_tpid, meta.wire_tci)
+            let tag = if meta.wire_vid() == Some(vlan.vid) {
+                tag_bytes(meta.wire_tpid(), meta.wire_tci())
             } else {
-                let pcp_dei = meta.wire_tci & 0xf000;
+                let pcp_dei = meta.wire_tci() & 0xf000;
                 tag_bytes(
                     CTAG,
-                    if meta.wire_vid.is_some() { pcp_dei } else { 0 } | vlan.vid,
+                    if meta.wire_vid().is_some() {
+                        pcp_dei
+                    } else {
+                        0
+                    } | vlan.vid,
                 )
             };
             head[head_len..head_len + 4].copy_from_slice(&tag);
@@ -401,13 +416,13 @@ impl<'c, 'a> Outbox<'c, 'a> {
             head[head_len..head_len + 4].copy_from_slice(&tag_bytes(CTAG, inner));
             head_len += 4;
         }
-        let Some(offload) = shift_offload(meta.offload, meta.body_offset, head_len) else {
+        let Some(offload) = shift_offload(offload, body_offset, head_len) else {
             self.drops.note(DropReason::BadOffload, 1);
             return false;
         };
-        let l3_offset = meta.l3_offset - meta.body_offset + head_len;
+        let l3_offset = meta.l3_offset() - body_offset + head_len;
         let tx = TxFrame::with_head(&head[..head_len], body, offload);
-        self.queue(slot, linear, segments, tx, l3_offset)
+        self.queue(slot, slow, tx, l3_offset)
     }
 
     /// Queues `tx` for `slot` if it can take it as it is, else completes or segments it.
@@ -416,32 +431,27 @@ impl<'c, 'a> Outbox<'c, 'a> {
     fn queue(
         &mut self,
         slot: &mut PortSlot,
-        linear: &mut Vec<u8>,
-        segments: &mut Vec<u8>,
+        slow: &mut SlowBuffers,
         tx: TxFrame<'a>,
         l3_offset: usize,
     ) -> bool {
-        let offload = tx.offload;
-        let caps = slot.caps;
-        let fits = if offload.is_gso() {
-            caps.accepts_gso(offload.gso)
-                && tx.len() <= caps.max_gso_frame_len
-                && datagrams_fit(&tx, l3_offset, caps.mtu)
-        } else {
-            tx.len() <= caps.max_frame_len
-                && tx.len().saturating_sub(l3_offset) <= caps.mtu
-                && (!offload.needs_csum || caps.partial_csum)
-        };
-        if fits {
-            if self.chunk.is_full() {
-                self.flush(slot);
-            }
-            // Room was just made if there was none.
-            let _ = self.chunk.try_push(tx);
-            self.chunk_bytes += tx.len() as u64;
+        if fits(&slot.caps, tx.len(), &tx.offload, l3_offset) {
+            self.push(slot, tx);
             return true;
         }
-        self.queue_slow(slot, linear, segments, &tx, l3_offset)
+        self.queue_slow(slot, slow, tx, l3_offset)
+    }
+
+    /// Queues `tx`, which `slot` takes as it is.
+    #[inline(always)]
+    fn push(&mut self, slot: &mut PortSlot, tx: TxFrame<'a>) {
+        if self.chunk.is_full() {
+            self.flush(slot);
+        }
+        let len = tx.len();
+        // Room was just made if there was none.
+        let _ = self.chunk.try_push(tx);
+        self.chunk_bytes += len as u64;
     }
 
     /// A frame the destination cannot take as it is: too big, or needing its checksum
@@ -451,15 +461,15 @@ impl<'c, 'a> Outbox<'c, 'a> {
     fn queue_slow(
         &mut self,
         slot: &mut PortSlot,
-        linear: &mut Vec<u8>,
-        segments: &mut Vec<u8>,
-        tx: &TxFrame<'a>,
+        slow: &mut SlowBuffers,
+        tx: TxFrame<'a>,
         l3_offset: usize,
     ) -> bool {
+        let tx = &tx;
         let caps = slot.caps;
         // A TCP super-frame is cut to fit; a UDP one is not (its datagrams are the sender's).
         let too_big = if tx.offload.is_gso() {
-            !datagrams_fit(tx, l3_offset, caps.mtu)
+            !datagrams_fit(&tx.offload, tx.len(), l3_offset, caps.mtu)
         } else {
             tx.len() > caps.max_frame_len || tx.len().saturating_sub(l3_offset) > caps.mtu
         };
@@ -471,7 +481,7 @@ impl<'c, 'a> Outbox<'c, 'a> {
         }
         // Keep order: send what is queued first.
         self.flush(slot);
-        match slow_path(slot, tx, l3_offset, linear, segments, self.now) {
+        match slow_path(slot, tx, l3_offset, slow, self.now) {
             Ok(()) => true,
             Err(reason) => {
                 self.drops.note(reason, 1);
@@ -521,16 +531,30 @@ fn count_tx(slot: &PortSlot, frames: &[TxFrame<'_>], bytes: u64, now: Timestamp)
     }
 }
 
+/// Whether a port with `caps` takes a frame of `len` bytes, its L3 header at `l3_offset`, as
+/// it is.
+#[inline(always)]
+fn fits(caps: &PortCaps, len: usize, offload: &OffloadInfo, l3_offset: usize) -> bool {
+    if offload.is_gso() {
+        caps.accepts_gso(offload.gso)
+            && len <= caps.max_gso_frame_len
+            && datagrams_fit(offload, len, l3_offset, caps.mtu)
+    } else {
+        len <= caps.max_frame_len
+            && len.saturating_sub(l3_offset) <= caps.mtu
+            && (!offload.needs_csum || caps.partial_csum)
+    }
+}
+
 /// Whether every datagram of a UDP super-frame (`gso_size` payload bytes behind its IP and
 /// 8-byte UDP headers, the UDP header at `csum_start`, checked at ingress) is an L3 packet of
 /// at most `mtu` bytes; true for every other frame.
-fn datagrams_fit(tx: &TxFrame<'_>, l3_offset: usize, mtu: usize) -> bool {
-    let o = &tx.offload;
+fn datagrams_fit(o: &OffloadInfo, len: usize, l3_offset: usize, mtu: usize) -> bool {
     if o.gso != weft_packet::GsoKind::UdpL4 {
         return true;
     }
     let headers_end = usize::from(o.csum_start) + weft_packet::udp::HEADER_LEN;
-    let datagram = usize::from(o.gso_size).min(tx.len().saturating_sub(headers_end));
+    let datagram = usize::from(o.gso_size).min(len.saturating_sub(headers_end));
     headers_end.saturating_sub(l3_offset) + datagram <= mtu
 }
 
@@ -566,10 +590,10 @@ fn slow_path(
     slot: &mut PortSlot,
     frame: &TxFrame<'_>,
     l3_offset: usize,
-    linear: &mut Vec<u8>,
-    segments: &mut Vec<u8>,
+    slow: &mut SlowBuffers,
     now: Timestamp,
 ) -> Result<(), DropReason> {
+    let SlowBuffers { linear, segments } = slow;
     let caps = slot.caps;
     if frame.len() > MAX_SLOW_FRAME {
         return Err(DropReason::FrameTooBig);

@@ -6,6 +6,8 @@
 //! Ownership: a `Switch` is driven by one thread (`&mut self`); counters are readable from
 //! anywhere through [`PortCounters`] handles.
 
+#[cfg(test)]
+mod batch_tests;
 mod classify;
 mod deliver;
 #[cfg(test)]
@@ -199,6 +201,9 @@ pub struct Switch {
     /// Cache hits whose decision differed from the uncached one (tests only; must stay 0).
     #[cfg(test)]
     cache_mismatches: u64,
+    /// Stage 3 always builds per-destination lists (tests compare it with the straight path).
+    #[cfg(test)]
+    lists_only: bool,
 }
 
 impl Switch {
@@ -229,6 +234,8 @@ impl Switch {
             rx_packets: 0,
             #[cfg(test)]
             cache_mismatches: 0,
+            #[cfg(test)]
+            lists_only: false,
         })
     }
 
@@ -521,11 +528,9 @@ impl Switch {
             // The frames' bytes, looked up once per batch (an uninitialised array: free to
             // set up, whatever the batch size).
             let mut frames: Frames<'_> = ArrayVec::new();
-            for desc in self.batch.descs() {
-                if frames.try_push(rx.frame(desc.handle)).is_err() {
-                    break;
-                }
-            }
+            // At most the capacity, so `extend` never overflows.
+            let descs = self.batch.descs().iter().take(MAX_BATCH);
+            frames.extend(descs.map(|d| rx.frame(d.handle)));
             self.classify(port, &frames, now);
             self.capture_received(port, &frames, now);
             self.deliver(port, &frames, now);

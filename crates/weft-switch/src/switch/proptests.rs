@@ -83,14 +83,14 @@ fn dst_mac(i: usize) -> MacAddr {
 }
 
 #[derive(Debug, Clone, Copy)]
-enum L4Spec {
+pub(super) enum L4Spec {
     Tcp(usize, usize),
     Udp(usize, usize),
     Icmp,
 }
 
 #[derive(Debug, Clone, Copy)]
-enum L3Spec {
+pub(super) enum L3Spec {
     V4 {
         src: usize,
         dst: usize,
@@ -112,12 +112,12 @@ enum L3Spec {
 
 /// One frame to inject.
 #[derive(Debug, Clone, Copy)]
-struct PacketSpec {
-    src: usize,
-    dst: usize,
+pub(super) struct PacketSpec {
+    pub(super) src: usize,
+    pub(super) dst: usize,
     /// 802.1Q tag (VID 0 is a priority tag).
-    tag: Option<u16>,
-    l3: L3Spec,
+    pub(super) tag: Option<u16>,
+    pub(super) l3: L3Spec,
 }
 
 fn trailer(id: u32) -> Vec<u8> {
@@ -133,7 +133,7 @@ fn id_of(frame: &[u8]) -> Option<u32> {
 }
 
 /// Builds the frame `p` describes, ending with the trailer for `id`.
-fn build_frame(p: &PacketSpec, id: u32) -> Vec<u8> {
+pub(super) fn build_frame(p: &PacketSpec, id: u32) -> Vec<u8> {
     let (src, dst) = (src_mac(p.src), dst_mac(p.dst));
     let payload = trailer(id);
     let mut f = Vec::new();
@@ -208,7 +208,7 @@ fn l3_spec() -> impl Strategy<Value = L3Spec> {
     ]
 }
 
-fn packet_spec() -> impl Strategy<Value = PacketSpec> {
+pub(super) fn packet_spec() -> impl Strategy<Value = PacketSpec> {
     (
         prop_oneof![30 => 0..8usize, 1 => Just(8usize)],
         0..10usize,
@@ -248,12 +248,12 @@ fn port_options() -> impl Strategy<Value = PortOptions> {
 
 /// How a port is attached: its options and its transmit queue (a tiny one fills up).
 #[derive(Debug, Clone)]
-struct PortSetup {
-    options: PortOptions,
-    tx_queue: usize,
+pub(super) struct PortSetup {
+    pub(super) options: PortOptions,
+    pub(super) tx_queue: usize,
 }
 
-fn port_setup() -> impl Strategy<Value = PortSetup> {
+pub(super) fn port_setup() -> impl Strategy<Value = PortSetup> {
     (
         port_options(),
         prop_oneof![5 => Just(1024usize), 1 => Just(2usize)],
