@@ -10,8 +10,11 @@
 //! the previous one was in. The checks are the same as `virtio-queue`'s (and the walk ends
 //! the same way, silently, so `chain::diagnose` names the reason): a chain is bounded by its
 //! table size, indexes are checked against it, indirect tables are sized in whole
-//! descriptors and never nested, and a chain's total length fits in 32 bits. Everything is
-//! read through `vm-memory`'s volatile slices; the one `unsafe` is a prefetch hint.
+//! descriptors and never nested, and a chain's total length fits in 32 bits. Ring entries
+//! are read and written with volatile accesses through host pointers whose ranges are
+//! checked once (the rings' when the burst starts, a buffer's when it is translated); the
+//! `unsafe` blocks are those accesses, the copies into checked buffers and prefetch hints,
+//! each with the reason its range is valid.
 
 use std::cell::Cell;
 use std::marker::PhantomData;
