@@ -11,12 +11,14 @@ use proptest::sample::select;
 use proptest::test_runner::Config;
 use weft_packet::OffloadInfo;
 
-use super::proptests::{build_frame, packet_spec, port_setup, L3Spec, L4Spec, PacketSpec};
+use super::proptests::{
+    attach_port, build_frame, packet_spec, port_setup, L3Spec, L4Spec, PacketSpec,
+};
 use super::tests::T0;
 use super::*;
 use crate::counters::PortCountersSnapshot;
 use crate::decision::Target;
-use crate::memory_port::{memory_port, MemoryPortHandle};
+use crate::memory_port::MemoryPortHandle;
 use crate::port::PortCaps;
 
 /// What a port's frames carry in their offload state.
@@ -161,18 +163,7 @@ impl Run {
             .ports
             .iter()
             .enumerate()
-            .map(|(i, (setup, caps))| {
-                let (rx, tx, handle) = memory_port(*caps, setup.tx_queue);
-                let id = sw
-                    .add_port(
-                        &format!("p{i}"),
-                        Some(Box::new(rx)),
-                        Box::new(tx),
-                        setup.options.clone(),
-                    )
-                    .unwrap();
-                Some((id, handle))
-            })
+            .map(|(i, (setup, caps))| Some(attach_port(&mut sw, i, setup, *caps)))
             .collect();
         Run {
             sw,

@@ -253,6 +253,26 @@ pub(super) struct PortSetup {
     pub(super) tx_queue: usize,
 }
 
+/// Adds in-memory port `p{slot}` to `sw`, as `setup` says, with capabilities `caps`.
+pub(super) fn attach_port(
+    sw: &mut Switch,
+    slot: usize,
+    setup: &PortSetup,
+    caps: PortCaps,
+) -> (PortId, MemoryPortHandle) {
+    let (rx, tx, handle) = memory_port(caps, setup.tx_queue);
+    let options = setup.options.clone();
+    let id = sw
+        .add_port(
+            &format!("p{slot}"),
+            Some(Box::new(rx)),
+            Box::new(tx),
+            options,
+        )
+        .unwrap();
+    (id, handle)
+}
+
 pub(super) fn port_setup() -> impl Strategy<Value = PortSetup> {
     (
         port_options(),
@@ -680,17 +700,12 @@ impl Harness {
         if self.live[slot].is_some() {
             return;
         }
-        let setup = &self.setups[slot];
-        let (rx, tx, handle) = memory_port(PortCaps::plain(1500), setup.tx_queue);
-        let id = self
-            .sw
-            .add_port(
-                &format!("p{slot}"),
-                Some(Box::new(rx)),
-                Box::new(tx),
-                setup.options.clone(),
-            )
-            .unwrap();
+        let (id, handle) = attach_port(
+            &mut self.sw,
+            slot,
+            &self.setups[slot],
+            PortCaps::plain(1500),
+        );
         self.live[slot] = Some(LivePort { id, handle });
     }
 
