@@ -71,6 +71,16 @@ impl RxBatch {
         self.descs.push(desc);
         Ok(())
     }
+    /// Adds every frame `descs` yields, or none when they do not all fit (false then): one
+    /// room check for a group of frames rather than one per frame.
+    #[inline]
+    pub fn extend_exact<I: ExactSizeIterator<Item = RxDesc>>(&mut self, descs: I) -> bool {
+        if descs.len() > self.room() {
+            return false;
+        }
+        self.descs.extend(descs);
+        true
+    }
     /// Empties the batch.
     pub fn clear(&mut self) {
         self.descs.clear();

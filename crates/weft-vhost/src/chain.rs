@@ -20,7 +20,7 @@ use weft_packet::{ethernet, virtio_net, OffloadInfo};
 use crate::bounce::Bounce;
 use crate::config::MAX_FRAME_LEN;
 use crate::counters::{FrameDrop, QueueFault};
-use crate::ring_access::{DescChain, GuestView, SplitRing};
+use crate::ring_access::{DescChain, GuestBytes, GuestView};
 
 /// The descriptor table a chain comes from (for [`diagnose`]).
 #[derive(Debug, Clone, Copy)]
@@ -92,18 +92,15 @@ pub(crate) fn read_tx_chain<'m>(
     result
 }
 
-/// The most common transmit chain, read without the general path: one readable
-/// descriptor, alone, holding a 12-byte header that asks for nothing (no flags, no GSO —
-/// every other field then means nothing) and the frame, to be lent in place. `None` for
-/// anything else, which [`read_tx_chain`] then reads (and names, if it is malformed).
+/// The buffer of the most common transmit chain, found without the general walk: one
+/// readable descriptor, alone (no flags: not write-only, no NEXT, not INDIRECT), holding a
+/// 12-byte virtio-net header and a frame of a length weft takes, inside one region. `None`
+/// for anything else, which [`read_tx_chain`] then reads (and names, if it is malformed).
 #[inline(always)]
-pub(crate) fn plain_single_tx(
-    ring: &SplitRing<'_>,
-    view: &GuestView<'_>,
-    head: u16,
-) -> Option<(GuestPtr, usize)> {
-    let desc = ring.descriptor(head)?;
-    // Not write-only, no NEXT, not INDIRECT.
+pub(crate) fn plain_tx_buffer<'m>(
+    view: &GuestView<'m>,
+    desc: &Descriptor,
+) -> Option<GuestBytes<'m>> {
     if desc.flags() != 0 {
         return None;
     }
@@ -112,15 +109,7 @@ pub(crate) fn plain_single_tx(
     if !(ethernet::HEADER_LEN..=MAX_FRAME_LEN).contains(&frame_len) {
         return None;
     }
-    let bytes = view.bytes(desc.addr(), len)?;
-    // `flags` and `gso_type`, the header's first two bytes.
-    if bytes.read_u16_le(0)? != 0 {
-        return None;
-    }
-    Some((
-        GuestPtr(bytes.address_of(virtio_net::HEADER_LEN)?),
-        frame_len,
-    ))
+    view.bytes(desc.addr(), len)
 }
 
 /// The common transmit chain: one readable descriptor holding header and frame. `None`

@@ -56,6 +56,8 @@ mod tx;
 mod vring;
 
 #[cfg(test)]
+mod group_tests;
+#[cfg(test)]
 mod lane_tests;
 #[cfg(test)]
 mod loop_tests;

@@ -133,6 +133,7 @@ impl<'m> GuestView<'m> {
 /// Bytes of guest memory inside one mapped region, written with one bounds check per
 /// write and a plain copy (what `VolatileSlice::copy_from` does for more than eight bytes,
 /// without its chain of checked sub-slices).
+#[derive(Clone, Copy)]
 pub(crate) struct GuestBytes<'m> {
     /// Valid for writing `len` bytes while the memory map is borrowed (`'m`).
     ptr: *mut u8,
@@ -141,6 +142,45 @@ pub(crate) struct GuestBytes<'m> {
 }
 
 impl GuestBytes<'_> {
+    /// No bytes (a placeholder in a group's array: every access to it fails its bounds
+    /// check).
+    pub(crate) const EMPTY: Self = GuestBytes {
+        ptr: core::ptr::null_mut(),
+        len: 0,
+        _memory: PhantomData,
+    };
+
+    /// How many bytes.
+    #[inline(always)]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Hints the caches toward the line holding byte 0 and the one holding byte
+    /// `span - 1` (clamped to the bytes), to be read soon.
+    #[inline(always)]
+    pub(crate) fn prefetch_read(&self, span: usize) {
+        prefetch(self.ptr);
+        prefetch(self.ptr.wrapping_add(span.min(self.len).saturating_sub(1)));
+    }
+
+    /// Hints the caches toward every line of the first `span` bytes (clamped to the bytes
+    /// and to [`PREFETCH_WRITE_MAX`]), to be written soon (see
+    /// [`SplitRing::prefetch_ahead`]).
+    #[inline(always)]
+    pub(crate) fn prefetch_write(&self, span: usize, has_prefetchw: bool) {
+        prefetch_lines_for_write(self.ptr, span.min(self.len), has_prefetchw);
+    }
+
+    /// The first `N` bytes, if there are as many (a volatile read: the guest may change
+    /// them at any time, so this is a private copy).
+    #[inline(always)]
+    pub(crate) fn read_array<const N: usize>(&self) -> Option<[u8; N]> {
+        // SAFETY: `ptr` is valid for `len >= N` bytes (checked), and any bits are a valid
+        // `[u8; N]`.
+        (self.len >= N).then(|| unsafe { read_guest::<[u8; N]>(self.ptr) })
+    }
+
     /// Whether any byte of `src` lies in these bytes (a frame lent from guest memory can
     /// lie under a receive buffer of the same memory: copying it there must not happen).
     #[inline]
@@ -174,10 +214,15 @@ impl GuestBytes<'_> {
         fits.then(|| u16::from_le(unsafe { read_guest::<u16>(self.ptr.add(offset)) }))
     }
 
-    /// The host address of byte `offset` (for lending the bytes after it), if inside.
-    #[inline]
-    pub(crate) fn address_of(&self, offset: usize) -> Option<*const u8> {
-        (offset <= self.len).then(|| self.ptr.wrapping_add(offset).cast_const())
+    /// The bytes after the first `offset`, as their host address and length (for lending
+    /// them): none, at the end, when there are no more than `offset`.
+    #[inline(always)]
+    pub(crate) fn after(&self, offset: usize) -> (*const u8, usize) {
+        let offset = offset.min(self.len);
+        (
+            self.ptr.wrapping_add(offset).cast_const(),
+            self.len - offset,
+        )
     }
 
     /// Stores the 12-byte virtio-net header made of `words` (as
@@ -346,21 +391,17 @@ impl<'m> SplitRing<'m> {
             return;
         };
         if for_write {
-            let span = span
-                .min(PREFETCH_WRITE_MAX)
-                .min(usize::try_from(desc.len()).unwrap_or(0));
-            // Every line the span touches, from the one holding its first byte: a buffer
-            // that does not start on a line boundary ends one line further on.
-            let end = (buffer as usize).saturating_add(span);
-            let mut line = buffer as usize & !63;
-            while line < end {
-                prefetch_for_write(line as *const u8, self.prefetchw);
-                line += 64;
-            }
+            let span = span.min(usize::try_from(desc.len()).unwrap_or(0));
+            prefetch_lines_for_write(buffer, span, self.prefetchw);
         } else {
             prefetch(buffer);
             prefetch(buffer.wrapping_add(span.saturating_sub(1)));
         }
+    }
+
+    /// Whether the CPU has `prefetchw` (for [`GuestBytes::prefetch_write`]).
+    pub(crate) fn has_prefetchw(&self) -> bool {
+        self.prefetchw
     }
 
     /// Writes used element `(head, len)` at used position `pos` (not yet visible).
@@ -450,6 +491,20 @@ fn prefetch_for_write(at: *const u8, has_prefetchw: bool) {
         return;
     }
     prefetch(at);
+}
+
+/// Hints the caches toward every line of the `span` bytes at `at` (at most
+/// [`PREFETCH_WRITE_MAX`]), to be written soon: from the line holding the first byte, since
+/// a buffer that does not start on a line boundary ends one line further on. Hints only:
+/// never faults, whatever the address.
+#[inline(always)]
+fn prefetch_lines_for_write(at: *const u8, span: usize, has_prefetchw: bool) {
+    let end = (at as usize).saturating_add(span.min(PREFETCH_WRITE_MAX));
+    let mut line = at as usize & !63;
+    while line < end {
+        prefetch_for_write(line as *const u8, has_prefetchw);
+        line += 64;
+    }
 }
 
 /// A position in the available ring and the index it may go up to (read once, as

@@ -383,6 +383,7 @@ impl PortRx for VhostPortRx {
     }
 }
 
+mod plain_group;
 mod queue;
 #[cfg(test)]
 mod tests;

@@ -39,6 +39,7 @@ use crate::flow_hash::flow_hash;
 use crate::ring_access::{GuestView, SplitRing};
 use crate::vring::{Vring, VringState};
 
+mod plain_group;
 mod ring_writer;
 
 use ring_writer::{Put, RingWriter, SoftwareOffload};
@@ -365,7 +366,19 @@ impl VhostPortTx {
             bytes: 0,
         };
         let mut taken = 0;
-        for f in frames {
+        let mut rest = frames;
+        loop {
+            // As many as go in a group, then one (if any is left) the general way.
+            let room = until_delivered.map_or(plain_group::GROUP, |n| {
+                usize::try_from(n.saturating_sub(w.delivered)).unwrap_or(usize::MAX)
+            });
+            let put = w.put_plain_group(rest.get(..room.min(rest.len())).unwrap_or_default());
+            taken += put;
+            rest = rest.get(put..).unwrap_or_default();
+            let Some((f, after)) = rest.split_first() else {
+                break;
+            };
+            rest = after;
             if until_delivered.is_some_and(|n| w.delivered >= n) {
                 break;
             }

@@ -10,12 +10,29 @@ use weft_switch::port::MAX_BATCH;
 use weft_switch::{FrameHandle, RxBatch, RxDesc};
 
 use crate::bounce::Bounce;
-use crate::chain::{plain_single_tx, read_tx_chain, ChainError, FrameLoc, TableRef};
+use crate::chain::{read_tx_chain, ChainError, FrameLoc, TableRef};
 use crate::config::MAX_QUEUE_PAIRS;
 use crate::counters::{FrameDrop, QueueFault};
 use crate::dispatch::Dispatch;
+use crate::features::Features;
 use crate::ring_access::{GuestView, SplitRing, PREFETCH_DISTANCE};
 use crate::vring::{Vring, VringState};
+
+use super::plain_group::{GroupTarget, GROUP};
+
+/// The offload state a guest's transmit header asks for, if it is well formed and asks
+/// only for what the guest negotiated; the drop reason otherwise.
+pub(super) fn admit_header(
+    header: &[u8],
+    frame_len: usize,
+    features: Features,
+) -> Result<OffloadInfo, FrameDrop> {
+    match VirtioNetHeader::new_unchecked(header).to_offload_info(frame_len) {
+        Ok(info) if features.guest_may_send(&info) => Ok(info),
+        Ok(_) => Err(FrameDrop::OffloadNotNegotiated),
+        Err(e) => Err(FrameDrop::BadHeader(e)),
+    }
+}
 
 /// Where the frames of the current batch are, whichever queue they came from.
 pub(super) struct BatchFrames {
@@ -156,7 +173,41 @@ impl RxQueue {
                 // drops alike), counted here rather than asked of both every time.
                 let mut room = batch.room();
                 let limit = limit.min(MAX_BATCH.saturating_sub(self.heads.len()));
+                let plain_groups = frames.lend && hdr_len == virtio_net::HEADER_LEN;
                 while room > 0 && taken < limit {
+                    if plain_groups {
+                        let want = room.min(limit - taken).min(GROUP);
+                        let mut to = GroupTarget {
+                            frames: &mut *frames,
+                            batch: &mut *batch,
+                            index,
+                            features,
+                        };
+                        let group = self.take_plain_group(
+                            &ring,
+                            &view,
+                            &mut cursor,
+                            &mut to,
+                            want,
+                            counters,
+                        );
+                        taken += group.chains;
+                        room -= group.frames;
+                        bytes += group.bytes;
+                        lent += group.frames as u64;
+                        last_drop = group.last_drop.or(last_drop);
+                        if !group.stopped {
+                            // The group took all it could: the ring is empty, or more
+                            // groups follow.
+                            if group.chains == 0 {
+                                break;
+                            }
+                            continue;
+                        }
+                        if room == 0 || taken >= limit {
+                            break;
+                        }
+                    }
                     ring.prefetch_ahead(
                         &view,
                         &cursor,
@@ -169,22 +220,6 @@ impl RxQueue {
                     };
                     taken += 1;
                     self.heads.push(head);
-                    if frames.lend && hdr_len == virtio_net::HEADER_LEN {
-                        if let Some((ptr, len)) = plain_single_tx(&ring, &view, head) {
-                            let handle = u32::try_from(frames.frames.len()).unwrap_or(u32::MAX);
-                            let desc = RxDesc {
-                                handle: FrameHandle(handle),
-                                offload: OffloadInfo::default(),
-                            };
-                            if batch.push(desc).is_ok() {
-                                frames.frames.push((FrameLoc::Guest(ptr, len), index));
-                                room -= 1;
-                                bytes += len as u64;
-                                lent += 1;
-                                continue;
-                            }
-                        }
-                    }
                     let chain = ring.chain(&view, head);
                     let read =
                         read_tx_chain(chain, table, hdr_len, &mut frames.bounce, frames.lend);
@@ -209,11 +244,9 @@ impl RxQueue {
                             continue;
                         }
                     };
-                    let header = VirtioNetHeader::new_unchecked(
-                        read.header.get(..hdr_len).unwrap_or(&read.header),
-                    );
-                    let refused = match header.to_offload_info(read.len) {
-                        Ok(info) if features.guest_may_send(&info) => {
+                    let header = read.header.get(..hdr_len).unwrap_or(&read.header);
+                    let refused = match admit_header(header, read.len, features) {
+                        Ok(info) => {
                             let handle = u32::try_from(frames.frames.len()).unwrap_or(u32::MAX);
                             let desc = RxDesc {
                                 handle: FrameHandle(handle),
@@ -233,8 +266,7 @@ impl RxQueue {
                                 Some(FrameDrop::FrameTooShort)
                             }
                         }
-                        Ok(_) => Some(FrameDrop::OffloadNotNegotiated),
-                        Err(e) => Some(FrameDrop::BadHeader(e)),
+                        Err(reason) => Some(reason),
                     };
                     if let Some(reason) = refused {
                         if let FrameLoc::Bounce(start, _) = read.loc {

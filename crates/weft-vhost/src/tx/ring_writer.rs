@@ -13,7 +13,7 @@ use crate::features::Features;
 use crate::ring_access::{AvailCursor, GuestView, SplitRing, PREFETCH_DISTANCE};
 
 /// What the guest is told about a frame: `DATA_VALID` only if it negotiated checksums.
-fn offload_for_guest(mut info: OffloadInfo, features: Features) -> OffloadInfo {
+pub(super) fn offload_for_guest(mut info: OffloadInfo, features: Features) -> OffloadInfo {
     if !features.guest_csum() {
         info.data_valid = false;
     }

@@ -1,0 +1,158 @@
+//! The common transmit chains taken a group at a time: one readable descriptor holding a
+//! 12-byte header and the frame, lent to the switch in place.
+//!
+//! Why in groups: taken one at a time, each chain paid for its own look ahead (reading the
+//! available ring and a descriptor several chains on, to prefetch), three pushes and a
+//! header check. In stages over a group — heads and descriptors, then the headers, then the
+//! frames into the batch together — each stage is a short loop of independent loads, so the
+//! processor overlaps their misses by itself, the prefetches are for addresses already
+//! known, and a group whose headers all ask for nothing (the usual one) goes into the batch
+//! with one room check. A chain that is not plain ends the group; the general walk
+//! (`queue.rs`) takes it.
+
+use weft_packet::{virtio_net, OffloadInfo};
+use weft_switch::{FrameHandle, RxBatch, RxDesc};
+
+use crate::chain::{plain_tx_buffer, FrameLoc, GuestPtr};
+use crate::counters::{FrameDrop, QueueCounters};
+use crate::features::Features;
+use crate::ring_access::{AvailCursor, GuestBytes, GuestView, SplitRing};
+
+use super::queue::{admit_header, BatchFrames, RxQueue};
+
+/// Most chains in one group: a burst of the usual size.
+pub(super) const GROUP: usize = 32;
+
+/// What one group did.
+#[derive(Debug, Default)]
+pub(super) struct GroupTaken {
+    /// Chains taken (frames in the batch and frames dropped).
+    pub(super) chains: usize,
+    /// Frames put in the batch.
+    pub(super) frames: usize,
+    pub(super) bytes: u64,
+    /// The reason of the last frame dropped, for the rate-limited log.
+    pub(super) last_drop: Option<FrameDrop>,
+    /// The group ended at a chain that is not plain (left for the general walk).
+    pub(super) stopped: bool,
+}
+
+/// Where the group's frames go: the batch, this queue's place in the receive half, the
+/// negotiated features (for the headers that ask for offloads).
+pub(super) struct GroupTarget<'b> {
+    pub(super) frames: &'b mut BatchFrames,
+    pub(super) batch: &'b mut RxBatch,
+    pub(super) index: usize,
+    pub(super) features: Features,
+}
+
+impl RxQueue {
+    /// Takes up to `want` (at most [`GROUP`]) plain chains from `cursor`, lending their
+    /// frames to the batch, which has room for them all. Stops before the first chain that
+    /// is not plain. Frames whose header asks for what may not be asked are dropped, and
+    /// their chains count as taken (they go back to the guest with the batch).
+    pub(super) fn take_plain_group(
+        &mut self,
+        ring: &SplitRing<'_>,
+        view: &GuestView<'_>,
+        cursor: &mut AvailCursor,
+        to: &mut GroupTarget<'_>,
+        want: usize,
+        counters: &QueueCounters,
+    ) -> GroupTaken {
+        // Heads and descriptors in one short loop of independent loads (their misses
+        // overlap), stopping at the first chain that is not plain: it goes back to the ring.
+        let mut heads = [0u16; GROUP];
+        let mut buffers = [GuestBytes::EMPTY; GROUP];
+        let mut plain = 0;
+        let mut stopped = false;
+        for (head_slot, buffer_slot) in heads.iter_mut().zip(&mut buffers).take(want) {
+            let Some(head) = cursor.next_head(ring) else {
+                break;
+            };
+            let Some(bytes) = ring
+                .descriptor(head)
+                .and_then(|desc| plain_tx_buffer(view, &desc))
+            else {
+                cursor.back();
+                stopped = true;
+                break;
+            };
+            // The lines of the virtio-net and Ethernet headers, read below and by the switch.
+            bytes.prefetch_read(virtio_net::HEADER_LEN + weft_packet::ethernet::HEADER_LEN);
+            *head_slot = head;
+            *buffer_slot = bytes;
+            plain += 1;
+        }
+        let mut taken = GroupTaken {
+            chains: plain,
+            stopped,
+            ..GroupTaken::default()
+        };
+        let buffers = buffers.get(..plain).unwrap_or_default();
+        let heads = heads.get(..plain).unwrap_or_default();
+        // The usual group: every header asks for nothing (`flags` and `gso_type` zero; every
+        // other field then means nothing). Its frames go in together.
+        if buffers.iter().all(|b| b.read_u16_le(0) == Some(0)) {
+            let first = to.frames.frames.len();
+            let handles = (first..first + plain).map(|h| u32::try_from(h).unwrap_or(u32::MAX));
+            let descs = handles.map(|h| RxDesc {
+                handle: FrameHandle(h),
+                offload: OffloadInfo::default(),
+            });
+            if to.batch.extend_exact(descs) {
+                self.heads.extend_from_slice(heads);
+                let index = to.index;
+                to.frames.frames.extend(buffers.iter().map(|b| {
+                    let (at, len) = b.after(virtio_net::HEADER_LEN);
+                    (FrameLoc::Guest(GuestPtr(at), len), index)
+                }));
+                taken.frames = plain;
+                taken.bytes = buffers
+                    .iter()
+                    .map(|b| (b.len() - virtio_net::HEADER_LEN) as u64)
+                    .sum();
+                return taken;
+            }
+        }
+        for (bytes, head) in buffers.iter().zip(heads) {
+            self.heads.push(*head);
+            let (at, frame_len) = bytes.after(virtio_net::HEADER_LEN);
+            // `flags` and `gso_type` zero: the header asks for nothing, and every other
+            // field then means nothing.
+            let offload = match bytes.read_u16_le(0) {
+                Some(0) => Ok(OffloadInfo::default()),
+                _ => bytes
+                    .read_array::<{ virtio_net::HEADER_LEN }>()
+                    .ok_or(FrameDrop::FrameTooShort)
+                    .and_then(|header| admit_header(&header, frame_len, to.features)),
+            };
+            let pushed = match offload {
+                Ok(offload) => {
+                    let handle = u32::try_from(to.frames.frames.len()).unwrap_or(u32::MAX);
+                    let desc = RxDesc {
+                        handle: FrameHandle(handle),
+                        offload,
+                    };
+                    // Fails only when the caller asked for more than the room: dropped
+                    // rather than lost.
+                    let pushed = to.batch.push(desc).is_ok();
+                    if pushed {
+                        to.frames
+                            .frames
+                            .push((FrameLoc::Guest(GuestPtr(at), frame_len), to.index));
+                        taken.frames += 1;
+                        taken.bytes += frame_len as u64;
+                    }
+                    pushed.then_some(()).ok_or(FrameDrop::FrameTooShort)
+                }
+                Err(reason) => Err(reason),
+            };
+            if let Err(reason) = pushed {
+                counters.dropped(reason);
+                taken.last_drop = Some(reason);
+            }
+        }
+        taken
+    }
+}
