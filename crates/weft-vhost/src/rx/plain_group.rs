@@ -118,8 +118,6 @@ impl RxQueue {
         for (bytes, head) in buffers.iter().zip(heads) {
             self.heads.push(*head);
             let (at, frame_len) = bytes.after(virtio_net::HEADER_LEN);
-            // `flags` and `gso_type` zero: the header asks for nothing, and every other
-            // field then means nothing.
             let offload = match bytes.read_u16_le(0) {
                 Some(0) => Ok(OffloadInfo::default()),
                 _ => bytes
@@ -127,27 +125,17 @@ impl RxQueue {
                     .ok_or(FrameDrop::FrameTooShort)
                     .and_then(|header| admit_header(&header, frame_len, to.features)),
             };
-            let pushed = match offload {
-                Ok(offload) => {
-                    let handle = u32::try_from(to.frames.frames.len()).unwrap_or(u32::MAX);
-                    let desc = RxDesc {
-                        handle: FrameHandle(handle),
-                        offload,
-                    };
-                    // Fails only when the caller asked for more than the room: dropped
-                    // rather than lost.
-                    let pushed = to.batch.push(desc).is_ok();
-                    if pushed {
-                        to.frames
-                            .frames
-                            .push((FrameLoc::Guest(GuestPtr(at), frame_len), to.index));
-                        taken.frames += 1;
-                        taken.bytes += frame_len as u64;
-                    }
-                    pushed.then_some(()).ok_or(FrameDrop::FrameTooShort)
+            let pushed = offload.and_then(|offload| {
+                let loc = FrameLoc::Guest(GuestPtr(at), frame_len);
+                // Fails only when the caller asked for more than the room.
+                if to.frames.push(to.batch, loc, offload, to.index) {
+                    taken.frames += 1;
+                    taken.bytes += frame_len as u64;
+                    Ok(())
+                } else {
+                    Err(FrameDrop::FrameTooShort)
                 }
-                Err(reason) => Err(reason),
-            };
+            });
             if let Err(reason) = pushed {
                 counters.dropped(reason);
                 taken.last_drop = Some(reason);

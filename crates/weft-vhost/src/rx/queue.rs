@@ -44,6 +44,31 @@ pub(super) struct BatchFrames {
     pub(super) per_queue: [usize; MAX_QUEUE_PAIRS as usize],
 }
 
+impl BatchFrames {
+    /// Hands the frame at `loc` (from the queue at place `index`) to the switch's batch
+    /// with `offload`; false when the batch is full (the caller keeps within its room, so
+    /// this is a frame to drop rather than lose).
+    #[inline(always)]
+    pub(super) fn push(
+        &mut self,
+        batch: &mut RxBatch,
+        loc: FrameLoc,
+        offload: OffloadInfo,
+        index: usize,
+    ) -> bool {
+        let handle = u32::try_from(self.frames.len()).unwrap_or(u32::MAX);
+        let desc = RxDesc {
+            handle: FrameHandle(handle),
+            offload,
+        };
+        let pushed = batch.push(desc).is_ok();
+        if pushed {
+            self.frames.push((loc, index));
+        }
+        pushed
+    }
+}
+
 /// One guest transmit queue as the receive half serves it: its own batch, completions,
 /// dispatch state and epoch, so that a broken or stopped queue stops only itself.
 pub(super) struct RxQueue {
@@ -247,13 +272,7 @@ impl RxQueue {
                     let header = read.header.get(..hdr_len).unwrap_or(&read.header);
                     let refused = match admit_header(header, read.len, features) {
                         Ok(info) => {
-                            let handle = u32::try_from(frames.frames.len()).unwrap_or(u32::MAX);
-                            let desc = RxDesc {
-                                handle: FrameHandle(handle),
-                                offload: info,
-                            };
-                            if batch.push(desc).is_ok() {
-                                frames.frames.push((read.loc, index));
+                            if frames.push(batch, read.loc, info, index) {
                                 room -= 1;
                                 bytes += read.len as u64;
                                 match read.loc {

@@ -16,7 +16,7 @@ use weft_switch::TxFrame;
 use crate::config::MAX_FRAME_LEN;
 use crate::ring_access::GuestBytes;
 
-use super::ring_writer::{offload_for_guest, RingWriter};
+use super::ring_writer::RingWriter;
 
 /// Most frames in one group: a burst of the usual size.
 pub(super) const GROUP: usize = 32;
@@ -45,18 +45,8 @@ impl RingWriter<'_, '_> {
             let Some(head) = self.cursor.next_head(&self.ring) else {
                 break;
             };
-            // Write-only and alone (no NEXT, not INDIRECT), long enough, in one region.
-            let bytes = self
-                .ring
-                .descriptor(head)
-                .filter(|desc| {
-                    desc.is_write_only()
-                        && !desc.has_next()
-                        && !desc.refers_to_indirect_table()
-                        && usize::try_from(desc.len()).is_ok_and(|l| l >= total)
-                })
-                .and_then(|desc| self.view.bytes(desc.addr(), total));
-            let Some(bytes) = bytes else {
+            // One write-only buffer long enough, in one region.
+            let Some(bytes) = self.one_buffer(head, total) else {
                 self.cursor.back();
                 break;
             };
@@ -67,16 +57,7 @@ impl RingWriter<'_, '_> {
         }
         let mut done = 0;
         for (f, bytes) in frames.iter().zip(&buffers).take(found) {
-            let head = f.head();
-            // The body first: when it overlaps the buffer nothing is written, and the
-            // general walk drops the frame and counts why. The head is the switch's own.
-            let written = bytes.write(virtio_net::HEADER_LEN + head.len(), f.body)
-                && (head.is_empty() || bytes.write(virtio_net::HEADER_LEN, head))
-                && bytes.store_header(virtio_net::header_words(
-                    &offload_for_guest(f.offload, self.features),
-                    1,
-                ));
-            if !written {
+            if !self.write_whole(bytes, f.head(), f.body, &f.offload) {
                 break;
             }
             done += 1;

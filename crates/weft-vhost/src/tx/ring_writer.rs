@@ -10,10 +10,10 @@ use crate::chain::{write_rx_chain, ChainError, FrameSource, TableRef};
 use crate::config::MAX_FRAME_LEN;
 use crate::counters::{FrameDrop, QueueFault};
 use crate::features::Features;
-use crate::ring_access::{AvailCursor, GuestView, SplitRing, PREFETCH_DISTANCE};
+use crate::ring_access::{AvailCursor, GuestBytes, GuestView, SplitRing, PREFETCH_DISTANCE};
 
 /// What the guest is told about a frame: `DATA_VALID` only if it negotiated checksums.
-pub(super) fn offload_for_guest(mut info: OffloadInfo, features: Features) -> OffloadInfo {
+fn offload_for_guest(mut info: OffloadInfo, features: Features) -> OffloadInfo {
     if !features.guest_csum() {
         info.data_valid = false;
     }
@@ -164,29 +164,13 @@ impl RingWriter<'_, '_> {
         info: &OffloadInfo,
     ) -> bool {
         let total = hdr_len + head.len() + body.len();
-        let Some(desc) = self.ring.descriptor(chain_head) else {
-            return false;
-        };
-        // Write-only and alone (no NEXT, not INDIRECT), and long enough.
-        let usable = desc.is_write_only()
-            && !desc.has_next()
-            && !desc.refers_to_indirect_table()
-            && usize::try_from(desc.len()).is_ok_and(|len| len >= total);
-        if !usable || hdr_len != virtio_net::HEADER_LEN {
+        if hdr_len != virtio_net::HEADER_LEN {
             return false;
         }
-        let Some(dst) = self.view.bytes(desc.addr(), total) else {
+        let Some(dst) = self.one_buffer(chain_head, total) else {
             return false;
         };
-        // The body first: when it overlaps the buffer nothing is written, and the general
-        // walk drops the frame and counts why. The head is the switch's own bytes.
-        if !dst.write(hdr_len + head.len(), body)
-            || (!head.is_empty() && !dst.write(hdr_len, head))
-            || !dst.store_header(virtio_net::header_words(
-                &offload_for_guest(*info, self.features),
-                1,
-            ))
-        {
+        if !self.write_whole(&dst, head, body, info) {
             return false;
         }
         let len = u32::try_from(total).unwrap_or(u32::MAX);
@@ -194,6 +178,42 @@ impl RingWriter<'_, '_> {
         self.delivered += 1;
         self.bytes += (head.len() + body.len()) as u64;
         true
+    }
+}
+
+impl<'m> RingWriter<'_, 'm> {
+    /// The `total` bytes of chain `chain_head`, when it is one write-only buffer (no NEXT,
+    /// not INDIRECT) at least that long, inside one region.
+    #[inline(always)]
+    pub(super) fn one_buffer(&self, chain_head: u16, total: usize) -> Option<GuestBytes<'m>> {
+        let desc = self.ring.descriptor(chain_head)?;
+        let usable = desc.is_write_only()
+            && !desc.has_next()
+            && !desc.refers_to_indirect_table()
+            && usize::try_from(desc.len()).is_ok_and(|len| len >= total);
+        usable
+            .then(|| self.view.bytes(desc.addr(), total))
+            .flatten()
+    }
+
+    /// Writes a 12-byte header saying `info` (one buffer), then `head` and `body`, into
+    /// `dst`. False when `body` overlaps `dst` (nothing of the frame written then; the
+    /// general walk drops it and counts why) — the head is the switch's own bytes.
+    #[inline(always)]
+    pub(super) fn write_whole(
+        &self,
+        dst: &GuestBytes<'_>,
+        head: &[u8],
+        body: &[u8],
+        info: &OffloadInfo,
+    ) -> bool {
+        let hdr_len = virtio_net::HEADER_LEN;
+        dst.write(hdr_len + head.len(), body)
+            && (head.is_empty() || dst.write(hdr_len, head))
+            && dst.store_header(virtio_net::header_words(
+                &offload_for_guest(*info, self.features),
+                1,
+            ))
     }
 }
 
