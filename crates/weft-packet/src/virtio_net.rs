@@ -434,6 +434,15 @@ pub fn header_words(info: &OffloadInfo, num_buffers: u16) -> (u64, u32) {
     (low, high)
 }
 
+/// [`header_words`] for a frame that asks for neither a checksum nor segmentation (every
+/// field but `data_valid` zero): the usual frame's header, without building it field by
+/// field.
+#[inline]
+pub fn plain_header_words(data_valid: bool, num_buffers: u16) -> (u64, u32) {
+    let flag_bits = if data_valid { flags::DATA_VALID } else { 0 };
+    (u64::from(flag_bits), u32::from(num_buffers) << 16)
+}
+
 impl VirtioNetHeader<[u8; HEADER_LEN]> {
     /// A 12-byte header describing `info`, with `num_buffers` 0.
     pub fn from_offload_info(info: &OffloadInfo) -> Self {

@@ -436,15 +436,18 @@ unsafe fn read_guest<T: Copy>(at: *const u8) -> T {
     unsafe { core::ptr::read_volatile(at.cast::<Unaligned<T>>()).0 }
 }
 
-/// Writes `value` at `at`, volatile (the guest may read it at any time).
+/// Writes `value` at `at`, unaligned. Not volatile, like the frames' copies: the memory is
+/// shared with the guest, so the compiler can neither drop these stores nor move them past
+/// the used index's Release store that publishes them, and a volatile unaligned store makes
+/// it go through the stack.
 ///
 /// # Safety
 ///
 /// `at` must be valid for writing `size_of::<T>()` bytes.
 #[inline(always)]
 unsafe fn write_guest<T: Copy>(at: *mut u8, value: T) {
-    // SAFETY: the caller's contract; the packed wrapper makes any address aligned.
-    unsafe { core::ptr::write_volatile(at.cast::<Unaligned<T>>(), Unaligned(value)) }
+    // SAFETY: the caller's contract; `write_unaligned` assumes no alignment.
+    unsafe { at.cast::<T>().write_unaligned(value) }
 }
 
 /// Starts loading the cache line `at` is in: a hint that never faults, whatever the

@@ -275,3 +275,14 @@ proptest! {
         prop_assert_eq!(&high.to_le_bytes()[..], &bytes[8..]);
     }
 }
+
+proptest! {
+    #[test]
+    fn plain_header_words_are_those_of_an_offload_asking_nothing(
+        data_valid in any::<bool>(),
+        num_buffers in any::<u16>(),
+    ) {
+        let info = OffloadInfo { data_valid, ..OffloadInfo::default() };
+        prop_assert_eq!(plain_header_words(data_valid, num_buffers), header_words(&info, num_buffers));
+    }
+}

@@ -12,12 +12,18 @@ use crate::counters::{FrameDrop, QueueFault};
 use crate::features::Features;
 use crate::ring_access::{AvailCursor, GuestBytes, GuestView, SplitRing, PREFETCH_DISTANCE};
 
-/// What the guest is told about a frame: `DATA_VALID` only if it negotiated checksums.
-fn offload_for_guest(mut info: OffloadInfo, features: Features) -> OffloadInfo {
-    if !features.guest_csum() {
-        info.data_valid = false;
+/// What the guest is told about a frame: `DATA_VALID` only if it negotiated checksums;
+/// for a frame that asks for neither a checksum nor segmentation, nothing else (its other
+/// fields mean nothing to the guest: zeros, as [`virtio_net::plain_header_words`] writes).
+fn offload_for_guest(info: OffloadInfo, features: Features) -> OffloadInfo {
+    let data_valid = info.data_valid && features.guest_csum();
+    if !info.needs_csum && !info.is_gso() {
+        return OffloadInfo {
+            data_valid,
+            ..OffloadInfo::default()
+        };
     }
-    info
+    OffloadInfo { data_valid, ..info }
 }
 
 /// Gives the chains a frame took (from `first` on) back to the available ring.
@@ -208,12 +214,15 @@ impl<'m> RingWriter<'_, 'm> {
         info: &OffloadInfo,
     ) -> bool {
         let hdr_len = virtio_net::HEADER_LEN;
+        // The usual frame's header without building it field by field.
+        let header = if info.needs_csum || info.is_gso() {
+            virtio_net::header_words(&offload_for_guest(*info, self.features), 1)
+        } else {
+            virtio_net::plain_header_words(info.data_valid && self.features.guest_csum(), 1)
+        };
         dst.write(hdr_len + head.len(), body)
             && (head.is_empty() || dst.write(hdr_len, head))
-            && dst.store_header(virtio_net::header_words(
-                &offload_for_guest(*info, self.features),
-                1,
-            ))
+            && dst.store_header(header)
     }
 }
 

@@ -58,6 +58,37 @@ fn frames_land_in_guest_buffers_behind_a_header() {
 }
 
 #[test]
+fn a_frame_asking_nothing_gets_only_data_valid_in_its_header_whichever_way_it_goes() {
+    // Fields that mean nothing without NEEDS_CSUM or GSO (left over from a sender) are not
+    // passed on: the guest gets zeros there, in one buffer (the group) and over mergeable
+    // buffers (the general walk) alike.
+    let (mut rig, mut tx) = rig();
+    rig.rxq.post_rx(1, 2048);
+    rig.rxq.post_rx(4, 1000);
+    let info = OffloadInfo {
+        data_valid: true,
+        csum_start: 34,
+        csum_offset: 16,
+        gso_size: 1400,
+        hdr_len: 54,
+        ..OffloadInfo::default()
+    };
+    let small = ether_frame(2, 1, 100, 5);
+    let large = ether_frame(2, 1, 2500, 6);
+    let frames = [TxFrame::whole(&small, info), TxFrame::whole(&large, info)];
+    assert_eq!(tx.transmit(&frames), 2);
+    let used = rig.rxq.take_used();
+    assert_eq!(used.len(), 4, "one buffer, then three mergeable ones");
+    for (i, (id, len)) in [used[0], used[1]].into_iter().enumerate() {
+        let got = rig.rxq.read_rx(id, len);
+        let mut want = [0u8; 12];
+        want[0] = flags::DATA_VALID;
+        want[10] = if i == 0 { 1 } else { 3 };
+        assert_eq!(&got[..12], &want, "frame {i}'s header");
+    }
+}
+
+#[test]
 fn rewritten_head_and_body_are_joined_in_guest_memory() {
     let (mut rig, mut tx) = rig();
     rig.rxq.post_rx(1, 2048);
