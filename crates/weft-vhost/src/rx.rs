@@ -172,8 +172,12 @@ impl VhostPortRx {
             // Switch-driven: never ask for kicks. Guest-driven: not while chains keep
             // coming (the worker is here anyway).
             let held_off = if driven == Driven::Switch {
-                // Rewritten at every batch that moved the ring (see `hold_off_kicks`).
-                (st.guest_kicks != Some(false) || taken > 0).then(|| st.hold_off_kicks(&mem))
+                // With EVENT_IDX rewritten at every batch that moved the ring (see
+                // `hold_off_kicks`); the NO_NOTIFY flag stays set once written. Not
+                // rewritten for nothing: the line holds the used index the guest polls, and
+                // each store takes it back from the guest's core.
+                let moved = taken > 0 && st.queue.event_idx_enabled();
+                (st.guest_kicks != Some(false) || moved).then(|| st.hold_off_kicks(&mem))
             } else {
                 // With EVENT_IDX this writes nothing: not moving avail_event is enough
                 // for the short while until the next empty poll.
@@ -205,9 +209,10 @@ impl VhostPortRx {
                     Ok(true) => {
                         // With EVENT_IDX the guest kicks when it passes the index just
                         // armed; taking chains beyond it would leave the guest past it
-                        // for good. Arm again at the next empty look.
+                        // for good (kicks off, in effect). Arm again at the next empty
+                        // look. Without it, the flag just cleared leaves kicks on.
                         q.take_chains(vring, &mut st, &mut self.batch, batch, index, limit);
-                        st.guest_kicks = Some(false);
+                        st.guest_kicks = Some(!st.queue.event_idx_enabled());
                     }
                     Ok(false) => st.guest_kicks = Some(true),
                     Err(_) => {

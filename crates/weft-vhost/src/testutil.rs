@@ -249,6 +249,11 @@ impl GuestRing {
     pub(crate) fn used_flags(&self) -> u16 {
         u16::from_le(self.mem.read_obj(self.used).unwrap())
     }
+
+    /// Overwrites the used ring's flags word (as only the device should).
+    pub(crate) fn set_used_flags(&self, flags: u16) {
+        self.mem.write_obj(flags.to_le(), self.used).unwrap();
+    }
 }
 
 /// A port whose two rings are driven by the test, without a socket.

@@ -80,6 +80,23 @@ fn switch_driven_keeps_kicks_off_when_idle_and_asks_to_be_polled() {
 }
 
 #[test]
+fn switch_driven_without_event_idx_writes_no_notify_once_not_at_every_batch() {
+    // The flags share their line with the used index the guest polls: every store there
+    // takes the line back from the guest's core, so the flag is not stored again while it
+    // is known to be set. (The test marks the word to see whether it is rewritten.)
+    let (mut rig, mut rx) = rig(DispatchMode::SwitchDriven, false);
+    send(&mut rig, 2);
+    assert_eq!(receive(&mut rx), 2);
+    assert_eq!(rig.txq.used_flags(), NO_NOTIFY);
+    rig.txq.set_used_flags(NO_NOTIFY | 0x8000);
+    for _ in 0..3 {
+        send(&mut rig, 2);
+        assert_eq!(receive(&mut rx), 2);
+    }
+    assert_eq!(rig.txq.used_flags(), NO_NOTIFY | 0x8000, "not rewritten");
+}
+
+#[test]
 fn a_switch_driven_port_whose_ring_stopped_asks_for_no_polling() {
     let (mut rig, mut rx) = rig(DispatchMode::SwitchDriven, false);
     assert_eq!(receive(&mut rx), 0);
