@@ -24,6 +24,7 @@
 //! [`PortTx::caps`]; the fallback keeps the port correct when the guest renegotiated fewer
 //! offloads than the switch last read.
 
+use arrayvec::ArrayVec;
 use std::sync::{Arc, MutexGuard};
 use std::time::Instant;
 
@@ -103,11 +104,14 @@ impl PortTx for VhostPortTx {
         // control thread holds sits this burst out. With lanes, a lane sharing one of
         // these (below) holds only that one and waits for no other, so waiting for it
         // here cannot deadlock.
-        let mut rings: [Option<(MutexGuard<'_, VringState>, Arc<GuestMemoryMmap>)>; PAIRS] =
-            std::array::from_fn(|_| None);
+        // One slot per pair the device has (usually one), not per pair it could have: these
+        // are set up at every call.
+        let pairs = dev.queue_pairs().min(PAIRS);
+        let mut rings: ArrayVec<Option<(MutexGuard<'_, VringState>, Arc<GuestMemoryMmap>)>, PAIRS> =
+            (0..pairs).map(|_| None).collect();
         let mut serving = [0usize; PAIRS];
         let mut count = 0;
-        for (pair, slot) in rings.iter_mut().enumerate().take(dev.queue_pairs()) {
+        for (pair, slot) in rings.iter_mut().enumerate() {
             if !self.lane.owns(pair) {
                 continue;
             }
@@ -160,7 +164,7 @@ impl PortTx for VhostPortTx {
                 .unwrap_or(0),
         };
         let now = Instant::now();
-        let mut bursts: [Burst; PAIRS] = std::array::from_fn(|_| Burst::default());
+        let mut bursts: ArrayVec<Burst, PAIRS> = (0..pairs).map(|_| Burst::default()).collect();
         let mut next = 0;
         let mut pair = frames.first().map_or(0, pick);
         while next < frames.len() {
