@@ -172,12 +172,7 @@ impl VhostPortRx {
             // Switch-driven: never ask for kicks. Guest-driven: not while chains keep
             // coming (the worker is here anyway).
             let held_off = if driven == Driven::Switch {
-                // With EVENT_IDX rewritten at every batch that moved the ring (see
-                // `hold_off_kicks`); the NO_NOTIFY flag stays set once written. Not
-                // rewritten for nothing: the line holds the used index the guest polls, and
-                // each store takes it back from the guest's core.
-                let moved = taken > 0 && st.queue.event_idx_enabled();
-                (st.guest_kicks != Some(false) || moved).then(|| st.hold_off_kicks(&mem))
+                st.hold_off_due(taken).then(|| st.hold_off_kicks(&mem))
             } else {
                 // With EVENT_IDX this writes nothing: not moving avail_event is enough
                 // for the short while until the next empty poll.

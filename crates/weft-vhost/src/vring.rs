@@ -300,6 +300,15 @@ impl VringState {
         }
     }
 
+    /// Whether a switch-driven look that took `taken` chains must (re)write what holds the
+    /// guest's kicks off: while they may be on, and with EVENT_IDX whenever the ring moved
+    /// (`avail_event` must follow it). The NO_NOTIFY flag, once set, is not stored again:
+    /// its word shares a line with the used index the guest polls, and each store takes
+    /// that line back from the guest's core.
+    pub(crate) fn hold_off_due(&self, taken: usize) -> bool {
+        self.guest_kicks != Some(false) || (taken > 0 && self.queue.event_idx_enabled())
+    }
+
     /// Asks the guest not to kick while the worker polls (switch-driven): the used ring's
     /// NO_NOTIFY flag, or with EVENT_IDX `avail_event` set just behind the next index to
     /// take — an index the guest has already passed, so it does not kick again until it
