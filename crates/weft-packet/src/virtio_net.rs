@@ -62,6 +62,17 @@ pub fn driver_may_send(features: u64, info: &OffloadInfo) -> bool {
     }
 }
 
+/// True when a driver that negotiated `features` may ask the device for any offload on
+/// transmit (`CSUM`, `HOST_TSO4` or `HOST_TSO6`). Without one, the only header it may
+/// write says "no offload" (§5.1.6.2.1: `flags` zero, `gso_type` NONE), so a device need
+/// not read the header at all — as DPDK's vhost library does not
+/// (`virtio_net_with_host_offload`). Never false where [`driver_may_send`] allows an offload.
+pub const fn driver_may_ask_offloads(features: u64) -> bool {
+    const ASKING: u64 =
+        (1 << feature::CSUM) | (1 << feature::HOST_TSO4) | (1 << feature::HOST_TSO6);
+    features & ASKING != 0
+}
+
 /// Values of the `gso_type` field.
 pub mod gso_type {
     /// Not a GSO frame.

@@ -114,6 +114,13 @@ impl Features {
         }
     }
 
+    /// True when the guest may ask for an offload on transmit at all (`CSUM`, `HOST_TSO4`
+    /// or `HOST_TSO6`). Without one its headers are not read: they can only say "no
+    /// offload" ([`virtio_net::driver_may_ask_offloads`]).
+    pub const fn guest_may_ask_offloads(self) -> bool {
+        virtio_net::driver_may_ask_offloads(self.0)
+    }
+
     /// True when the guest may send a frame with this offload state: a partial checksum
     /// needs `CSUM`, TCP segmentation `HOST_TSO4`/`HOST_TSO6` (spec §5.1.6.2: a driver must
     /// not use what it did not negotiate).

@@ -156,11 +156,12 @@ impl GuestBytes<'_> {
         self.len
     }
 
-    /// Hints the caches toward the line holding byte 0 and the one holding byte
-    /// `span - 1` (clamped to the bytes), to be read soon.
+    /// Hints the caches toward the line holding byte `offset` and the one holding byte
+    /// `offset + span - 1` (both clamped to the bytes), to be read soon.
     #[inline(always)]
-    pub(crate) fn prefetch_read(&self, span: usize) {
-        prefetch_ends(self.ptr, span.min(self.len));
+    pub(crate) fn prefetch_read_at(&self, offset: usize, span: usize) {
+        let offset = offset.min(self.len);
+        prefetch_ends(self.ptr.wrapping_add(offset), span.min(self.len - offset));
     }
 
     /// Hints the caches toward every line of the first `span` bytes (clamped to the bytes

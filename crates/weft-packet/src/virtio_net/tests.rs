@@ -286,3 +286,28 @@ proptest! {
         prop_assert_eq!(plain_header_words(data_valid, num_buffers), header_words(&info, num_buffers));
     }
 }
+
+proptest! {
+    #[test]
+    fn a_driver_that_may_ask_no_offload_may_send_only_plain_frames(
+        features in any::<u64>(),
+        needs_csum in any::<bool>(),
+        data_valid in any::<bool>(),
+        gso in proptest::sample::select(vec![GsoKind::None, GsoKind::TcpV4, GsoKind::TcpV6, GsoKind::UdpL4]),
+    ) {
+        let info = OffloadInfo { needs_csum, data_valid, gso, ..OffloadInfo::default() };
+        if !driver_may_ask_offloads(features) {
+            prop_assert_eq!(driver_may_send(features, &info), !needs_csum && !info.is_gso());
+        }
+    }
+}
+
+#[test]
+fn each_transmit_offload_feature_lets_a_driver_ask() {
+    assert!(!driver_may_ask_offloads(0));
+    for bit in [feature::CSUM, feature::HOST_TSO4, feature::HOST_TSO6] {
+        assert!(driver_may_ask_offloads(1 << bit), "bit {bit}");
+    }
+    // GUEST_CSUM (1) and MRG_RXBUF (15) concern the other direction.
+    assert!(!driver_may_ask_offloads((1 << 1) | (1 << 15)));
+}

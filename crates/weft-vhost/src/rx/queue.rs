@@ -27,6 +27,11 @@ pub(super) fn admit_header(
     frame_len: usize,
     features: Features,
 ) -> Result<OffloadInfo, FrameDrop> {
+    if !features.guest_may_ask_offloads() {
+        // The only header the guest may write says "no offload": whatever it wrote, the
+        // frame is taken as it is (the group path does not even read the header).
+        return Ok(OffloadInfo::default());
+    }
     match VirtioNetHeader::new_unchecked(header).to_offload_info(frame_len) {
         Ok(info) if features.guest_may_send(&info) => Ok(info),
         Ok(_) => Err(FrameDrop::OffloadNotNegotiated),

@@ -3,7 +3,9 @@ use crate::config::VhostPortConfig;
 use crate::features::Features;
 use crate::testutil::{all_features, ether_frame, readable, Rig};
 use virtio_bindings::bindings::virtio_config::VIRTIO_F_VERSION_1;
-use virtio_bindings::bindings::virtio_net::{VIRTIO_NET_F_CSUM, VIRTIO_NET_F_HOST_TSO4};
+use virtio_bindings::bindings::virtio_net::{
+    VIRTIO_NET_F_CSUM, VIRTIO_NET_F_HOST_TSO4, VIRTIO_NET_F_HOST_TSO6,
+};
 use virtio_bindings::bindings::virtio_ring::VIRTIO_RING_F_EVENT_IDX;
 use weft_packet::virtio_net::{flags, gso_type};
 use weft_packet::GsoKind;
@@ -154,6 +156,8 @@ fn tso_super_frame_passes_with_its_offload_state() {
 #[test]
 fn offloads_the_guest_did_not_negotiate_are_dropped() {
     let config = VhostPortConfig::default();
+    // HOST_TSO6 stays: a guest that may ask for no offload at all has its headers ignored
+    // (the next test).
     let features = Features(
         all_features(&config).0 & !(1 << VIRTIO_NET_F_HOST_TSO4) & !(1 << VIRTIO_NET_F_CSUM),
     );
@@ -175,6 +179,42 @@ fn offloads_the_guest_did_not_negotiate_are_dropped() {
     );
     // Dropped frames' chains still go back to the guest.
     assert_eq!(rig.txq.take_used().len(), 3);
+    assert_eq!(rig.fault_from_guest(), None);
+}
+
+#[test]
+fn a_guest_that_may_ask_for_no_offload_has_its_headers_ignored_on_every_path() {
+    let config = VhostPortConfig::default();
+    let asking =
+        (1 << VIRTIO_NET_F_CSUM) | (1 << VIRTIO_NET_F_HOST_TSO4) | (1 << VIRTIO_NET_F_HOST_TSO6);
+    let features = Features(all_features(&config).0 & !asking);
+    assert!(!features.guest_may_ask_offloads());
+    let (mut rig, mut rx, _tx) = Rig::new(config, features, 256);
+    let mut csum = [0u8; 12];
+    csum[0] = flags::NEEDS_CSUM | flags::DATA_VALID;
+    csum[6] = 34;
+    csum[8] = 16;
+    let mut garbage = [0xa5u8; 12];
+    garbage[1] = 0x42; // no such gso_type
+    let headers = [tso4_header(), csum, garbage, HDR0];
+    let mut sent = Vec::new();
+    // One buffer each (the group path), then the header in a buffer of its own (the
+    // general walk).
+    for split in [&[][..], &[12][..]] {
+        for (i, h) in headers.iter().enumerate() {
+            let f = ether_frame(1, 2, 100 + i, u8::try_from(sent.len()).unwrap());
+            rig.txq.send(h, &f, split);
+            sent.push(f);
+        }
+    }
+    let got = receive_all(&mut rx, 64);
+    assert_eq!(got.len(), sent.len());
+    for (g, f) in got.iter().zip(&sent) {
+        assert_eq!(&g.0, f);
+        assert_eq!(g.1, weft_packet::OffloadInfo::default());
+    }
+    assert_eq!(rig.stats_from_guest().total_drops(), 0);
+    assert_eq!(rig.txq.take_used().len(), sent.len());
     assert_eq!(rig.fault_from_guest(), None);
 }
 
