@@ -33,6 +33,7 @@
 //! ([`QueueFault`]), until the frontend resets it.
 #![deny(missing_docs)]
 
+pub mod ab;
 mod bounce;
 mod chain;
 mod config;

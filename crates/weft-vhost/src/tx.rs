@@ -75,6 +75,7 @@ impl VhostPortTx {
                 v.set_notify_policy(dev.config.notify);
             }
         }
+        crate::ab::start();
         VhostPortTx {
             dev,
             lane,
@@ -283,6 +284,7 @@ impl VhostPortTx {
             );
         }
         let counters = &vring.counters;
+        crate::ab::delivered(burst.delivered);
         counters.add_frames(burst.delivered, burst.bytes);
         counters.batch(burst.delivered);
         counters.add_software_offloads(burst.software);
