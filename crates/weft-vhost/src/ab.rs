@@ -9,9 +9,10 @@
 //! `false` and nothing else here exists. `scripts/ab-vhost` builds, runs and reads it.
 //!
 //! With the feature on, a thread started with the first transmit half flips the variant
-//! bits `WEFT_AB_MASK` every `WEFT_AB_MS` milliseconds (default 500) and appends one line
+//! bits `WEFT_AB_MASK` every `WEFT_AB_MS` milliseconds (default 500) and writes one line
 //! per phase to `WEFT_AB_OUT` (default `/tmp/weft-ab.txt`): the bits it ran with and the
-//! frames delivered to guests per second in it, in millions.
+//! frames delivered to guests per second in it, in millions. The count assumes one worker
+//! thread, as in the benchmark (with several, some additions would be lost).
 
 #[cfg(feature = "ab-toggle")]
 mod toggle {
@@ -30,7 +31,8 @@ mod toggle {
         BITS.load(Ordering::Relaxed) & bit != 0
     }
 
-    /// Counts frames delivered to a guest (the worker thread is the only writer).
+    /// Counts frames delivered to a guest (one worker thread writes: a load and a store,
+    /// no locked instruction in the path being measured).
     #[inline(always)]
     pub(crate) fn delivered(frames: u64) {
         let n = DELIVERED.load(Ordering::Relaxed);
