@@ -38,7 +38,9 @@ pub(crate) const PREFETCH_DISTANCE: u16 = 8;
 /// Most bytes of a receive buffer prefetched for writing: a 1514-byte frame and its header.
 /// Every line is asked for, since the hardware prefetcher does not take lines for writing
 /// ahead of a copy (a 1514 B run gained 16 % over asking for the first and last line only);
-/// a bigger frame's later chains are prefetched in their turn.
+/// a bigger frame's later chains are prefetched in their turn. (That was for buffers asked
+/// for one at a time, 8 chains ahead; a group asks for all of its buffers at once, and
+/// for fewer bytes of each: `tx/plain_group.rs`.)
 const PREFETCH_WRITE_MAX: usize = 2048;
 
 /// Guest memory as one burst sees it: translations that remember the last region hit.
