@@ -86,14 +86,13 @@ impl RxQueue {
             };
             // The lines of the Ethernet header, read by the switch, and of the virtio-net
             // header if it is read below.
-            if headers_unread {
-                bytes.prefetch_read_at(virtio_net::HEADER_LEN, weft_packet::ethernet::HEADER_LEN);
+            let from = if headers_unread {
+                virtio_net::HEADER_LEN
             } else {
-                bytes.prefetch_read_at(
-                    0,
-                    virtio_net::HEADER_LEN + weft_packet::ethernet::HEADER_LEN,
-                );
-            }
+                0
+            };
+            let to_end = virtio_net::HEADER_LEN + weft_packet::ethernet::HEADER_LEN;
+            bytes.prefetch_read_at(from, to_end - from);
             *head_slot = head;
             *buffer_slot = bytes;
             plain += 1;
