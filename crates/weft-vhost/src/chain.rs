@@ -407,7 +407,12 @@ pub(crate) fn overlap(src: &[u8], dst: &VolatileSlice<'_>) -> bool {
 pub(crate) fn write_header(slot: &VolatileSlice<'_>, info: &OffloadInfo, num_buffers: u16) {
     let bytes = header_bytes(info, num_buffers);
     match slot.get_ref::<[u8; virtio_net::HEADER_LEN]>(0) {
-        Ok(whole) if slot.len() == virtio_net::HEADER_LEN => whole.store(bytes),
+        // Stored only when the buffer holds another header (see `GuestBytes::store_header`).
+        Ok(whole) if slot.len() == virtio_net::HEADER_LEN => {
+            if whole.load() != bytes {
+                whole.store(bytes);
+            }
+        }
         _ => {
             if let Some(b) = bytes.get(..slot.len()) {
                 slot.copy_from(b);

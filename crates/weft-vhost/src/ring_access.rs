@@ -228,17 +228,34 @@ impl GuestBytes<'_> {
     }
 
     /// Stores the 12-byte virtio-net header made of `words` (as
-    /// [`weft_packet::virtio_net::header_words`] builds them) at the start: two volatile
-    /// stores, no copy. False (nothing written) when the bytes are shorter.
+    /// [`weft_packet::virtio_net::header_words`] builds them) at the start, each of its two
+    /// words only where the buffer does not hold it already. False (nothing written) when
+    /// the bytes are shorter.
+    ///
+    /// Why compare first: a driver that keeps its headers apart from its frames (DPDK's
+    /// virtio-user puts the header at the end of an mbuf's headroom, alone in its line)
+    /// gets back the buffer with the header it last read, and writes no header of its own
+    /// when it sends from it with no offload (DPDK's `virtqueue_clear_net_hdr` stores only
+    /// fields that differ). A line neither side writes stays in both cores' caches: no
+    /// transfer between them per frame. DPDK's vhost library writes its headers the same way
+    /// (`ASSIGN_UNLESS_EQUAL`). Measured with `scripts/ab-vhost` against storing always:
+    /// 1.047 and 1.053 at 64 B (31 and 32 of 42 phases higher), 1.002 at 1514 B. A driver
+    /// changing these bytes while the buffer is the device's harms only its own frame.
     #[inline]
     pub(crate) fn store_header(&self, (low, high): (u64, u32)) -> bool {
         if self.len < 12 {
             return false;
         }
-        // SAFETY: `ptr` is valid for `len >= 12` bytes (`GuestView::bytes`, checked above).
+        // SAFETY: `ptr` is valid for reading and writing `len >= 12` bytes
+        // (`GuestView::bytes`, checked above); any bits are a valid `u64` or `u32`.
         unsafe {
-            write_guest(self.ptr, low.to_le());
-            write_guest(self.ptr.add(8), high.to_le());
+            if read_guest::<u64>(self.ptr) != low.to_le() {
+                write_guest(self.ptr, low.to_le());
+            }
+            let high_at = self.ptr.add(8);
+            if read_guest::<u32>(high_at) != high.to_le() {
+                write_guest(high_at, high.to_le());
+            }
         }
         true
     }
