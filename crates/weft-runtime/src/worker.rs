@@ -332,8 +332,8 @@ fn add(counter: &AtomicU64, n: u64) {
     );
 }
 
-/// Pins the calling thread to `cpu`.
-fn pin_to(cpu: usize) -> io::Result<()> {
+/// Pins the calling thread to `cpu` (also for tools that place their own threads).
+pub fn pin_to(cpu: usize) -> io::Result<()> {
     let setsize = usize::try_from(libc::CPU_SETSIZE).unwrap_or(0);
     if cpu >= setsize {
         return Err(io::Error::new(
