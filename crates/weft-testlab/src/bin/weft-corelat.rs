@@ -7,9 +7,8 @@
 //! Two threads, one pinned to each CPU, pass a counter in one cache line back and forth;
 //! every 1000 round trips make one sample, and the median sample is printed in nanoseconds
 //! (one line, a whole number). On the shared VMs weft is benchmarked on, the host moves the
-//! virtual CPUs between its cores: the same two CPUs measure ~65 ns apart at some times and
-//! ~305 ns at others, for seconds to minutes, and every rate measured between the two CPUs
-//! moves with it. `scripts/bench-vhost` runs this before and after each measurement, so
+//! virtual CPUs between its cores: the same two CPUs measure ~27 ns, ~65 ns or ~305 ns apart,
+//! each for seconds to minutes, and every rate measured between the two CPUs moves with it. `scripts/bench-vhost` runs this before and after each measurement, so
 //! that measurements can be compared where the CPUs stood equally far apart.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
