@@ -43,7 +43,7 @@ fn main() -> Result<()> {
     }
     let line = Line(AtomicU64::new(0));
     let stop = AtomicBool::new(false);
-    let samples = std::thread::scope(|scope| -> Result<Vec<f64>> {
+    let mut samples = std::thread::scope(|scope| -> Result<Vec<f64>> {
         // The answering side: whenever the counter is odd, makes it even (one more).
         let answer = scope.spawn(|| -> Result<()> {
             weft_runtime::pin_to(b).with_context(|| format!("cannot pin a thread to CPU {b}"))?;
@@ -65,7 +65,6 @@ fn main() -> Result<()> {
             .map_err(|_| anyhow::anyhow!("the answering thread panicked"))??;
         asked
     })?;
-    let mut samples = samples;
     samples.sort_by(f64::total_cmp);
     let median = samples[samples.len() / 2];
     println!("{median:.0}");
