@@ -267,9 +267,12 @@ fn batches_send_drop_and_count_what_packets_one_at_a_time_do() {
     if let Err(e) = result {
         panic!("{e}");
     }
-    // The straight path must be taken often, both ways, or the equality says little.
+    // The straight path must be taken often, both ways, or the equality says little. Over
+    // 128 random plans about a third send a batch straight to one port (31 to 51 in 40
+    // runs): the bound is an eighth, so that the check fails on lost coverage, not on an
+    // unlucky draw (a quarter failed about one run in thirty).
     assert!(
-        to_one.get() * 4 > cases.get() && flooded.get() * 4 > cases.get(),
+        to_one.get() * 8 > cases.get() && flooded.get() * 8 > cases.get(),
         "of {} cases, {} sent a batch straight to one port and {} flooded one",
         cases.get(),
         to_one.get(),
