@@ -215,7 +215,7 @@ pub enum SwitchCmd {
 pub struct SwitchAddArgs {
     /// Name (1 to 32 of A-Z a-z 0-9 - _ .).
     pub name: String,
-    /// Frames per batch (1 to 1024) [default: 64].
+    /// Frames per batch (1 to 1024) [default: 128].
     #[arg(long, value_name = "N")]
     pub batch: Option<usize>,
     /// Most FDB entries [default: 8192].

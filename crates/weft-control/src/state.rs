@@ -69,7 +69,7 @@ pub struct SwitchSettings {
 impl Default for SwitchSettings {
     fn default() -> Self {
         SwitchSettings {
-            batch_size: 64,
+            batch_size: 128,
             fdb_max_entries: 8192,
             fdb_max_per_port: 1024,
             fdb_ageing_secs: 300,

@@ -45,7 +45,7 @@ pub(crate) type Frames<'a> = ArrayVec<&'a [u8], MAX_BATCH>;
 /// Settings of one switch.
 #[derive(Debug, Clone)]
 pub struct SwitchConfig {
-    /// Frames per receive batch, 1..=1024 (default 64).
+    /// Frames per receive batch, 1..=1024 (default [`DEFAULT_BATCH`], 128).
     pub batch_size: usize,
     /// The learning FDB's bounds and ageing.
     pub fdb: FdbConfig,
