@@ -44,7 +44,7 @@ fn switches_render_as_an_aligned_table() {
     assert_eq!(
         human(&Request::SwitchList {}, &r),
         "NAME  PORTS  FDB  RULES  WORKER  BATCH  FDB-MAX  PER-PORT  AGEING  MAX-RULES  CACHE\n\
-         br0       2   17      1       0     64     8192      1024    300s       4096   4096\n"
+         br0       2   17      1       0    128     8192      1024    300s       4096   4096\n"
     );
 }
 
