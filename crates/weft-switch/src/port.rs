@@ -26,7 +26,7 @@ pub struct RxDesc {
 /// The largest batch the core accepts.
 pub const MAX_BATCH: usize = 1024;
 /// The default batch size. 128 rather than 64: a vhost-user port facing a 256-entry ring
-/// then takes up to half of it at a look, and the benchmark's generator forwarded 4–6 %
+/// then takes up to half of it at a look, and the benchmark's generator forwarded 3–6 %
 /// more frames through weft (in-process A/B, `docs/PERFORMANCE-vhost.md`).
 pub const DEFAULT_BATCH: usize = 128;
 
