@@ -311,6 +311,20 @@ mod tests {
         assert!(rule(&spec, &no_ports).is_err());
     }
 
+    /// The protocol crate keeps its own copy of the core's defaults (it depends on serde
+    /// only, for the CLI's sake): a default changed on one side must change on the other.
+    #[test]
+    fn the_protocols_default_settings_are_the_cores_defaults() {
+        let ours = switch_config(&SwitchSettings::default()).unwrap();
+        let core = SwitchConfig::default();
+        assert_eq!(ours.batch_size, core.batch_size);
+        assert_eq!(ours.max_rules, core.max_rules);
+        assert_eq!(ours.flow_cache_capacity, core.flow_cache_capacity);
+        assert_eq!(ours.fdb.max_entries, core.fdb.max_entries);
+        assert_eq!(ours.fdb.max_per_port, core.fdb.max_per_port);
+        assert_eq!(ours.fdb.ageing, core.fdb.ageing);
+    }
+
     #[test]
     fn switch_config_rejects_what_the_fdb_would() {
         let mut s = SwitchSettings::default();
