@@ -1,6 +1,7 @@
 //! The vhost-user request handler: feature negotiation, the memory table and ring setup,
 //! every value the frontend sends checked before use. Runs on the port's control thread;
-//! it hands rings to the data path by starting them in the shared [`VringState`]s.
+//! it hands rings to the data path by starting them in the shared
+//! [`VringState`](crate::vring::VringState)s.
 
 use std::fs::File;
 use std::sync::atomic::Ordering;

@@ -15,19 +15,27 @@
 //! checked once (the rings' when the burst starts, a buffer's when it is translated); the
 //! `unsafe` blocks are those accesses, the copies into checked buffers and prefetch hints,
 //! each with the reason its range is valid.
+//!
+//! Here: the rings ([`SplitRing`]), the available-ring cursor and the descriptor walk.
+//! `guest_view.rs`: guest addresses translated ([`GuestView`]) and one buffer's bytes
+//! ([`GuestBytes`]); `volatile.rs`: unaligned reads and writes through checked pointers;
+//! `prefetch.rs`: the cache hints.
 
-use std::cell::Cell;
-use std::marker::PhantomData;
 use std::sync::atomic::Ordering;
 
 use virtio_queue::desc::split::Descriptor;
 use virtio_queue::{Queue, QueueT};
-use vm_memory::{
-    Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion,
-    MemoryRegionAddress, VolatileSlice,
-};
+use vm_memory::{Bytes, GuestAddress, VolatileSlice};
 
 use crate::counters::QueueFault;
+
+mod guest_view;
+mod prefetch;
+mod volatile;
+
+pub(crate) use guest_view::{GuestBytes, GuestView};
+use prefetch::{has_prefetchw, prefetch, prefetch_ends, prefetch_lines_for_write};
+use volatile::{read_guest, write_guest};
 
 /// Bytes of one descriptor.
 const DESC_LEN: usize = 16;
@@ -35,243 +43,6 @@ const DESC_LEN: usize = 16;
 const USED_ELEM_LEN: usize = 8;
 /// How many chains ahead a burst's buffers are prefetched (descriptors twice as far).
 pub(crate) const PREFETCH_DISTANCE: u16 = 8;
-/// Most bytes of a receive buffer prefetched for writing: a 1514-byte frame and its header.
-/// Every line is asked for, since the hardware prefetcher does not take lines for writing
-/// ahead of a copy (a 1514 B run gained 16 % over asking for the first and last line only);
-/// a bigger frame's later chains are prefetched in their turn. (That was for buffers asked
-/// for one at a time, 8 chains ahead; a group asks for all of its buffers at once, and
-/// for fewer bytes of each: `tx/plain_group.rs`.)
-const PREFETCH_WRITE_MAX: usize = 2048;
-
-/// Guest memory as one burst sees it: translations that remember the last region hit.
-pub(crate) struct GuestView<'m> {
-    mem: &'m GuestMemoryMmap,
-    last: Cell<Option<LastRegion>>,
-}
-
-/// The region the last translation hit, as plain numbers: a hit is then two comparisons
-/// and an addition (a `GuestRegionMmap` lookup costs a search and several checked steps).
-#[derive(Clone, Copy)]
-struct LastRegion {
-    /// Guest address of its first byte.
-    start: u64,
-    /// Its length in bytes.
-    len: usize,
-    /// Where its first byte is mapped.
-    host: *mut u8,
-}
-
-impl<'m> GuestView<'m> {
-    pub(crate) fn new(mem: &'m GuestMemoryMmap) -> Self {
-        GuestView {
-            mem,
-            last: Cell::new(None),
-        }
-    }
-
-    /// Where `addr` is mapped, if it lies in the region the last translation hit: an address
-    /// for cache hints only (no search, no length; never to be read through).
-    #[inline]
-    pub(crate) fn host_address_hint(&self, addr: GuestAddress) -> Option<*const u8> {
-        let last = self.last.get()?;
-        let offset = usize::try_from(addr.0.wrapping_sub(last.start)).ok()?;
-        (offset < last.len).then(|| last.host.wrapping_add(offset).cast_const())
-    }
-
-    /// The memory map itself (for the general, slower paths).
-    pub(crate) fn mem(&self) -> &'m GuestMemoryMmap {
-        self.mem
-    }
-
-    /// Where the `len` bytes at `addr` are mapped, when they lie inside one region (`None`
-    /// otherwise: outside guest memory, past the end of the address space, or spanning two
-    /// regions). The pointer is valid for `len` bytes for as long as the view's memory map
-    /// is borrowed (`'m`): the map holds its regions' mappings.
-    #[inline]
-    pub(crate) fn host_range(&self, addr: GuestAddress, len: usize) -> Option<*mut u8> {
-        if let Some(last) = self.last.get() {
-            if let Some(ptr) = last.range(addr, len) {
-                return Some(ptr);
-            }
-        }
-        self.host_range_in_new_region(addr, len)
-    }
-
-    #[inline(never)]
-    fn host_range_in_new_region(&self, addr: GuestAddress, len: usize) -> Option<*mut u8> {
-        let region = self.mem.find_region(addr)?;
-        let last = LastRegion {
-            start: region.start_addr().0,
-            len: usize::try_from(region.len()).ok()?,
-            host: region.get_host_address(MemoryRegionAddress(0)).ok()?,
-        };
-        self.last.set(Some(last));
-        last.range(addr, len)
-    }
-
-    /// The `len` bytes at `addr` for the fast paths' raw copies, when they lie inside one
-    /// region (see [`GuestView::host_range`]).
-    #[inline]
-    pub(crate) fn bytes(&self, addr: GuestAddress, len: usize) -> Option<GuestBytes<'m>> {
-        let ptr = self.host_range(addr, len)?;
-        Some(GuestBytes {
-            ptr,
-            len,
-            _memory: PhantomData,
-        })
-    }
-
-    /// The `len` bytes at `addr`, when they lie inside one region (see
-    /// [`GuestView::host_range`]).
-    #[inline]
-    pub(crate) fn slice(&self, addr: GuestAddress, len: usize) -> Option<VolatileSlice<'m>> {
-        let ptr = self.host_range(addr, len)?;
-        // SAFETY: `host_range` gave a range of `len` bytes inside one region of the memory
-        // map borrowed for `'m`, which keeps the region mapped for that long.
-        Some(unsafe { VolatileSlice::new(ptr, len) })
-    }
-}
-
-/// Bytes of guest memory inside one mapped region, written with one bounds check per
-/// write and a plain copy (what `VolatileSlice::copy_from` does for more than eight bytes,
-/// without its chain of checked sub-slices).
-#[derive(Clone, Copy)]
-pub(crate) struct GuestBytes<'m> {
-    /// Valid for writing `len` bytes while the memory map is borrowed (`'m`).
-    ptr: *mut u8,
-    len: usize,
-    _memory: PhantomData<&'m GuestMemoryMmap>,
-}
-
-impl GuestBytes<'_> {
-    /// No bytes (a placeholder in a group's array: every access to it fails its bounds
-    /// check).
-    pub(crate) const EMPTY: Self = GuestBytes {
-        ptr: core::ptr::null_mut(),
-        len: 0,
-        _memory: PhantomData,
-    };
-
-    /// How many bytes.
-    #[inline(always)]
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Hints the caches toward the line holding byte `offset` and the one holding byte
-    /// `offset + span - 1` (both clamped to the bytes), to be read soon.
-    #[inline(always)]
-    pub(crate) fn prefetch_read_at(&self, offset: usize, span: usize) {
-        let offset = offset.min(self.len);
-        prefetch_ends(self.ptr.wrapping_add(offset), span.min(self.len - offset));
-    }
-
-    /// Hints the caches toward every line of the first `span` bytes (clamped to the bytes
-    /// and to [`PREFETCH_WRITE_MAX`]), to be written soon (see
-    /// [`SplitRing::prefetch_ahead`]).
-    #[inline(always)]
-    pub(crate) fn prefetch_write(&self, span: usize, has_prefetchw: bool) {
-        prefetch_lines_for_write(self.ptr, span.min(self.len), has_prefetchw);
-    }
-
-    /// The first `N` bytes, if there are as many (a volatile read: the guest may change
-    /// them at any time, so this is a private copy).
-    #[inline(always)]
-    pub(crate) fn read_array<const N: usize>(&self) -> Option<[u8; N]> {
-        // SAFETY: `ptr` is valid for `len >= N` bytes (checked), and any bits are a valid
-        // `[u8; N]`.
-        (self.len >= N).then(|| unsafe { read_guest::<[u8; N]>(self.ptr) })
-    }
-
-    /// Whether any byte of `src` lies in these bytes (a frame lent from guest memory can
-    /// lie under a receive buffer of the same memory: copying it there must not happen).
-    #[inline]
-    pub(crate) fn overlaps(&self, src: &[u8]) -> bool {
-        let (s, d) = (src.as_ptr() as usize, self.ptr as usize);
-        !src.is_empty() && self.len != 0 && s < d.wrapping_add(self.len) && d < s + src.len()
-    }
-
-    /// Copies `src` to `offset`. False (nothing written) when it does not fit or overlaps
-    /// these bytes.
-    #[inline]
-    pub(crate) fn write(&self, offset: usize, src: &[u8]) -> bool {
-        let fits = offset <= self.len && src.len() <= self.len - offset;
-        if !fits || self.overlaps(src) {
-            return false;
-        }
-        // SAFETY: `ptr` is valid for `len` bytes (`GuestView::bytes`), `offset + src.len()`
-        // is within them (checked above), and `src` does not overlap them (checked above).
-        unsafe {
-            core::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(offset), src.len());
-        }
-        true
-    }
-
-    /// The little-endian `u16` at `offset`, if it lies inside (a volatile read: the guest
-    /// may change it at any time).
-    #[inline]
-    pub(crate) fn read_u16_le(&self, offset: usize) -> Option<u16> {
-        let fits = offset <= self.len && 2 <= self.len - offset;
-        // SAFETY: `ptr` is valid for `len` bytes and `offset + 2` is within them.
-        fits.then(|| u16::from_le(unsafe { read_guest::<u16>(self.ptr.add(offset)) }))
-    }
-
-    /// The bytes after the first `offset`, as their host address and length (for lending
-    /// them): none, at the end, when there are no more than `offset`.
-    #[inline(always)]
-    pub(crate) fn after(&self, offset: usize) -> (*const u8, usize) {
-        let offset = offset.min(self.len);
-        (
-            self.ptr.wrapping_add(offset).cast_const(),
-            self.len - offset,
-        )
-    }
-
-    /// Stores the 12-byte virtio-net header made of `words` (as
-    /// [`weft_packet::virtio_net::header_words`] builds them) at the start, each of its two
-    /// words only where the buffer does not hold it already. False (nothing written) when
-    /// the bytes are shorter.
-    ///
-    /// Why compare first: a driver that keeps its headers apart from its frames (DPDK's
-    /// virtio-user puts the header at the end of an mbuf's headroom, alone in its line)
-    /// gets back the buffer with the header it last read, and writes no header of its own
-    /// when it sends from it with no offload (DPDK's `virtqueue_clear_net_hdr` stores only
-    /// fields that differ). A line neither side writes stays in both cores' caches: no
-    /// transfer between them per frame. DPDK's vhost library writes its headers the same way
-    /// (`ASSIGN_UNLESS_EQUAL`). Measured with `scripts/ab-vhost` against storing always:
-    /// 1.047 and 1.053 at 64 B (31 and 32 of 42 phases higher), 1.002 at 1514 B. A driver
-    /// changing these bytes while the buffer is the device's harms only its own frame.
-    #[inline]
-    pub(crate) fn store_header(&self, (low, high): (u64, u32)) -> bool {
-        if self.len < 12 {
-            return false;
-        }
-        // SAFETY: `ptr` is valid for reading and writing `len >= 12` bytes
-        // (`GuestView::bytes`, checked above); any bits are a valid `u64` or `u32`.
-        unsafe {
-            if read_guest::<u64>(self.ptr) != low.to_le() {
-                write_guest(self.ptr, low.to_le());
-            }
-            let high_at = self.ptr.add(8);
-            if read_guest::<u32>(high_at) != high.to_le() {
-                write_guest(high_at, high.to_le());
-            }
-        }
-        true
-    }
-}
-
-impl LastRegion {
-    /// Where `len` bytes at `addr` are mapped, if they lie wholly inside this region.
-    #[inline(always)]
-    fn range(&self, addr: GuestAddress, len: usize) -> Option<*mut u8> {
-        let offset = usize::try_from(addr.0.wrapping_sub(self.start)).ok()?;
-        // `offset <= len` first, so the subtraction cannot wrap; an address below the
-        // region wraps to a huge offset and fails it.
-        let fits = offset <= self.len && len <= self.len - offset;
-        fits.then(|| self.host.wrapping_add(offset))
-    }
-}
 
 /// The three rings of a split virtqueue, mapped for one burst.
 ///
@@ -381,7 +152,8 @@ impl<'m> SplitRing<'m> {
     /// (`for_write` false): the line `span` starts in and the one it ends in (a frame often
     /// starts a line after its virtio-net header; the hardware prefetcher follows a longer
     /// copy). Written (`for_write`, receive chains): every line of the first `span` bytes,
-    /// up to the descriptor's length and [`PREFETCH_WRITE_MAX`], asked for with intent to
+    /// up to the descriptor's length and
+    /// [`PREFETCH_WRITE_MAX`](prefetch::PREFETCH_WRITE_MAX), asked for with intent to
     /// write: taken from the guest's core in one step rather than shared, then upgraded.
     /// Only reads and hints: a bad entry or address is left for the real walk to judge.
     pub(crate) fn prefetch_ahead(
@@ -437,103 +209,6 @@ impl<'m> SplitRing<'m> {
     /// Makes every used element before `idx` visible (Release: the elements first).
     pub(crate) fn store_used_idx(&self, idx: u16) -> bool {
         self.used.store(idx.to_le(), 2, Ordering::Release).is_ok()
-    }
-}
-
-/// A value as it lies in guest memory: read and written with no alignment assumed (the
-/// spec aligns the rings, but a frontend's word is not trusted), as `vm-memory` does.
-#[repr(C, packed)]
-struct Unaligned<T>(T);
-
-/// Reads a `T` at `at`, volatile (the guest may change it at any time).
-///
-/// # Safety
-///
-/// `at` must be valid for reading `size_of::<T>()` bytes, and `T` valid for any bits.
-#[inline(always)]
-unsafe fn read_guest<T: Copy>(at: *const u8) -> T {
-    // SAFETY: the caller's contract; the packed wrapper makes any address aligned.
-    unsafe { core::ptr::read_volatile(at.cast::<Unaligned<T>>()).0 }
-}
-
-/// Writes `value` at `at`, unaligned. Not volatile, like the frames' copies: the memory is
-/// shared with the guest, so the compiler can neither drop these stores nor move them past
-/// the used index's Release store that publishes them, and a volatile unaligned store makes
-/// it go through the stack.
-///
-/// # Safety
-///
-/// `at` must be valid for writing `size_of::<T>()` bytes.
-#[inline(always)]
-unsafe fn write_guest<T: Copy>(at: *mut u8, value: T) {
-    // SAFETY: the caller's contract; `write_unaligned` assumes no alignment.
-    unsafe { at.cast::<T>().write_unaligned(value) }
-}
-
-/// Starts loading the cache line `at` is in: a hint that never faults, whatever the
-/// address.
-#[inline(always)]
-fn prefetch(at: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `prefetcht0` is a hint: it loads nothing into the program, never faults
-    // whatever the address, and SSE (its target feature) is part of every x86_64 target.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(at.cast::<i8>());
-    }
-}
-
-/// Whether the CPU has `prefetchw` (CPUID 8000_0001h, ECX bit 8), asked once.
-#[cfg(target_arch = "x86_64")]
-fn has_prefetchw() -> bool {
-    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *HAS.get_or_init(|| {
-        let max_extended = core::arch::x86_64::__cpuid(0x8000_0000).eax;
-        max_extended >= 0x8000_0001 && core::arch::x86_64::__cpuid(0x8000_0001).ecx & (1 << 8) != 0
-    })
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn has_prefetchw() -> bool {
-    false
-}
-
-/// Starts taking the cache line `at` is in for writing (`prefetchw` when `has_prefetchw`
-/// says the CPU has it; a plain prefetch otherwise): a hint that never faults, whatever
-/// the address.
-#[inline(always)]
-fn prefetch_for_write(at: *const u8, has_prefetchw: bool) {
-    #[cfg(target_arch = "x86_64")]
-    if has_prefetchw {
-        // SAFETY: `prefetchw` is a hint: it loads nothing into the program, writes nothing
-        // and never faults whatever the address; it runs only on CPUs that have it.
-        unsafe {
-            core::arch::asm!("prefetchw [{0}]", in(reg) at, options(nostack, preserves_flags, readonly));
-        }
-        return;
-    }
-    prefetch(at);
-}
-
-/// Hints the caches toward the line holding the first of the `span` bytes at `at` and the
-/// one holding the last (a frame often starts a line after its virtio-net header; the
-/// hardware prefetcher follows a longer read). Hints only: never faults, whatever the address.
-#[inline(always)]
-fn prefetch_ends(at: *const u8, span: usize) {
-    prefetch(at);
-    prefetch(at.wrapping_add(span.saturating_sub(1)));
-}
-
-/// Hints the caches toward every line of the `span` bytes at `at` (at most
-/// [`PREFETCH_WRITE_MAX`]), to be written soon: from the line holding the first byte, since
-/// a buffer that does not start on a line boundary ends one line further on. Hints only:
-/// never faults, whatever the address.
-#[inline(always)]
-fn prefetch_lines_for_write(at: *const u8, span: usize, has_prefetchw: bool) {
-    let end = (at as usize).saturating_add(span.min(PREFETCH_WRITE_MAX));
-    let mut line = at as usize & !63;
-    while line < end {
-        prefetch_for_write(line as *const u8, has_prefetchw);
-        line += 64;
     }
 }
 
