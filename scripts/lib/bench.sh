@@ -9,6 +9,12 @@ bench_die() {
     exit 1
 }
 
+# bench_usage SCRIPT: prints SCRIPT's leading comment block (every comment line after the
+# shebang, up to the first line that is not one): a script's --help, kept with its code.
+bench_usage() {
+    awk 'NR == 1 { next } /^#/ { print; next } { exit }' "$1"
+}
+
 # bench_require_root WHY: exits unless running as root.
 bench_require_root() {
     [ "$(id -u)" -eq 0 ] || bench_die "needs root ($1)"
