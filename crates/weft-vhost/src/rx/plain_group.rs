@@ -76,10 +76,9 @@ impl RxQueue {
             let Some(head) = cursor.next_head(ring) else {
                 break;
             };
-            let Some(bytes) = ring
-                .descriptor(head)
-                .and_then(|desc| plain_tx_buffer(view, &desc))
-            else {
+            let desc = ring.descriptor(head);
+            ring.release_descriptor_line(head);
+            let Some(bytes) = desc.and_then(|desc| plain_tx_buffer(view, &desc)) else {
                 cursor.back();
                 stopped = true;
                 break;

@@ -193,6 +193,7 @@ impl<'m> RingWriter<'_, 'm> {
     #[inline(always)]
     pub(super) fn one_buffer(&self, chain_head: u16, total: usize) -> Option<GuestBytes<'m>> {
         let desc = self.ring.descriptor(chain_head)?;
+        self.ring.release_descriptor_line(chain_head);
         let usable = desc.is_write_only()
             && !desc.has_next()
             && !desc.refers_to_indirect_table()
