@@ -35,7 +35,7 @@ mod volatile;
 
 pub(crate) use guest_view::{GuestBytes, GuestView};
 use prefetch::{
-    evict_line, has_clflushopt, has_prefetchw, prefetch, prefetch_ends, prefetch_lines_for_write,
+    evict_line, has_clflushopt, has_prefetchw, prefetch, prefetch_ends, prefetch_receive_buffer,
 };
 use volatile::{read_guest, write_guest};
 
@@ -178,13 +178,15 @@ impl<'m> SplitRing<'m> {
     /// overlap instead of stalling one after the other (the rings and buffers were last
     /// written by the guest's core). Two stages, as DPDK's vhost does: the descriptor of the
     /// chain `2 × distance` ahead of `cursor`, and the buffer of the chain `distance` ahead,
-    /// whose descriptor the previous stage brought in, for its first `span` bytes. Read
-    /// (`for_write` false): the line `span` starts in and the one it ends in (a frame often
-    /// starts a line after its virtio-net header; the hardware prefetcher follows a longer
-    /// copy). Written (`for_write`, receive chains): every line of the first `span` bytes,
-    /// up to the descriptor's length and
+    /// whose descriptor the previous stage brought in, for its first `span` bytes. To be
+    /// read (`receive_header` `None`): the line `span` starts in and the one it ends in (a
+    /// frame often starts a line after its virtio-net header; the hardware prefetcher
+    /// follows a longer copy). A receive chain (`receive_header` the bytes of its header
+    /// kept at its start, 0 for a frame's later chains): every line of the first `span`
+    /// bytes, up to the descriptor's length and
     /// [`PREFETCH_WRITE_MAX`](prefetch::PREFETCH_WRITE_MAX), asked for with intent to
-    /// write: taken from the guest's core in one step rather than shared, then upgraded.
+    /// write — taken from the guest's core in one step rather than shared, then upgraded —
+    /// but the header's, only to be read ([`prefetch_receive_buffer`]).
     /// Only reads and hints: a bad entry or address is left for the real walk to judge.
     pub(crate) fn prefetch_ahead(
         &self,
@@ -192,7 +194,7 @@ impl<'m> SplitRing<'m> {
         cursor: &AvailCursor,
         distance: u16,
         span: usize,
-        for_write: bool,
+        receive_header: Option<usize>,
     ) {
         let far = cursor.next.wrapping_add(distance.wrapping_mul(2));
         if cursor.covers(far) {
@@ -211,15 +213,16 @@ impl<'m> SplitRing<'m> {
         let Some(buffer) = view.host_address_hint(desc.addr()) else {
             return;
         };
-        if for_write {
-            let span = span.min(usize::try_from(desc.len()).unwrap_or(0));
-            prefetch_lines_for_write(buffer, span, self.prefetchw);
-        } else {
-            prefetch_ends(buffer, span);
+        match receive_header {
+            Some(header) => {
+                let span = span.min(usize::try_from(desc.len()).unwrap_or(0));
+                prefetch_receive_buffer(buffer, header, span, self.prefetchw);
+            }
+            None => prefetch_ends(buffer, span),
         }
     }
 
-    /// Whether the CPU has `prefetchw` (for [`GuestBytes::prefetch_write`]).
+    /// Whether the CPU has `prefetchw` (for [`GuestBytes::prefetch_receive`]).
     pub(crate) fn has_prefetchw(&self) -> bool {
         self.prefetchw
     }

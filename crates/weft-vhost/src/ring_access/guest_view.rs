@@ -10,7 +10,7 @@ use vm_memory::{
     VolatileSlice,
 };
 
-use super::prefetch::{prefetch_ends, prefetch_lines_for_write};
+use super::prefetch::{prefetch_ends, prefetch_receive_buffer};
 use super::volatile::{read_guest, write_guest};
 
 /// Guest memory as one burst sees it: translations that remember the last region hit.
@@ -136,12 +136,12 @@ impl GuestBytes<'_> {
         prefetch_ends(self.ptr.wrapping_add(offset), span.min(self.len - offset));
     }
 
-    /// Hints the caches toward every line of the first `span` bytes (clamped to the bytes
-    /// and to [`PREFETCH_WRITE_MAX`](super::prefetch::PREFETCH_WRITE_MAX)), to be written
-    /// soon (see [`SplitRing::prefetch_ahead`](super::SplitRing::prefetch_ahead)).
+    /// Hints the caches toward the first `span` bytes (clamped to the bytes), a receive
+    /// buffer whose first `header` bytes are its virtio-net header: to be written soon,
+    /// the header's line to be read (see [`prefetch_receive_buffer`]).
     #[inline(always)]
-    pub(crate) fn prefetch_write(&self, span: usize, has_prefetchw: bool) {
-        prefetch_lines_for_write(self.ptr, span.min(self.len), has_prefetchw);
+    pub(crate) fn prefetch_receive(&self, header: usize, span: usize, has_prefetchw: bool) {
+        prefetch_receive_buffer(self.ptr, header, span.min(self.len), has_prefetchw);
     }
 
     /// The first `N` bytes, if there are as many (a volatile read: the guest may change

@@ -243,7 +243,7 @@ impl RxQueue {
                         &cursor,
                         PREFETCH_DISTANCE,
                         hdr_len + weft_packet::ethernet::HEADER_LEN,
-                        false,
+                        None,
                     );
                     let Some(head) = cursor.next_head(&ring) else {
                         break;

@@ -68,8 +68,13 @@ impl RingWriter<'_, '_> {
         let hdr_len = self.hdr_len;
         // The frame written now stands for the one that will reach the chain prefetched.
         let span = hdr_len + head.len() + body.len();
-        self.ring
-            .prefetch_ahead(self.view, &self.cursor, PREFETCH_DISTANCE, span, true);
+        self.ring.prefetch_ahead(
+            self.view,
+            &self.cursor,
+            PREFETCH_DISTANCE,
+            span,
+            Some(hdr_len),
+        );
         let Some(first_head) = self.cursor.next_head(&self.ring) else {
             return Put::NoBuffers;
         };
@@ -104,7 +109,7 @@ impl RingWriter<'_, '_> {
                         &self.cursor,
                         PREFETCH_DISTANCE,
                         span,
-                        true,
+                        Some(0),
                     );
                     let Some(h) = self.cursor.next_head(&self.ring) else {
                         rewind(&mut self.cursor, self.used, first);
