@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test file uses a different part
 
+pub(crate) mod weftd;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::os::unix::net::UnixListener;
