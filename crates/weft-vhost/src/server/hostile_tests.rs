@@ -1,7 +1,8 @@
-//! A hostile frontend speaking raw vhost-user: malformed and out-of-range messages, wrong
-//! descriptor counts, truncated messages. After each one the port still takes a
-//! well-behaved frontend, a port beside it keeps carrying traffic, and no descriptor the
-//! hostile frontend sent stays open.
+//! A hostile frontend speaking raw vhost-user (60 scenarios): malformed and out-of-range
+//! messages, requests for features never offered, memory of every wrong shape, rings changed
+//! or abandoned while they run, wrong descriptor counts, truncated messages. After each one
+//! the port still takes a well-behaved frontend, a port beside it keeps carrying traffic, and
+//! no descriptor the hostile frontend sent stays open.
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
@@ -33,6 +34,18 @@ mod req {
     pub(super) const GET_QUEUE_NUM: u32 = 17;
     pub(super) const SET_VRING_ENABLE: u32 = 18;
     pub(super) const SET_CONFIG: u32 = 25;
+    pub(super) const RESET_OWNER: u32 = 4;
+    pub(super) const SET_LOG_FD: u32 = 7;
+    pub(super) const SET_VRING_ERR: u32 = 14;
+    pub(super) const SET_BACKEND_REQ_FD: u32 = 21;
+    pub(super) const IOTLB_MSG: u32 = 22;
+    pub(super) const SET_VRING_ENDIAN: u32 = 23;
+    pub(super) const GET_CONFIG: u32 = 24;
+    pub(super) const POSTCOPY_ADVISE: u32 = 28;
+    pub(super) const SET_INFLIGHT_FD: u32 = 32;
+    pub(super) const ADD_MEM_REG: u32 = 37;
+    pub(super) const REM_MEM_REG: u32 = 38;
+    pub(super) const SET_STATUS: u32 = 39;
 }
 
 /// A connection speaking raw bytes.
@@ -199,6 +212,41 @@ fn negotiate(r: &mut Raw) {
 }
 
 const PAGE: u64 = 4096;
+
+/// Frontend address of the one region [`ring_ready`] maps.
+const RING_VA: u64 = 0x7f00_0000_0000;
+
+/// Negotiates, maps one 64 KiB region and sets up the guest's transmit queue (1) in full:
+/// size 256, base 0, rings at the region's start, call and kick eventfds. The queue runs.
+fn ring_ready(r: &mut Raw) -> (std::fs::File, EventFd, EventFd) {
+    negotiate(r);
+    let f = tagged_memfd(16 * PAGE);
+    let body = mem_body(&[(0, 16 * PAGE, RING_VA, 0)]);
+    r.send(req::SET_MEM_TABLE, VERSION, &body, &[f.as_raw_fd()]);
+    r.send(req::SET_VRING_NUM, VERSION, &state_body(1, 256), &[]);
+    r.send(req::SET_VRING_BASE, VERSION, &state_body(1, 0), &[]);
+    let addrs = addr_body(1, 0, RING_VA, RING_VA + 2 * PAGE, RING_VA + PAGE);
+    r.send(req::SET_VRING_ADDR, VERSION, &addrs, &[]);
+    let (call, kick) = (tagged_eventfd(), tagged_eventfd());
+    r.send(
+        req::SET_VRING_CALL,
+        VERSION,
+        &u64_body(1),
+        &[call.as_raw_fd()],
+    );
+    r.send(
+        req::SET_VRING_KICK,
+        VERSION,
+        &u64_body(1),
+        &[kick.as_raw_fd()],
+    );
+    (f, call, kick)
+}
+
+/// A descriptor of something that is neither a memory file nor an eventfd: a pipe's read end.
+fn tagged_pipe() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
+    nix::unistd::pipe().unwrap()
+}
 
 fn attacks() -> Vec<(&'static str, Attack)> {
     vec![
@@ -371,6 +419,177 @@ fn attacks() -> Vec<(&'static str, Attack)> {
             let f = tagged_memfd(PAGE);
             r.send(req::SET_LOG_BASE, VERSION, &[0; 16], &[f.as_raw_fd()]);
         }),
+        ("owner reset, then a ring set up on nothing", |r| {
+            negotiate(r);
+            r.send(req::RESET_OWNER, VERSION, &[], &[]);
+            r.send(req::SET_VRING_NUM, VERSION, &state_body(1, 256), &[]);
+            let e = tagged_eventfd();
+            r.send(req::SET_VRING_KICK, VERSION, &u64_body(1), &[e.as_raw_fd()]);
+        }),
+        ("log descriptor never offered", |r| {
+            negotiate(r);
+            let e = tagged_eventfd();
+            r.send(req::SET_LOG_FD, VERSION, &[], &[e.as_raw_fd()]);
+        }),
+        ("error descriptor that is a memfd", |r| {
+            negotiate(r);
+            let f = tagged_memfd(PAGE);
+            r.send(req::SET_VRING_ERR, VERSION, &u64_body(1), &[f.as_raw_fd()]);
+        }),
+        ("backend request channel never offered", |r| {
+            negotiate(r);
+            let (a, _b) = UnixStream::pair().unwrap();
+            r.send(req::SET_BACKEND_REQ_FD, VERSION, &[], &[a.as_raw_fd()]);
+        }),
+        ("IOTLB message never offered", |r| {
+            negotiate(r);
+            r.send(req::IOTLB_MSG, VERSION, &[0xee; 40], &[]);
+        }),
+        ("ring endianness (legacy) asked", |r| {
+            negotiate(r);
+            r.send(req::SET_VRING_ENDIAN, VERSION, &state_body(1, 1), &[]);
+        }),
+        ("config read with a size beyond the body", |r| {
+            let mut body = 0u32.to_le_bytes().to_vec();
+            body.extend_from_slice(&0xffff_ffffu32.to_le_bytes());
+            body.extend_from_slice(&0u32.to_le_bytes());
+            r.send(req::GET_CONFIG, VERSION | NEED_REPLY, &body, &[]);
+        }),
+        ("postcopy never offered", |r| {
+            negotiate(r);
+            r.send(req::POSTCOPY_ADVISE, VERSION, &[], &[]);
+        }),
+        ("inflight region never offered", |r| {
+            negotiate(r);
+            let f = tagged_memfd(PAGE);
+            r.send(req::SET_INFLIGHT_FD, VERSION, &[0; 24], &[f.as_raw_fd()]);
+        }),
+        ("memory slot added never offered", |r| {
+            negotiate(r);
+            let f = tagged_memfd(PAGE);
+            let mut body = vec![0u8; 8];
+            body.extend_from_slice(&mem_body(&[(0, PAGE, 0, 0)])[8..]);
+            r.send(req::ADD_MEM_REG, VERSION, &body, &[f.as_raw_fd()]);
+        }),
+        ("memory slot removed never offered", |r| {
+            negotiate(r);
+            let mut body = vec![0u8; 8];
+            body.extend_from_slice(&mem_body(&[(0, PAGE, 0, 0)])[8..]);
+            r.send(req::REM_MEM_REG, VERSION, &body, &[]);
+        }),
+        ("device status never offered", |r| {
+            negotiate(r);
+            r.send(req::SET_STATUS, VERSION, &u64_body(0xff), &[]);
+        }),
+        ("ring addresses with the logging flag", |r| {
+            negotiate(r);
+            let f = tagged_memfd(16 * PAGE);
+            let body = mem_body(&[(0, 16 * PAGE, RING_VA, 0)]);
+            r.send(req::SET_MEM_TABLE, VERSION, &body, &[f.as_raw_fd()]);
+            r.send(req::SET_VRING_NUM, VERSION, &state_body(1, 256), &[]);
+            let addrs = addr_body(1, 1, RING_VA, RING_VA + 2 * PAGE, RING_VA + PAGE);
+            r.send(req::SET_VRING_ADDR, VERSION, &addrs, &[]);
+        }),
+        ("descriptor table not aligned", |r| {
+            negotiate(r);
+            let f = tagged_memfd(16 * PAGE);
+            let body = mem_body(&[(0, 16 * PAGE, RING_VA, 0)]);
+            r.send(req::SET_MEM_TABLE, VERSION, &body, &[f.as_raw_fd()]);
+            r.send(req::SET_VRING_NUM, VERSION, &state_body(1, 256), &[]);
+            let addrs = addr_body(1, 0, RING_VA + 1, RING_VA + 2 * PAGE, RING_VA + PAGE);
+            r.send(req::SET_VRING_ADDR, VERSION, &addrs, &[]);
+            let e = tagged_eventfd();
+            r.send(req::SET_VRING_KICK, VERSION, &u64_body(1), &[e.as_raw_fd()]);
+        }),
+        ("used ring across the end of its region", |r| {
+            negotiate(r);
+            let f = tagged_memfd(4 * PAGE);
+            let body = mem_body(&[(0, 4 * PAGE, RING_VA, 0)]);
+            r.send(req::SET_MEM_TABLE, VERSION, &body, &[f.as_raw_fd()]);
+            r.send(req::SET_VRING_NUM, VERSION, &state_body(1, 256), &[]);
+            let addrs = addr_body(1, 0, RING_VA, RING_VA + 4 * PAGE - 64, RING_VA + PAGE);
+            r.send(req::SET_VRING_ADDR, VERSION, &addrs, &[]);
+            let e = tagged_eventfd();
+            r.send(req::SET_VRING_KICK, VERSION, &u64_body(1), &[e.as_raw_fd()]);
+        }),
+        ("region of size zero", |r| {
+            negotiate(r);
+            let f = tagged_memfd(PAGE);
+            let body = mem_body(&[(0, 0, 0, 0)]);
+            r.send(req::SET_MEM_TABLE, VERSION, &body, &[f.as_raw_fd()]);
+        }),
+        ("region at an unaligned file offset", |r| {
+            negotiate(r);
+            let f = tagged_memfd(2 * PAGE);
+            let body = mem_body(&[(0, PAGE, 0, 1)]);
+            r.send(req::SET_MEM_TABLE, VERSION, &body, &[f.as_raw_fd()]);
+        }),
+        ("region backed by a pipe", |r| {
+            negotiate(r);
+            let (read, _write) = tagged_pipe();
+            let body = mem_body(&[(0, PAGE, 0, 0)]);
+            r.send(req::SET_MEM_TABLE, VERSION, &body, &[read.as_raw_fd()]);
+        }),
+        ("region backed by an eventfd", |r| {
+            negotiate(r);
+            let e = tagged_eventfd();
+            let body = mem_body(&[(0, PAGE, 0, 0)]);
+            r.send(req::SET_MEM_TABLE, VERSION, &body, &[e.as_raw_fd()]);
+        }),
+        ("regions overlapping in frontend addresses only", |r| {
+            negotiate(r);
+            let (a, b) = (tagged_memfd(2 * PAGE), tagged_memfd(2 * PAGE));
+            let body = mem_body(&[
+                (0, 2 * PAGE, RING_VA, 0),
+                (0x10_0000, 2 * PAGE, RING_VA + PAGE, 0),
+            ]);
+            r.send(
+                req::SET_MEM_TABLE,
+                VERSION,
+                &body,
+                &[a.as_raw_fd(), b.as_raw_fd()],
+            );
+        }),
+        ("ring size changed while it runs", |r| {
+            let _ring = ring_ready(r);
+            r.send(req::SET_VRING_NUM, VERSION, &state_body(1, 64), &[]);
+        }),
+        ("ring base changed while it runs", |r| {
+            let _ring = ring_ready(r);
+            r.send(req::SET_VRING_BASE, VERSION, &state_body(1, 77), &[]);
+        }),
+        (
+            "memory table replaced under a running ring by a smaller one",
+            |r| {
+                let _ring = ring_ready(r);
+                let f = tagged_memfd(PAGE);
+                let body = mem_body(&[(0x100_0000, PAGE, 0x1000, 0)]);
+                r.send(req::SET_MEM_TABLE, VERSION, &body, &[f.as_raw_fd()]);
+                let e = tagged_eventfd();
+                r.send(req::SET_VRING_KICK, VERSION, &u64_body(1), &[e.as_raw_fd()]);
+            },
+        ),
+        ("twelve descriptors on one message", |r| {
+            negotiate(r);
+            let fds: Vec<_> = (0..12).map(|_| tagged_eventfd()).collect();
+            let raw: Vec<_> = fds.iter().map(AsRawFd::as_raw_fd).collect();
+            r.send(req::SET_VRING_CALL, VERSION, &u64_body(0), &raw);
+        }),
+        ("kick for a ring whose addresses were never set", |r| {
+            negotiate(r);
+            r.send(req::SET_VRING_NUM, VERSION, &state_body(1, 256), &[]);
+            let e = tagged_eventfd();
+            r.send(req::SET_VRING_KICK, VERSION, &u64_body(1), &[e.as_raw_fd()]);
+        }),
+        ("a running ring's frontend vanishing mid-message", |r| {
+            let _ring = ring_ready(r);
+            let mut h = Vec::new();
+            for w in [req::SET_MEM_TABLE, VERSION, 200] {
+                h.extend_from_slice(&w.to_le_bytes());
+            }
+            h.extend_from_slice(&[0; 17]);
+            r.send_raw(&h);
+        }),
         ("garbage", |r| r.send_raw(&[0xff; 200])),
     ]
 }
@@ -391,7 +610,7 @@ fn a_hostile_frontend_breaks_nothing_and_leaks_nothing() {
     good.start();
     assert!(beside.wait_running(Duration::from_secs(5)));
     let attacks = attacks();
-    assert!(attacks.len() >= 20);
+    assert!(attacks.len() >= 60, "{} scenarios", attacks.len());
     for (i, (name, attack)) in attacks.iter().enumerate() {
         let mut raw = Raw::connect(&hostile_path);
         attack(&mut raw);
