@@ -283,3 +283,44 @@ fn a_table_finding_no_free_guard_slot_is_refused_and_counted() {
         },
     );
 }
+
+#[test]
+fn a_frame_held_past_a_disconnect_survives_the_file_being_truncated() {
+    in_child_process(
+        "a_frame_held_past_a_disconnect_survives_the_file_being_truncated",
+        || {
+            let path = socket_path("gone");
+            let mut port = VhostUserPort::listen(&path, VhostPortConfig::default()).unwrap();
+            let (mut rx, _tx) = port.take_halves().unwrap();
+            let mut guest = Guest::connect(&path);
+            guest.start();
+            assert!(port.wait_running(Duration::from_secs(5)));
+            let frame = ether_frame(1, 2, 100, 8);
+            guest.txq.send(&[0; 12], &frame, &[]);
+            let mut batch = RxBatch::new(8);
+            rx.receive(&mut batch);
+            assert_eq!(batch.len(), 1);
+            let handle = batch.descs()[0].handle;
+
+            // The frontend goes (its table and rings with it), then cuts the file away.
+            let file = guest.file.try_clone().unwrap();
+            drop(guest);
+            wait_for("the disconnect", || !port.is_connected());
+            assert_eq!(sigbus::guarded_regions(), 1, "still held by the batch");
+            file.set_len(0).unwrap();
+
+            let before = sigbus::handled();
+            assert!(rx.frame(handle).iter().all(|b| *b == 0));
+            assert!(sigbus::handled() > before, "the fault was caught");
+            rx.finish();
+            batch.clear();
+            rx.receive(&mut batch);
+            rx.finish();
+            assert_eq!(
+                sigbus::guarded_regions(),
+                0,
+                "released with the last holder"
+            );
+        },
+    );
+}
