@@ -78,7 +78,7 @@ pub use error::VhostError;
 pub use fds::FdError;
 pub use features::{offered_features, Features};
 pub use memory::{
-    GuardedMemory, GuestMemoryTable, MemoryRefusal, MemoryTableError, RegionDesc,
+    GuardError, GuardedMemory, GuestMemoryTable, MemoryRefusal, MemoryTableError, RegionDesc,
     DEFAULT_MAX_GUEST_MEMORY, MAX_REGIONS,
 };
 pub use modes::{DispatchMode, ModeError, NotifyPolicy, MAX_MODE_PERIOD};

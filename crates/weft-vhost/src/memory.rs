@@ -11,7 +11,8 @@ use admit::{admit_file, check_aliasing, check_total};
 pub use guarded::GuardedMemory;
 pub use refusals::MemoryRefusal;
 pub(crate) use refusals::MemoryRefusals;
-use sigbus::{GuardError, SigbusGuard};
+pub use sigbus::GuardError;
+use sigbus::SigbusGuard;
 
 /// The most regions a memory table may have (vhost-user sends at most 8 fds per message).
 pub const MAX_REGIONS: usize = 8;
@@ -94,8 +95,9 @@ pub enum MemoryTableError {
     },
     /// The regions add up to more than the port may map.
     #[error(
-        "the memory table maps {total} bytes, more than the port's limit of {limit} \
-         (max_guest_memory: raise it for a VM this large)"
+        "the memory table maps {total} bytes, more than the port's limit of {limit}; raise \
+         the port's max_guest_memory (weftd: [vhost] max_guest_memory_gib) for a VM this \
+         large"
     )]
     TooLarge {
         /// The regions' sizes added up (saturating).
