@@ -1,5 +1,6 @@
 //! How a vhost-user port is set up.
 
+use crate::memory::DEFAULT_MAX_GUEST_MEMORY;
 use crate::modes::{DispatchMode, ModeError, NotifyPolicy};
 
 /// The largest virtqueue a split ring may have (virtio 1.x §2.7).
@@ -43,6 +44,10 @@ pub struct VhostPortConfig {
     /// `VIRTIO_NET_F_MQ` and the vhost-user protocol feature `MQ`. All pairs are served by
     /// the worker that owns the switch.
     pub queue_pairs: u16,
+    /// The most bytes of guest memory one memory table may map (its regions added up). A
+    /// sparse file maps without costing memory, but not without costing address space; a
+    /// table above this is refused. Default [`DEFAULT_MAX_GUEST_MEMORY`] (1 TiB).
+    pub max_guest_memory: u64,
 }
 
 impl Default for VhostPortConfig {
@@ -58,6 +63,7 @@ impl Default for VhostPortConfig {
             dispatch: DispatchMode::default(),
             notify: NotifyPolicy::default(),
             queue_pairs: 1,
+            max_guest_memory: DEFAULT_MAX_GUEST_MEMORY,
         }
     }
 }
@@ -74,6 +80,9 @@ pub enum ConfigError {
     /// The number of queue pairs is outside 1..=16.
     #[error("queue pairs {0} outside 1..=16")]
     BadQueuePairs(u16),
+    /// No guest memory may be mapped at all.
+    #[error("max_guest_memory must be above zero")]
+    NoGuestMemory,
     /// A dispatch mode or notification policy that cannot work.
     #[error(transparent)]
     Mode(#[from] ModeError),
@@ -93,6 +102,9 @@ impl VhostPortConfig {
         }
         if !(1..=MAX_QUEUE_PAIRS).contains(&self.queue_pairs) {
             return Err(ConfigError::BadQueuePairs(self.queue_pairs));
+        }
+        if self.max_guest_memory == 0 {
+            return Err(ConfigError::NoGuestMemory);
         }
         self.dispatch.validate()?;
         self.notify.validate()?;
@@ -154,6 +166,15 @@ mod tests {
             ..VhostPortConfig::default()
         };
         assert!(matches!(c.validate(), Err(ConfigError::Mode(_))));
+    }
+
+    #[test]
+    fn no_guest_memory_at_all_is_refused() {
+        let c = VhostPortConfig {
+            max_guest_memory: 0,
+            ..VhostPortConfig::default()
+        };
+        assert_eq!(c.validate(), Err(ConfigError::NoGuestMemory));
     }
 
     #[test]

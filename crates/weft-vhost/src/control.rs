@@ -259,12 +259,17 @@ impl VhostUserBackendReqHandlerMut for Device {
                 mmap_offset: r.mmap_offset,
             })
             .collect();
-        let table = match GuestMemoryTable::map(&descs, files) {
+        let limit = self.shared.config.max_guest_memory;
+        let table = match GuestMemoryTable::map(&descs, files, limit) {
             Ok(t) => t,
-            Err(e) => return Err(self.refuse("SET_MEM_TABLE", &e)),
+            Err(e) => {
+                self.shared.memory_refusals.count(e.reason());
+                return Err(self.refuse("SET_MEM_TABLE", &e));
+            }
         };
         // Running rings move to the new memory; a ring the new table no longer covers stops
-        // being served (the data path keeps the old mapping until its batch is finished).
+        // being served. The data path keeps the old mapping, and its SIGBUS guard, until its
+        // batch is finished (`memory/guarded.rs`).
         let mem = table.memory_arc();
         for vring in &self.shared.vrings {
             let mut st = vring.lock();

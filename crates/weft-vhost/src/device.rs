@@ -5,7 +5,6 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use vm_memory::GuestMemoryMmap;
 use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
 use vmm_sys_util::eventfd::EventFd;
 use weft_switch::PortCaps;
@@ -13,6 +12,7 @@ use weft_switch::PortCaps;
 use crate::config::VhostPortConfig;
 use crate::error::VhostError;
 use crate::features::Features;
+use crate::memory::{GuardedMemory, MemoryRefusals};
 use crate::vring::{is_guest_tx, RingError, RingLayout, Vring, VringState};
 
 /// Shared by the control thread and the two halves of one port.
@@ -30,6 +30,8 @@ pub(crate) struct DeviceShared {
     /// worker's epoll set need not follow reconnections.
     pair_readiness: Vec<Epoll>,
     pub(crate) connected: AtomicBool,
+    /// Memory tables refused, by reason.
+    pub(crate) memory_refusals: MemoryRefusals,
 }
 
 impl DeviceShared {
@@ -46,6 +48,7 @@ impl DeviceShared {
                 .map(|_| Epoll::new().map_err(VhostError::io("creating the readiness epoll")))
                 .collect::<Result<_, _>>()?,
             connected: AtomicBool::new(false),
+            memory_refusals: MemoryRefusals::default(),
         }))
     }
 
@@ -201,7 +204,7 @@ pub fn queue_name(index: usize) -> &'static str {
 
 /// Everything a ring needs to start.
 pub(crate) struct RingStart {
-    pub(crate) mem: Arc<GuestMemoryMmap>,
+    pub(crate) mem: Arc<GuardedMemory>,
     pub(crate) layout: RingLayout,
     pub(crate) features: Features,
     pub(crate) enabled: bool,

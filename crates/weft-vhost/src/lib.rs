@@ -77,7 +77,10 @@ pub use device::queue_name;
 pub use error::VhostError;
 pub use fds::FdError;
 pub use features::{offered_features, Features};
-pub use memory::{GuestMemoryTable, MemoryTableError, RegionDesc, MAX_REGIONS};
+pub use memory::{
+    GuardError, GuardedMemory, GuestMemoryTable, MemoryRefusal, MemoryTableError, RegionDesc,
+    DEFAULT_MAX_GUEST_MEMORY, MAX_REGIONS,
+};
 pub use modes::{DispatchMode, ModeError, NotifyPolicy, MAX_MODE_PERIOD};
 pub use rx::VhostPortRx;
 pub use server::{QueuePairStats, QueueStatus, VhostMode, VhostPortStats, VhostUserPort};

@@ -7,10 +7,19 @@ use std::sync::Arc;
 
 use vm_memory::{FileOffset, GuestAddress, GuestMemoryMmap, GuestRegionMmap, MmapRegion};
 
+use admit::{admit_file, check_aliasing, check_total};
+pub use guarded::GuardedMemory;
+pub use refusals::MemoryRefusal;
+pub(crate) use refusals::MemoryRefusals;
+pub use sigbus::GuardError;
 use sigbus::SigbusGuard;
 
 /// The most regions a memory table may have (vhost-user sends at most 8 fds per message).
 pub const MAX_REGIONS: usize = 8;
+
+/// The default of [`VhostPortConfig::max_guest_memory`](crate::VhostPortConfig): 1 TiB, a
+/// very large VM's memory, and 1/128 of a process's address space on x86-64.
+pub const DEFAULT_MAX_GUEST_MEMORY: u64 = 1 << 40;
 
 /// One region as the frontend describes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +69,57 @@ pub enum MemoryTableError {
         /// The file's length.
         len: u64,
     },
+    /// The file behind a region is not a regular file (a device, a socket, a pipe ...).
+    #[error(
+        "the file of region {index} is {kind}; guest memory must be a memfd or a file on \
+         tmpfs or hugetlbfs (QEMU: memory-backend-memfd, or memory-backend-file under \
+         /dev/shm or /dev/hugepages, with share=on)"
+    )]
+    NotRegularFile {
+        /// The region.
+        index: usize,
+        /// What it is instead.
+        kind: &'static str,
+    },
+    /// The file behind a region is not in shared memory (a file on a disk filesystem).
+    #[error(
+        "the file of region {index} is on {filesystem}; guest memory must be a memfd or a \
+         file on tmpfs or hugetlbfs (QEMU: memory-backend-memfd, or memory-backend-file \
+         under /dev/shm or /dev/hugepages, with share=on)"
+    )]
+    NotSharedMemory {
+        /// The region.
+        index: usize,
+        /// The filesystem it is on.
+        filesystem: String,
+    },
+    /// The regions add up to more than the port may map.
+    #[error(
+        "the memory table maps {total} bytes, more than the port's limit of {limit}; raise \
+         the port's max_guest_memory (weftd: [vhost] max_guest_memory_gib) for a VM this \
+         large"
+    )]
+    TooLarge {
+        /// The regions' sizes added up (saturating).
+        total: u64,
+        /// The port's `max_guest_memory`.
+        limit: u64,
+    },
+    /// Two regions map overlapping parts of one file (the same pages twice).
+    #[error(
+        "regions {first} and {second} map the same pages of one file; each page of guest \
+         memory may back one region only"
+    )]
+    FileAlias {
+        /// The first region.
+        first: usize,
+        /// The region mapping some of its pages again.
+        second: usize,
+    },
+    /// The memory could not be guarded against the frontend shrinking its files (and a
+    /// shrunk file would then kill the process).
+    #[error("memory table refused: {0}")]
+    Unguarded(#[from] GuardError),
     /// The file descriptor could not be inspected.
     #[error("cannot inspect the file of region {index}: {source}")]
     Stat {
@@ -78,19 +138,46 @@ pub enum MemoryTableError {
     },
 }
 
+impl MemoryTableError {
+    /// The reason, as counted.
+    pub fn reason(&self) -> MemoryRefusal {
+        match self {
+            MemoryTableError::RegionCount(_) => MemoryRefusal::RegionCount,
+            MemoryTableError::FdCount { .. } => MemoryRefusal::FdCount,
+            MemoryTableError::BadRegion(_) => MemoryRefusal::BadRegion,
+            MemoryTableError::GuestOverlap => MemoryRefusal::GuestOverlap,
+            MemoryTableError::UserOverlap => MemoryRefusal::UserOverlap,
+            MemoryTableError::FileTooShort { .. } => MemoryRefusal::FileTooShort,
+            MemoryTableError::NotRegularFile { .. } | MemoryTableError::NotSharedMemory { .. } => {
+                MemoryRefusal::NotSharedMemory
+            }
+            MemoryTableError::TooLarge { .. } => MemoryRefusal::TooLarge,
+            MemoryTableError::FileAlias { .. } => MemoryRefusal::FileAlias,
+            MemoryTableError::Unguarded(_) => MemoryRefusal::Unguarded,
+            MemoryTableError::Stat { .. } | MemoryTableError::Map { .. } => MemoryRefusal::Map,
+        }
+    }
+}
+
 /// A mapped, validated memory table.
 #[derive(Debug)]
 pub struct GuestMemoryTable {
-    mem: Arc<GuestMemoryMmap>,
+    /// Also held by every ring and data-path batch using it: mapped, and guarded, until the
+    /// last of them lets go.
+    mem: Arc<GuardedMemory>,
     regions: Vec<RegionDesc>,
-    /// Keeps a frontend shrinking its files from killing the process (`sigbus.rs`); `None`
-    /// for memory mapped by the caller.
-    _sigbus: Option<SigbusGuard>,
 }
 
 impl GuestMemoryTable {
-    /// Validates `regions` against their `files` and maps them (shared, read-write).
-    pub fn map(regions: &[RegionDesc], files: Vec<File>) -> Result<Self, MemoryTableError> {
+    /// Validates `regions` against their `files` and maps them (shared, read-write),
+    /// guarded against the frontend shrinking the files later (`sigbus.rs`). At most
+    /// `max_bytes` in all; only memfds and files on tmpfs or hugetlbfs; no page of a file
+    /// in two regions. Nothing is mapped unless all of it is admitted.
+    pub fn map(
+        regions: &[RegionDesc],
+        files: Vec<File>,
+        max_bytes: u64,
+    ) -> Result<Self, MemoryTableError> {
         validate_layout(regions)?;
         if files.len() != regions.len() {
             return Err(MemoryTableError::FdCount {
@@ -98,11 +185,17 @@ impl GuestMemoryTable {
                 files: files.len(),
             });
         }
+        check_total(regions, max_bytes)?;
+        let admitted = regions
+            .iter()
+            .zip(&files)
+            .enumerate()
+            .map(|(index, (r, file))| admit_file(index, r, file))
+            .collect::<Result<Vec<_>, _>>()?;
+        check_aliasing(regions, &admitted)?;
         let mut mapped = Vec::with_capacity(regions.len());
-        for (index, (r, file)) in regions.iter().zip(files).enumerate() {
-            check_file_len(index, r, &file)?;
+        for (index, ((r, file), admitted)) in regions.iter().zip(files).zip(&admitted).enumerate() {
             warn_if_unsealed(index, &file);
-            let page = sigbus::page_size_of(&file);
             let size = usize::try_from(r.size).map_err(|_| MemoryTableError::BadRegion(index))?;
             let mapping = MmapRegion::<()>::from_file(FileOffset::new(file, r.mmap_offset), size)
                 .map_err(|e| MemoryTableError::Map {
@@ -111,16 +204,16 @@ impl GuestMemoryTable {
             })?;
             let region = GuestRegionMmap::new(mapping, GuestAddress(r.guest_phys_addr))
                 .ok_or(MemoryTableError::BadRegion(index))?;
-            mapped.push((r.guest_phys_addr, page, region));
+            mapped.push((r.guest_phys_addr, admitted.page, region));
         }
         mapped.sort_by_key(|(gpa, _, _)| *gpa);
         let pages: Vec<usize> = mapped.iter().map(|(_, page, _)| *page).collect();
         let mem = GuestMemoryMmap::from_regions(mapped.into_iter().map(|(_, _, r)| r).collect())
             .map_err(|_| MemoryTableError::GuestOverlap)?;
-        let mem = Arc::new(mem);
+        // Guarded before anyone can touch it; refused (and unmapped) if it cannot be.
+        let guard = SigbusGuard::register(&mem, &pages)?;
         Ok(GuestMemoryTable {
-            _sigbus: Some(SigbusGuard::register(Arc::clone(&mem), &pages)),
-            mem,
+            mem: Arc::new(GuardedMemory::guarded(mem, guard)),
             regions: regions.to_vec(),
         })
     }
@@ -133,9 +226,8 @@ impl GuestMemoryTable {
     ) -> Result<Self, MemoryTableError> {
         validate_layout(regions)?;
         Ok(GuestMemoryTable {
-            mem: Arc::new(mem),
+            mem: Arc::new(GuardedMemory::unguarded(mem)),
             regions: regions.to_vec(),
-            _sigbus: None,
         })
     }
 
@@ -144,8 +236,8 @@ impl GuestMemoryTable {
         &self.mem
     }
 
-    /// The guest memory, shared.
-    pub fn memory_arc(&self) -> Arc<GuestMemoryMmap> {
+    /// The guest memory, shared: it stays mapped and guarded while this is held.
+    pub fn memory_arc(&self) -> Arc<GuardedMemory> {
         Arc::clone(&self.mem)
     }
 
@@ -199,20 +291,6 @@ fn validate_layout(regions: &[RegionDesc]) -> Result<(), MemoryTableError> {
     Ok(())
 }
 
-/// Mapping past the end of a file succeeds, but touching those pages raises SIGBUS: a
-/// frontend that sends a short file must be refused here.
-fn check_file_len(index: usize, r: &RegionDesc, file: &File) -> Result<(), MemoryTableError> {
-    let len = file
-        .metadata()
-        .map_err(|source| MemoryTableError::Stat { index, source })?
-        .len();
-    let needed = r.mmap_offset.saturating_add(r.size);
-    if len < needed {
-        return Err(MemoryTableError::FileTooShort { index, needed, len });
-    }
-    Ok(())
-}
-
 /// A frontend could still shrink its file after we mapped it. memfds sealed against
 /// shrinking cannot; for others the SIGBUS guard (`sigbus.rs`) breaks that port's rings
 /// instead of the process. Noted once per region here.
@@ -227,6 +305,9 @@ fn warn_if_unsealed(index: usize, file: &File) {
     }
 }
 
+mod admit;
+mod guarded;
+mod refusals;
 pub(crate) mod sigbus;
 #[cfg(test)]
 mod tests;

@@ -334,7 +334,7 @@ impl<'m> MockRig<'m> {
         let txq = Driver::new(mem, TXQ_RING, TXQ_DATA);
         let dev = DeviceShared::new(VhostPortConfig::default()).unwrap();
         dev.set_features(features);
-        let shared = Arc::new(mem.clone());
+        let shared = Arc::new(crate::memory::GuardedMemory::unguarded(mem.clone()));
         let rx_call = EventFd::new(EFD_NONBLOCK).unwrap();
         let tx_call = EventFd::new(EFD_NONBLOCK).unwrap();
         let tx_kick = EventFd::new(EFD_NONBLOCK).unwrap();

@@ -55,6 +55,8 @@ pub struct VhostPortStats {
     pub from_guest: QueueStats,
     /// Each queue pair's counters, pair 0 first (one entry without multiqueue).
     pub pairs: Vec<QueuePairStats>,
+    /// Memory tables refused, per [`MemoryRefusal::index`](crate::MemoryRefusal::index).
+    pub memory_refusals: [u64; crate::MemoryRefusal::ALL.len()],
 }
 
 /// The counters of one queue pair.
@@ -307,7 +309,10 @@ impl VhostUserPort {
 
     /// The port's counters.
     pub fn stats(&self) -> VhostPortStats {
-        let mut stats = VhostPortStats::default();
+        let mut stats = VhostPortStats {
+            memory_refusals: self.shared.memory_refusals.snapshot(),
+            ..VhostPortStats::default()
+        };
         for pair in self.shared.vrings.chunks(crate::vring::NUM_QUEUES) {
             let (Some(rx), Some(tx)) = (pair.first(), pair.get(1)) else {
                 continue;
@@ -369,6 +374,8 @@ fn control_loop(
 
 #[cfg(test)]
 mod client_tests;
+#[cfg(test)]
+mod hostile_memory_tests;
 #[cfg(test)]
 mod hostile_tests;
 #[cfg(test)]

@@ -308,7 +308,7 @@ impl Rig {
         let rx_call = EventFd::new(EFD_NONBLOCK).unwrap();
         let tx_call = EventFd::new(EFD_NONBLOCK).unwrap();
         let tx_kick = EventFd::new(EFD_NONBLOCK).unwrap();
-        let shared_mem = Arc::new(mem);
+        let shared_mem = Arc::new(crate::memory::GuardedMemory::unguarded(mem));
         for (index, ring, call, kick) in [
             (RX_QUEUE, &rxq, &rx_call, None),
             (TX_QUEUE, &txq, &tx_call, Some(&tx_kick)),
@@ -333,14 +333,14 @@ impl Rig {
                 let base = GUEST_MEM + (k - 1) * PAIR_MEM;
                 let pair = GuestPair {
                     rxq: GuestRing::new(
-                        shared_mem.as_ref().clone(),
+                        shared_mem.memory().clone(),
                         size,
                         base,
                         base + 0x2_0000,
                         0x7_0000,
                     ),
                     txq: GuestRing::new(
-                        shared_mem.as_ref().clone(),
+                        shared_mem.memory().clone(),
                         size,
                         base + 0x1_0000,
                         base + 0x9_0000,

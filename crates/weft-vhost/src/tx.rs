@@ -37,6 +37,7 @@ use crate::config::{MAX_FRAME_LEN, MAX_QUEUE_PAIRS};
 use crate::counters::{FrameDrop, QueueFault};
 use crate::device::{DeviceShared, LaneShare};
 use crate::flow_hash::flow_hash;
+use crate::memory::GuardedMemory;
 use crate::ring_access::{GuestView, SplitRing};
 use crate::vring::{Vring, VringState};
 
@@ -108,7 +109,7 @@ impl PortTx for VhostPortTx {
         // One slot per pair the device has (usually one), not per pair it could have: these
         // are set up at every call.
         let pairs = dev.queue_pairs().min(PAIRS);
-        let mut rings: ArrayVec<Option<(MutexGuard<'_, VringState>, Arc<GuestMemoryMmap>)>, PAIRS> =
+        let mut rings: ArrayVec<Option<(MutexGuard<'_, VringState>, Arc<GuardedMemory>)>, PAIRS> =
             (0..pairs).map(|_| None).collect();
         let mut serving = [0usize; PAIRS];
         let mut count = 0;
@@ -208,7 +209,7 @@ fn ready_ring<'v>(
     vring: &Vring,
     st: Option<MutexGuard<'v, VringState>>,
     pair: usize,
-) -> Option<(MutexGuard<'v, VringState>, Arc<GuestMemoryMmap>)> {
+) -> Option<(MutexGuard<'v, VringState>, Arc<GuardedMemory>)> {
     let mut st = st?;
     st.check_memory(&vring.counters, vring.name);
     if !st.serving() {

@@ -19,7 +19,7 @@ use vmm_sys_util::eventfd::EventFd;
 
 use crate::counters::{FrameDrop, LogLimiter, QueueCounters, QueueFault};
 use crate::features::Features;
-use crate::memory::sigbus;
+use crate::memory::{sigbus, GuardedMemory};
 use crate::modes::NotifyPolicy;
 use crate::notify::{Decision, Notifier};
 use crate::ring_access::{GuestView, SplitRing};
@@ -88,7 +88,7 @@ pub enum RingError {
 pub(crate) struct VringState {
     pub(crate) queue: Queue,
     /// The memory the ring was started with (or updated to).
-    pub(crate) mem: Option<Arc<GuestMemoryMmap>>,
+    pub(crate) mem: Option<Arc<GuardedMemory>>,
     pub(crate) running: bool,
     pub(crate) enabled: bool,
     pub(crate) fault: Option<QueueFault>,
@@ -163,7 +163,7 @@ impl VringState {
     /// Starts the ring at `layout` over `mem`.
     pub(crate) fn start(
         &mut self,
-        mem: Arc<GuestMemoryMmap>,
+        mem: Arc<GuardedMemory>,
         layout: &RingLayout,
         features: Features,
         max_size: u16,
@@ -270,7 +270,7 @@ impl VringState {
             return;
         }
         self.sigbus_seen = handled;
-        if self.fault.is_none() && self.mem.as_deref().is_some_and(sigbus::tripped) {
+        if self.fault.is_none() && self.mem.as_deref().is_some_and(GuardedMemory::tripped) {
             self.fault(QueueFault::MemoryTruncated, counters, queue);
         }
     }
@@ -279,7 +279,7 @@ impl VringState {
     /// A fault in memory the frontend shrank is named for that (what the ring read there
     /// was zeros, not the frontend's doing).
     pub(crate) fn fault(&mut self, fault: QueueFault, counters: &QueueCounters, queue: &str) {
-        let fault = if self.mem.as_deref().is_some_and(sigbus::tripped) {
+        let fault = if self.mem.as_deref().is_some_and(GuardedMemory::tripped) {
             QueueFault::MemoryTruncated
         } else {
             fault

@@ -31,6 +31,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// Worker threads.
     pub workers: WorkersConfig,
+    /// vhost-user ports.
+    pub vhost: VhostConfig,
     /// The switches of a first start (when there is no state file yet). Once a state file
     /// exists, it is what weftd restores, and these are ignored.
     #[serde(rename = "switch")]
@@ -46,6 +48,7 @@ impl Default for Config {
             control: ControlConfig::default(),
             metrics: MetricsConfig::default(),
             workers: WorkersConfig::default(),
+            vhost: VhostConfig::default(),
             switches: vec![Spanned::new(
                 0..0,
                 SwitchState {
@@ -253,6 +256,23 @@ impl Default for WorkersConfig {
             idle: IdleMode::Adaptive,
             spin_us: Bounded(50),
             sleep_us: Bounded(100_000),
+        }
+    }
+}
+
+/// `[vhost]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct VhostConfig {
+    /// The most guest memory one vhost-user port may map, in GiB (1 to 131072, default
+    /// 1024: 1 TiB). A frontend's larger memory table is refused.
+    pub max_guest_memory_gib: Bounded<1, 131_072>,
+}
+
+impl Default for VhostConfig {
+    fn default() -> Self {
+        VhostConfig {
+            max_guest_memory_gib: Bounded(weft_vhost::DEFAULT_MAX_GUEST_MEMORY >> 30),
         }
     }
 }

@@ -17,6 +17,7 @@ pub use counters::{device_counters, device_drops, live_offloads, TcpLinkDevice};
 use std::any::Any;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use weft_control::state::{PortKind, VhostMode};
@@ -66,6 +67,15 @@ pub struct OpenContext<'a> {
     pub vhost_dir: &'a Path,
     /// Lanes of the switch (`SwitchSettings::lanes`): the halves a port is split into.
     pub lanes: usize,
+}
+
+/// `[vhost] max_guest_memory_gib` of weftd's configuration, in bytes, for every vhost-user
+/// port: set once at start, before any port is opened.
+static MAX_GUEST_MEMORY: AtomicU64 = AtomicU64::new(weft_vhost::DEFAULT_MAX_GUEST_MEMORY);
+
+/// Sets the most guest memory each vhost-user port opened from now on may map.
+pub fn set_max_guest_memory(bytes: u64) {
+    MAX_GUEST_MEMORY.store(bytes, Ordering::Relaxed);
 }
 
 /// Longest Unix socket path (`sun_path` holds 108 bytes with its terminating NUL).
@@ -327,6 +337,7 @@ fn open_device(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Devi
                 dispatch: dispatch.map(vhost_dispatch).unwrap_or_default(),
                 notify: notify.map(vhost_notify).unwrap_or_default(),
                 queue_pairs: *queues,
+                max_guest_memory: MAX_GUEST_MEMORY.load(Ordering::Relaxed),
                 ..VhostPortConfig::default()
             };
             // In client mode the frontend owns the socket: weft connects (retrying until it is

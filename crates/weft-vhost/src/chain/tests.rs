@@ -354,7 +354,7 @@ fn a_fault_is_cleared_when_the_frontend_restarts_the_ring() {
     assert!(rig.fault_from_guest().is_some());
     let vring = rig.dev.tx_vring();
     let base = vring.lock().stop(&vring.counters);
-    let mem = std::sync::Arc::new(rig.txq.mem.clone());
+    let mem = std::sync::Arc::new(crate::memory::GuardedMemory::unguarded(rig.txq.mem.clone()));
     let mut layout = rig.txq.layout();
     layout.base = base;
     rig.dev

@@ -291,7 +291,7 @@ pub fn guest_rings(data: &[u8]) -> GuestRun {
     for k in 0..8 {
         write_desc_at(&mem, INDIRECT_ZONE + 16 * k, 8, &mut input);
     }
-    let mem = Arc::new(mem);
+    let mem = Arc::new(crate::memory::GuardedMemory::unguarded(mem));
     let calls = [EventFd::new(EFD_NONBLOCK), EventFd::new(EFD_NONBLOCK)];
     let Ok(kick) = EventFd::new(EFD_NONBLOCK) else {
         return run;

@@ -11,15 +11,18 @@
 //! disposition there was before (the process dies as it would have).
 //!
 //! The registry is a fixed array of atomics, so that the handler reads it without locks or
-//! allocation. A region is registered when its table is mapped and leaves the registry
-//! before it is unmapped ([`SigbusGuard`] holds the memory): the handler never maps over an
-//! address that is no longer guest memory. Between a table's end and the unmapping (the data
-//! path holding the memory to the end of a batch) the region is unguarded, as before.
+//! allocation. A region is registered when its table is mapped and leaves the registry just
+//! before it is unmapped: the [`SigbusGuard`] lives inside the mapping's owner
+//! ([`GuardedMemory`](super::GuardedMemory)), so it is released only when the last holder
+//! lets go of the memory — the memory table, a ring, or a data-path batch still holding
+//! frames lent from a table the frontend has since replaced. The handler thus never maps
+//! over an address that is no longer guest memory, and never lets guest memory go
+//! unguarded. A table that finds no free slot is refused.
 //!
 //! [`QueueFault::MemoryTruncated`]: crate::counters::QueueFault::MemoryTruncated
 
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 
 use vm_memory::{GuestMemoryBackend, GuestMemoryMmap};
 
@@ -91,24 +94,28 @@ pub(crate) fn handled() -> u64 {
     HANDLED.load(Ordering::Acquire)
 }
 
-/// True when a region of `mem` lost pages under us (a SIGBUS was handled in it).
-pub(crate) fn tripped(mem: &GuestMemoryMmap) -> bool {
-    if handled() == 0 {
-        return false;
-    }
-    mem.iter().any(|region| {
-        let start = region.as_ptr() as usize;
-        REGISTRY.iter().any(|slot| {
-            slot.read().is_some_and(|(s, _, _)| s == start) && slot.tripped.load(Ordering::Acquire)
-        })
-    })
+/// Why a memory table could not be guarded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum GuardError {
+    /// Every slot of the registry is taken by regions still mapped.
+    #[error(
+        "no free slot to guard its {regions} regions against SIGBUS ({SLOTS} regions of \
+         guest memory are guarded already); the frontend may retry once other ports' \
+         memory is released"
+    )]
+    NoFreeSlot {
+        /// Regions of the refused table.
+        regions: usize,
+    },
+    /// The SIGBUS handler could not be installed in this process.
+    #[error("the SIGBUS handler for guest memory could not be installed")]
+    NoHandler,
 }
 
-/// The regions of one memory table, guarded while this lives (it holds the memory, so the
-/// regions stay mapped until after they leave the registry).
+/// The regions of one memory table, guarded while this lives. It must be dropped before
+/// the regions are unmapped ([`GuardedMemory`](super::GuardedMemory) sees to that).
 pub(crate) struct SigbusGuard {
     slots: Vec<usize>,
-    _mem: Arc<GuestMemoryMmap>,
 }
 
 impl std::fmt::Debug for SigbusGuard {
@@ -121,28 +128,43 @@ impl std::fmt::Debug for SigbusGuard {
 
 impl SigbusGuard {
     /// Guards the regions of `mem`, each replaced `pages[i]` bytes at a time (its page
-    /// size). Regions that find no free slot, or a process where the handler could not be
-    /// installed, stay unguarded (logged).
-    pub(crate) fn register(mem: Arc<GuestMemoryMmap>, pages: &[usize]) -> SigbusGuard {
-        let mut slots = Vec::new();
-        if install() {
-            let _serial = REGISTERING.lock().unwrap_or_else(|p| p.into_inner());
-            for (region, page) in mem.iter().zip(pages) {
-                // Free slots are written only here and in `drop`, both under the lock.
-                let free = REGISTRY.iter().position(|s| s.read().is_none());
-                let Some(index) = free else {
-                    tracing::warn!("too many guest memory regions to guard against SIGBUS");
-                    break;
-                };
-                let start = region.as_ptr() as usize;
-                let end = start.saturating_add(region.size());
-                if let Some(slot) = REGISTRY.get(index) {
-                    slot.write(start, end, (*page).max(1));
-                    slots.push(index);
-                }
+    /// size). All of them or none: a table that finds too few free slots, or a process
+    /// where the handler could not be installed, is not guarded and must not be served.
+    pub(crate) fn register(mem: &GuestMemoryMmap, pages: &[usize]) -> Result<Self, GuardError> {
+        if !install() {
+            return Err(GuardError::NoHandler);
+        }
+        let regions = mem.num_regions();
+        let _serial = REGISTERING.lock().unwrap_or_else(|p| p.into_inner());
+        // Free slots are written only here and in `drop`, both under the lock.
+        let free: Vec<usize> = REGISTRY
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.read().is_none())
+            .map(|(i, _)| i)
+            .take(regions)
+            .collect();
+        if free.len() < regions {
+            return Err(GuardError::NoFreeSlot { regions });
+        }
+        for ((region, page), index) in mem.iter().zip(pages).zip(&free) {
+            let start = region.as_ptr() as usize;
+            let end = start.saturating_add(region.size());
+            if let Some(slot) = REGISTRY.get(*index) {
+                slot.write(start, end, (*page).max(1));
             }
         }
-        SigbusGuard { slots, _mem: mem }
+        Ok(SigbusGuard { slots: free })
+    }
+
+    /// True when a region of this table lost pages under us (a SIGBUS was handled in it).
+    pub(crate) fn tripped(&self) -> bool {
+        handled() != 0
+            && self.slots.iter().any(|index| {
+                REGISTRY
+                    .get(*index)
+                    .is_some_and(|slot| slot.tripped.load(Ordering::Acquire))
+            })
     }
 }
 
@@ -154,9 +176,18 @@ impl Drop for SigbusGuard {
                 slot.write(0, 0, 0);
             }
         }
-        // `_mem` (perhaps the last reference, unmapping) drops after this.
     }
 }
+
+/// Regions guarded now (tests).
+#[cfg(test)]
+pub(crate) fn guarded_regions() -> usize {
+    REGISTRY.iter().filter(|s| s.read().is_some()).count()
+}
+
+/// Slots of the registry.
+#[cfg(test)]
+pub(crate) const GUARD_SLOTS: usize = SLOTS;
 
 /// Installs the handler once; false if it could not be.
 fn install() -> bool {
@@ -231,17 +262,6 @@ extern "C" fn on_sigbus(_signal: libc::c_int, info: *mut libc::siginfo_t, _ctx: 
         } else {
             libc::sigaction(libc::SIGBUS, previous, std::ptr::null_mut());
         }
-    }
-}
-
-/// The page size mappings of `file` use: a hugetlbfs file's huge page, else the base page.
-pub(crate) fn page_size_of(file: &std::fs::File) -> usize {
-    const BASE: usize = 4096;
-    match nix::sys::statfs::fstatfs(file) {
-        Ok(fs) if fs.filesystem_type() == nix::sys::statfs::HUGETLBFS_MAGIC => {
-            usize::try_from(fs.block_size()).unwrap_or(BASE).max(BASE)
-        }
-        _ => BASE,
     }
 }
 

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use virtio_queue::QueueT;
-use vm_memory::{GuestAddress, GuestMemoryMmap};
+use vm_memory::GuestAddress;
 use weft_packet::{virtio_net, OffloadInfo, VirtioNetHeader};
 use weft_switch::port::MAX_BATCH;
 use weft_switch::{FrameHandle, RxBatch, RxDesc};
@@ -15,6 +15,7 @@ use crate::config::MAX_QUEUE_PAIRS;
 use crate::counters::{FrameDrop, QueueFault};
 use crate::dispatch::Dispatch;
 use crate::features::Features;
+use crate::memory::GuardedMemory;
 use crate::ring_access::{GuestView, SplitRing, PREFETCH_DISTANCE};
 use crate::vring::{Vring, VringState};
 
@@ -81,7 +82,7 @@ pub(super) struct RxQueue {
     pub(super) pair: usize,
     /// The guest memory the current batch's frames from this queue lie in: holding it
     /// keeps the mapping alive until `finish`, whatever the frontend does meanwhile.
-    pub(super) mem: Option<Arc<GuestMemoryMmap>>,
+    pub(super) mem: Option<Arc<GuardedMemory>>,
     /// Chains taken this batch, in order (dropped frames included).
     pub(super) heads: Vec<u16>,
     /// The ring epoch the batch was taken under.

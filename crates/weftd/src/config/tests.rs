@@ -97,3 +97,13 @@ fn line_col_counts_from_one() {
     assert_eq!(line_col("ab\ncd", 4), (2, 2));
     assert_eq!(line_col("ab", 99), (1, 3));
 }
+
+#[test]
+fn vhost_guest_memory_limit_is_in_gib_and_defaults_to_one_tib() {
+    let c = Config::parse("").unwrap();
+    assert_eq!(c.vhost.max_guest_memory_gib.0 << 30, 1 << 40);
+    let c = Config::parse("[vhost]\nmax_guest_memory_gib = 4096\n").unwrap();
+    assert_eq!(c.vhost.max_guest_memory_gib.0, 4096);
+    let e = err("[vhost]\nmax_guest_memory_gib = 0\n");
+    assert!(e.contains("line 2") && e.contains("1 to 131072"), "{e}");
+}

@@ -212,6 +212,7 @@ fn start(
         .thread_block()
         .map_err(|e| format!("cannot block signals: {e}"))?;
 
+    crate::devices::set_max_guest_memory(config.vhost.max_guest_memory_gib.0 << 30);
     let pool =
         WorkerPool::start(&config.workers).map_err(|e| format!("cannot start the workers: {e}"))?;
     let (controller, failures) = Controller::start(

@@ -7,7 +7,7 @@ use nix::sys::memfd::{memfd_create, MFdFlags};
 use vm_memory::{Bytes, GuestAddress};
 
 use super::*;
-use crate::memory::{GuestMemoryTable, RegionDesc};
+use crate::memory::{GuestMemoryTable, RegionDesc, DEFAULT_MAX_GUEST_MEMORY};
 use crate::testutil::memfd;
 
 fn one_region(size: u64) -> [RegionDesc; 1] {
@@ -23,19 +23,30 @@ fn one_region(size: u64) -> [RegionDesc; 1] {
 /// nothing and reads `at` again: zeros instead of a dead process, and the memory tripped
 /// while another table's is not.
 fn shrink_under_the_mapping(file: File, size: u64, at: u64) {
-    let table = GuestMemoryTable::map(&one_region(size), vec![file.try_clone().unwrap()]).unwrap();
-    let other = GuestMemoryTable::map(&one_region(0x1_0000), vec![memfd(0x1_0000)]).unwrap();
+    let table = GuestMemoryTable::map(
+        &one_region(size),
+        vec![file.try_clone().unwrap()],
+        DEFAULT_MAX_GUEST_MEMORY,
+    )
+    .unwrap();
+    let other = GuestMemoryTable::map(
+        &one_region(0x1_0000),
+        vec![memfd(0x1_0000)],
+        DEFAULT_MAX_GUEST_MEMORY,
+    )
+    .unwrap();
+    let guarded = table.memory_arc();
     let mem = table.memory();
     mem.write_obj(0x1234_5678_u32, GuestAddress(at)).unwrap();
     assert_eq!(mem.read_obj::<u32>(GuestAddress(at)).unwrap(), 0x1234_5678);
-    assert!(!tripped(mem));
+    assert!(!guarded.tripped());
     let before = handled();
 
     file.set_len(0).unwrap();
     assert_eq!(mem.read_obj::<u32>(GuestAddress(at)).unwrap(), 0);
-    assert!(tripped(mem));
+    assert!(guarded.tripped());
     assert!(handled() > before);
-    assert!(!tripped(other.memory()));
+    assert!(!other.memory_arc().tripped());
     // The replaced page takes writes too (the data path may still write a frame there
     // before its ring breaks).
     mem.write_obj(7_u32, GuestAddress(at)).unwrap();
@@ -54,14 +65,18 @@ fn a_hugetlbfs_memfd_shrunk_under_its_mapping_reads_zeros_and_trips_its_memory()
     let flags = MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_HUGETLB;
     let file = File::from(memfd_create("weft-test-huge", flags).expect(need));
     file.set_len(2 * HUGE).expect(need);
-    assert_eq!(page_size_of(&file), 2 << 20);
     // In the second huge page, off its start.
     shrink_under_the_mapping(file, 2 * HUGE, HUGE + 0x1008);
 }
 
 #[test]
-fn regions_leave_the_registry_with_their_table() {
-    let table = GuestMemoryTable::map(&one_region(0x1_0000), vec![memfd(0x1_0000)]).unwrap();
+fn regions_leave_the_registry_with_the_last_holder_of_their_memory() {
+    let table = GuestMemoryTable::map(
+        &one_region(0x1_0000),
+        vec![memfd(0x1_0000)],
+        DEFAULT_MAX_GUEST_MEMORY,
+    )
+    .unwrap();
     let start = table.memory().iter().next().unwrap().as_ptr() as usize;
     let registered = || {
         REGISTRY.iter().any(|s| {
@@ -70,7 +85,11 @@ fn regions_leave_the_registry_with_their_table() {
         })
     };
     assert!(registered());
+    // A ring or a batch still holding the memory keeps it guarded after the table goes.
+    let held = table.memory_arc();
     drop(table);
+    assert!(registered());
+    drop(held);
     assert!(!registered());
 }
 
@@ -89,6 +108,30 @@ fn a_slot_reads_as_one_registration_or_not_at_all() {
 }
 
 #[test]
-fn an_ordinary_file_maps_with_base_pages() {
-    assert_eq!(page_size_of(&memfd(4096)), 4096);
+fn a_hugetlbfs_memfd_is_guarded_a_huge_page_at_a_time() {
+    const HUGE: u64 = 2 << 20;
+    let need = "needs a free 2 MB hugepage (scripts/install-test-deps reserves them)";
+    let flags = MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_HUGETLB;
+    let file = File::from(memfd_create("weft-test-huge", flags).expect(need));
+    file.set_len(HUGE).expect(need);
+    let table =
+        GuestMemoryTable::map(&one_region(HUGE), vec![file], DEFAULT_MAX_GUEST_MEMORY).unwrap();
+    let start = table.memory().iter().next().unwrap().as_ptr() as usize;
+    let page = REGISTRY
+        .iter()
+        .find_map(|s| s.read().filter(|(s0, _, _)| *s0 == start))
+        .map(|(_, _, page)| page);
+    assert_eq!(page, Some(2 << 20));
+    let plain = GuestMemoryTable::map(
+        &one_region(0x1_0000),
+        vec![memfd(0x1_0000)],
+        DEFAULT_MAX_GUEST_MEMORY,
+    )
+    .unwrap();
+    let start = plain.memory().iter().next().unwrap().as_ptr() as usize;
+    let page = REGISTRY
+        .iter()
+        .find_map(|s| s.read().filter(|(s0, _, _)| *s0 == start))
+        .map(|(_, _, page)| page);
+    assert_eq!(page, Some(4096));
 }
