@@ -150,11 +150,19 @@ pub fn bind_unix(path: &Path, mode: u32, gid: Option<u32>) -> Result<UnixListene
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     let private = parent.join(format!(".weftd-bind-{}", std::process::id()));
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&private)
-        .map_err(|e| format!("cannot create {}: {e}", private.display()))?;
     let staged = private.join("sock");
+    let make_private = || std::fs::DirBuilder::new().mode(0o700).create(&private);
+    if let Err(e) = make_private() {
+        // Left by a weftd of the same pid that died right there (pid 1 in a container):
+        // an empty directory or one with our staged socket, removed; anything else stays.
+        if e.kind() != io::ErrorKind::AlreadyExists {
+            return Err(format!("cannot create {}: {e}", private.display()));
+        }
+        let _ = std::fs::remove_file(&staged);
+        std::fs::remove_dir(&private)
+            .and_then(|()| make_private())
+            .map_err(|e| format!("cannot create {}: {e}", private.display()))?;
+    }
     let placed = stage_socket(&staged, mode, gid).and_then(|listener| {
         std::fs::rename(&staged, path)
             .map(|()| listener)

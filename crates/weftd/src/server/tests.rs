@@ -30,14 +30,64 @@ fn the_control_socket_gets_the_configured_mode_and_group_and_leaves_nothing_besi
 }
 
 #[test]
-fn binding_does_not_change_the_process_umask() {
+fn a_staging_directory_left_by_a_crash_does_not_stop_the_next_start() {
     let dir = tempfile::tempdir().unwrap();
-    // Read the umask by setting it back to what it was (the only way to read it).
-    let before = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
-    nix::sys::stat::umask(before);
-    let _listener = bind_unix(&dir.path().join("s.sock"), 0o600, None).unwrap();
-    let after = nix::sys::stat::umask(before);
-    assert_eq!(after, before);
+    let left = dir
+        .path()
+        .join(format!(".weftd-bind-{}", std::process::id()));
+    std::fs::create_dir(&left).unwrap();
+    let _stale = std::os::unix::net::UnixListener::bind(left.join("sock")).unwrap();
+    let path = dir.path().join("weftd.sock");
+    let _listener = bind_unix(&path, 0o600, None).unwrap();
+    assert!(!left.exists());
+    UnixStream::connect(&path).unwrap();
+}
+
+/// The process umask, read without changing it.
+fn umask() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Umask:"))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn binding_never_changes_the_process_umask_even_for_a_moment() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let before = umask();
+    let done = std::sync::Arc::new(AtomicBool::new(false));
+    // Another thread of the process watches the umask while the socket is bound, over and
+    // over: any thread creating a file meanwhile would get the changed one.
+    let watcher = {
+        let done = std::sync::Arc::clone(&done);
+        let before = before.clone();
+        std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            while !done.load(Ordering::Relaxed) {
+                let now = umask();
+                if now != before {
+                    seen.push(now);
+                }
+            }
+            seen
+        })
+    };
+    for i in 0..300 {
+        drop(bind_unix(&dir.path().join(format!("s{i}.sock")), 0o600, None).unwrap());
+    }
+    done.store(true, Ordering::Relaxed);
+    let seen = watcher.join().unwrap();
+    assert!(
+        seen.is_empty(),
+        "{} reads saw umask {:?}",
+        seen.len(),
+        seen.first()
+    );
+    assert_eq!(umask(), before);
 }
 
 #[test]
