@@ -158,6 +158,17 @@ pub fn bind_unix(path: &Path, mode: u32, gid: Option<u32>) -> Result<UnixListene
         if e.kind() != io::ErrorKind::AlreadyExists {
             return Err(format!("cannot create {}: {e}", private.display()));
         }
+        // Never through a symlink, nor in a directory someone else made.
+        let ours = std::fs::symlink_metadata(&private).is_ok_and(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.file_type().is_dir() && m.uid() == nix::unistd::geteuid().as_raw()
+        });
+        if !ours {
+            return Err(format!(
+                "{} exists and is not a directory of weftd's user: remove it",
+                private.display()
+            ));
+        }
         let _ = std::fs::remove_file(&staged);
         std::fs::remove_dir(&private)
             .and_then(|()| make_private())
@@ -305,6 +316,7 @@ pub fn spawn_tcp(
                 };
                 let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
                 let _ = stream.set_nodelay(true);
+                let deadline = std::time::Instant::now() + handshake_time;
                 let shared = shared.clone();
                 let token = Arc::clone(&token);
                 let spawned = std::thread::Builder::new()
@@ -317,7 +329,7 @@ pub fn spawn_tcp(
                         };
                         let admission = tcp::Admission {
                             handshake,
-                            deadline: std::time::Instant::now() + handshake_time,
+                            deadline,
                             slots: &shared.slots,
                         };
                         tcp::serve(&mut stream, &ctx, admission);

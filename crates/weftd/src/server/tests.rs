@@ -55,6 +55,21 @@ fn umask() -> String {
 }
 
 #[test]
+fn a_symlink_in_place_of_the_staging_directory_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let victim = elsewhere.path().join("sock");
+    std::fs::write(&victim, "keep").unwrap();
+    let link = dir
+        .path()
+        .join(format!(".weftd-bind-{}", std::process::id()));
+    std::os::unix::fs::symlink(elsewhere.path(), &link).unwrap();
+    let e = bind_unix(&dir.path().join("weftd.sock"), 0o600, None).unwrap_err();
+    assert!(e.contains("remove it"), "{e}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+}
+
+#[test]
 fn binding_never_changes_the_process_umask_even_for_a_moment() {
     use std::sync::atomic::{AtomicBool, Ordering};
     let dir = tempfile::tempdir().unwrap();
