@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use weft_control::{
-    decode_response, encode_request, Request, RequestEnvelope, Response, PROTOCOL_VERSION,
+    decode_response, encode_request, Request, RequestEnvelope, Response, ResponseEnvelope,
+    PROTOCOL_VERSION,
 };
 
 use crate::error::CliError;
@@ -16,6 +17,11 @@ use crate::error::CliError;
 /// The longest response line read (bytes). A `capture_read` of 256 jumbo frames in hex is
 /// the biggest legitimate answer; anything longer is a broken daemon.
 pub const MAX_RESPONSE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// How long a failed send waits for the line saying why weftd closed the connection.
+const REFUSAL_WAIT: Duration = Duration::from_secs(1);
+/// The longest such line read.
+const MAX_REFUSAL_BYTES: u64 = 64 * 1024;
 
 /// Where weftd listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,11 +144,33 @@ impl Client {
             request,
         });
         let stream = self.conn.get_mut();
-        stream
+        let sent = stream
             .write_all(line.as_bytes())
-            .and_then(|()| stream.flush())
-            .map_err(|e| broken("sending a request", &e))?;
+            .and_then(|()| stream.flush());
+        if let Err(e) = sent {
+            return Err(self.refusal_or_broken("sending a request", &e));
+        }
         Ok(id)
+    }
+
+    /// A daemon that refuses a connection (too many clients, permission) writes why and
+    /// closes, so sending may fail first: that line, when it came, says more than the
+    /// broken connection.
+    fn refusal_or_broken(&mut self, doing: &str, e: &io::Error) -> CliError {
+        let waited = self
+            .conn
+            .get_ref()
+            .set_read_timeout(Some(REFUSAL_WAIT.min(self.timeout)));
+        let mut line = Vec::new();
+        let read = (&mut self.conn)
+            .take(MAX_REFUSAL_BYTES)
+            .read_until(b'\n', &mut line);
+        if waited.is_ok() && read.is_ok_and(|n| n > 0) {
+            if let Ok(ResponseEnvelope { result: Err(e), .. }) = decode_response(&line) {
+                return CliError::Daemon(e);
+            }
+        }
+        broken(doing, e)
     }
 
     fn receive(&mut self, wait: Duration) -> Result<Vec<u8>, CliError> {
@@ -244,6 +272,61 @@ mod tests {
             socket_path_for(false, 1000, None),
             PathBuf::from("/run/user/1000/weft/weftd.sock")
         );
+    }
+
+    /// The line weftd writes to a client it refuses for the limit before closing.
+    fn limit_line() -> String {
+        weft_control::encode_response(&ResponseEnvelope {
+            version: PROTOCOL_VERSION,
+            id: 0,
+            result: Err(weft_control::ControlError::new(
+                weft_control::ErrorKind::LimitReached,
+                "too many clients",
+            )
+            .with_hint("weftd serves 32 clients at once (control.max_clients)")),
+        })
+    }
+
+    fn assert_limit_shown(e: &CliError) {
+        assert!(
+            matches!(e, CliError::Daemon(d) if d.kind == weft_control::ErrorKind::LimitReached),
+            "{e:?}"
+        );
+        let text = e.render();
+        assert!(text.contains("too many clients"), "{text}");
+        assert!(text.contains("max_clients"), "{text}");
+        assert!(!text.contains("same release"), "{text}");
+    }
+
+    #[test]
+    fn a_unix_client_refused_for_the_limit_shows_why_not_a_broken_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("weftd.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let mut client = Client::connect(&Endpoint::Unix(path), Duration::from_secs(5)).unwrap();
+        // Refused and closed before the request is sent: sending fails with EPIPE.
+        let (mut refused, _) = listener.accept().unwrap();
+        refused.write_all(limit_line().as_bytes()).unwrap();
+        drop(refused);
+        let e = client.call(Request::Hello {}).unwrap_err();
+        assert_limit_shown(&e);
+    }
+
+    #[test]
+    fn a_tcp_client_refused_for_the_limit_shows_why() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let endpoint = Endpoint::Tcp {
+            addr,
+            token: "0123456789abcdef".into(),
+        };
+        let mut client = Client::connect(&endpoint, Duration::from_secs(5)).unwrap();
+        let (mut refused, _) = listener.accept().unwrap();
+        refused.write_all(limit_line().as_bytes()).unwrap();
+        drop(refused);
+        std::thread::sleep(Duration::from_millis(50));
+        let e = client.call(Request::Hello {}).unwrap_err();
+        assert_limit_shown(&e);
     }
 
     #[test]

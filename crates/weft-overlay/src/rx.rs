@@ -322,7 +322,9 @@ impl VxlanRx {
         for (i, frame) in self.answers.frames().enumerate() {
             let handle = FrameHandle(u32::try_from(self.lent.len()).unwrap_or(u32::MAX));
             let offload = weft_packet::OffloadInfo::default();
-            if batch.push(RxDesc { handle, offload }).is_err() {
+            // The port's own: the switch must not learn the answer's source (the remote
+            // destination's address, which a guest chose) as a station behind the overlay.
+            if batch.push_own(RxDesc { handle, offload }).is_err() {
                 break; // Answers that do not fit are dropped: the sender will retry.
             }
             self.lent.push(Lent {

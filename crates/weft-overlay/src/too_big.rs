@@ -9,7 +9,9 @@
 //! leaking into the overlay. The switch hands the transmit half the frames its MTU refuses
 //! (`PortTx::too_big`); the transmit half builds the answer and queues it in a small bounded
 //! [`TooBigQueue`]; the receive half hands it to the switch with the next receive, as if it
-//! came from the overlay, so it is switched back to the sender's port. Answers are rate
+//! came from the overlay, so it is switched back to the sender's port. It is handed over as
+//! the port's own frame (`RxBatch::push_own`): the switch does not learn its source, an
+//! address the sender chose, as a station behind the overlay. Answers are rate
 //! limited (a token bucket), and never sent about ICMP errors, fragments, non-DF IPv4,
 //! VLAN-tagged frames or multicast / unspecified senders.
 

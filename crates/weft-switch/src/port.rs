@@ -37,6 +37,8 @@ pub const DEFAULT_BATCH: usize = 128;
 pub struct RxBatch {
     descs: Vec<RxDesc>,
     capacity: usize,
+    /// The first this many frames are the port's own ([`RxBatch::push_own`]).
+    own: usize,
 }
 
 impl RxBatch {
@@ -46,6 +48,7 @@ impl RxBatch {
         RxBatch {
             descs: Vec::with_capacity(capacity),
             capacity,
+            own: 0,
         }
     }
     /// The most frames the batch holds.
@@ -83,9 +86,27 @@ impl RxBatch {
         self.descs.extend(descs);
         true
     }
+    /// Adds a frame the port made itself rather than received from its link (an ICMP
+    /// answer an overlay port gives on behalf of a remote destination): the switch forwards
+    /// it but learns nothing from it, since its source address is not a station behind the
+    /// port. Such frames come first: gives the frame back when the batch is full or already
+    /// holds a received one.
+    pub fn push_own(&mut self, desc: RxDesc) -> Result<(), RxDesc> {
+        if self.own != self.descs.len() {
+            return Err(desc);
+        }
+        self.push(desc)?;
+        self.own += 1;
+        Ok(())
+    }
+    /// How many frames at the start of the batch the port made itself.
+    pub fn own_frames(&self) -> usize {
+        self.own
+    }
     /// Empties the batch.
     pub fn clear(&mut self) {
         self.descs.clear();
+        self.own = 0;
     }
     /// The frames received.
     pub fn descs(&self) -> &[RxDesc] {

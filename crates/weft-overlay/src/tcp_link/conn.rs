@@ -25,7 +25,7 @@ use nix::sys::socket::{setsockopt, sockopt};
 use super::auth::{HandshakeError, LinkKey, Role};
 use super::handshake::{Handshake, Pending, Refusals, MAX_PENDING};
 use super::outbuf::OutBuf;
-use super::stats::TcpLinkStats;
+use super::stats::{TcpLinkDrop, TcpLinkStats};
 use super::TcpLinkConfig;
 
 /// What the halves and the link thread share.
@@ -85,7 +85,9 @@ impl Shared {
 
 /// How the link thread gets its connections.
 pub(crate) enum Dial {
-    /// Accepts them (the newest replaces the current one: the peer noticed a dead link first).
+    /// Accepts them. A newer one replaces the current one when it proved the key, or, on a
+    /// link without a key, when it comes from the current peer's address (the peer noticed
+    /// a dead link first, or restarted).
     Listen(TcpListener),
     /// Makes them, inside a network namespace when given.
     Connect(SocketAddr, Option<PathBuf>),
@@ -376,10 +378,30 @@ fn watch(
             if let Dial::Listen(l) = dial {
                 if let Ok(Some(newer)) = serve_listener(shared, l, pending.as_deref_mut(), refusals)
                 {
-                    return Watch::Replace(newer);
+                    // With a key the newcomer proved itself. Without one, only the live
+                    // peer's own address may take over (it restarted, and our side of its
+                    // old connection is half-open); anyone else waits for the live
+                    // connection to die, so it cannot silently cut the real peer off.
+                    if pending.is_some() || same_source(&newer, stream) {
+                        return Watch::Replace(newer);
+                    }
+                    refusals.refuse_for(
+                        &shared.stats,
+                        newer.peer_addr().ok(),
+                        TcpLinkDrop::RefusedTakeover,
+                        &"the link has no key and its live connection comes from another address",
+                    );
                 }
             }
         }
+    }
+}
+
+/// True when both connections come from the same address (ports aside).
+fn same_source(a: &TcpStream, b: &TcpStream) -> bool {
+    match (a.peer_addr(), b.peer_addr()) {
+        (Ok(a), Ok(b)) => a.ip() == b.ip(),
+        _ => false,
     }
 }
 

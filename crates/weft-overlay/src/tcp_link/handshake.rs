@@ -2,22 +2,31 @@
 //! [`Handshake`] moves as far as the socket allows on each [`Handshake::advance`]; the
 //! listening end keeps several in [`Pending`] so that a silent or slow client never holds up
 //! the real peer, and [`Refusals`] counts and logs (at a limited rate) the ones that fail.
+//!
+//! [`Pending`] is bounded in total and per source address: a flood from one address only
+//! pushes out its own handshakes, never the real peer's from another address.
 
+use std::fmt::Display;
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use super::auth::{self, HandshakeError, Hello, LinkKey, Role, HELLO_LEN, PROOF_LEN};
-use super::stats::TcpLinkStats;
+use super::stats::{TcpLinkDrop, TcpLinkStats};
 
-/// Handshakes a listening end carries at once; a newer connection pushes out the oldest.
+/// Handshakes a listening end carries at once; when full, a newer connection pushes out the
+/// oldest of the address that has the most.
 pub(crate) const MAX_PENDING: usize = 8;
+/// Handshakes from one source address at once; a newer one pushes out that address's oldest.
+pub(crate) const MAX_PENDING_PER_SOURCE: usize = 2;
 /// At most one refusal logged per this long (the others are counted, and summed up in it).
 const LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// One connection's handshake in progress.
 pub(crate) struct Handshake {
     stream: TcpStream,
+    /// The peer's address, when the socket knows it.
+    peer_addr: Option<SocketAddr>,
     ours: Hello,
     peer: Option<Hello>,
     /// Our hello, then our proof once the peer's hello is in.
@@ -44,6 +53,7 @@ impl Handshake {
         let mut out = [0u8; HELLO_LEN + PROOF_LEN];
         out[..HELLO_LEN].copy_from_slice(&ours.encode());
         Ok(Handshake {
+            peer_addr: stream.peer_addr().ok(),
             stream,
             ours,
             peer: None,
@@ -59,6 +69,11 @@ impl Handshake {
     /// The connection.
     pub(crate) fn stream(&self) -> &TcpStream {
         &self.stream
+    }
+
+    /// The source address, if known.
+    fn source(&self) -> Option<IpAddr> {
+        self.peer_addr.map(|a| a.ip())
     }
 
     /// When it gives up.
@@ -194,7 +209,18 @@ impl Refusals {
         peer: Option<SocketAddr>,
         e: &HandshakeError,
     ) {
-        stats.count_drop(e.drop_reason(), 1);
+        self.refuse_for(stats, peer, e.drop_reason(), e);
+    }
+
+    /// Counts under `reason` and maybe logs one refused connection, saying `why`.
+    pub(crate) fn refuse_for(
+        &mut self,
+        stats: &TcpLinkStats,
+        peer: Option<SocketAddr>,
+        reason: TcpLinkDrop,
+        why: &dyn Display,
+    ) {
+        stats.count_drop(reason, 1);
         let now = Instant::now();
         if self
             .logged
@@ -207,7 +233,7 @@ impl Refusals {
         tracing::warn!(
             peer = %peer,
             also_refused_since_last_log = self.unlogged,
-            "tcp link: refused a connection: {e}"
+            "tcp link: refused a connection: {why}"
         );
         self.logged = Some(now);
         self.unlogged = 0;
@@ -233,21 +259,45 @@ impl Pending {
         }
     }
 
-    /// Starts the handshake of an accepted connection; the oldest gives way when full.
+    /// Starts the handshake of an accepted connection. When its source address has
+    /// [`MAX_PENDING_PER_SOURCE`] already, that address's oldest gives way; when all are
+    /// taken, the oldest of the address with the most (counted `handshake_limit`).
     pub(crate) fn add(&mut self, stream: TcpStream, stats: &TcpLinkStats, log: &mut Refusals) {
         let peer = stream.peer_addr().ok();
-        if self.list.len() >= MAX_PENDING {
-            let oldest = self.list.remove(0);
-            log.refuse(
+        let handshake = match Handshake::start(stream, Role::Listener, self.link_id, self.timeout) {
+            Ok(h) => h,
+            Err(e) => {
+                log.refuse(stats, peer, &io_failure(&e));
+                return;
+            }
+        };
+        let source = handshake.source();
+        let from_source = self.list.iter().filter(|h| h.source() == source).count();
+        let evict = if from_source >= MAX_PENDING_PER_SOURCE {
+            self.list.iter().position(|h| h.source() == source)
+        } else if self.list.len() >= MAX_PENDING {
+            self.oldest_of_busiest_source()
+        } else {
+            None
+        };
+        if let Some(i) = evict {
+            let pushed_out = self.list.remove(i);
+            log.refuse_for(
                 stats,
-                oldest.stream.peer_addr().ok(),
-                &HandshakeError::TimedOut,
+                pushed_out.peer_addr,
+                TcpLinkDrop::HandshakeLimit,
+                &"too many handshakes pending from its address (or in all)",
             );
         }
-        match Handshake::start(stream, Role::Listener, self.link_id, self.timeout) {
-            Ok(h) => self.list.push(h),
-            Err(e) => log.refuse(stats, peer, &io_failure(&e)),
-        }
+        self.list.push(handshake);
+    }
+
+    /// The index of the oldest handshake of the source address with the most in progress.
+    fn oldest_of_busiest_source(&self) -> Option<usize> {
+        let count = |source| self.list.iter().filter(|h| h.source() == source).count();
+        let busiest = self.list.iter().map(|h| count(h.source())).max()?;
+        // The list is in arrival order: the first of that source is its oldest.
+        self.list.iter().position(|h| count(h.source()) == busiest)
     }
 
     /// The handshakes in progress (to poll their sockets).
@@ -279,7 +329,7 @@ impl Pending {
                 Ok(true) => return Some(self.list.remove(i).into_stream()),
                 Err(e) => {
                     let failed = self.list.remove(i);
-                    log.refuse(stats, failed.stream.peer_addr().ok(), &e);
+                    log.refuse(stats, failed.peer_addr, &e);
                 }
             }
         }

@@ -21,10 +21,14 @@
 //!   [`TcpLinkDrop::BadHandshake`], [`TcpLinkDrop::HandshakeTimeout`]) and logged at a limited
 //!   rate. The listening end runs several handshakes at once beside the live connection, so
 //!   a bad client holds up neither the real peer nor the data path, and only a peer that
-//!   proved itself replaces the live connection.
+//!   proved itself replaces the live connection. Handshakes in progress are bounded in total
+//!   and per source address, so a flood only pushes out its own
+//!   ([`TcpLinkDrop::HandshakeLimit`]).
 //!
 //! Without a key the link is not authenticated: anyone who reaches the listening port can
-//! send frames into the switch. Either way frames are not encrypted: run the link over
+//! send frames into the switch. A newcomer then replaces the live connection only when it
+//! comes from the live peer's address (the peer restarted); from anywhere else it is refused
+//! while the live connection is up ([`TcpLinkDrop::RefusedTakeover`]). Either way frames are not encrypted: run the link over
 //! WireGuard or IPsec for confidentiality (or over a trusted underlay).
 
 pub mod auth;

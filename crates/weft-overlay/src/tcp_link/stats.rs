@@ -31,14 +31,19 @@ pub enum TcpLinkDrop {
     /// A connection whose first bytes were not a handshake hello (garbage, a peer without a
     /// key, not weft), or that closed or failed before its hello: refused.
     BadHandshake,
-    /// A connection that did not finish the handshake within the handshake time (or gave
-    /// way to newer ones while too many were pending): refused.
+    /// A connection that did not finish the handshake within the handshake time: refused.
     HandshakeTimeout,
+    /// A connection whose handshake gave way to a newer one: too many were pending from its
+    /// source address, or in all (a connection flood): refused.
+    HandshakeLimit,
+    /// A connection to a link without a key, from another address than the live
+    /// connection's peer, while that connection is up: refused (it would have replaced it).
+    RefusedTakeover,
 }
 
 impl TcpLinkDrop {
     /// Every reason, in counter order.
-    pub const ALL: [TcpLinkDrop; 11] = [
+    pub const ALL: [TcpLinkDrop; 13] = [
         TcpLinkDrop::BadMagic,
         TcpLinkDrop::BadVersion,
         TcpLinkDrop::WrongLinkId,
@@ -50,6 +55,8 @@ impl TcpLinkDrop {
         TcpLinkDrop::AuthFailed,
         TcpLinkDrop::BadHandshake,
         TcpLinkDrop::HandshakeTimeout,
+        TcpLinkDrop::HandshakeLimit,
+        TcpLinkDrop::RefusedTakeover,
     ];
 
     /// The reason's name in counters (`snake_case`).
@@ -66,6 +73,8 @@ impl TcpLinkDrop {
             TcpLinkDrop::AuthFailed => "auth_failed",
             TcpLinkDrop::BadHandshake => "bad_handshake",
             TcpLinkDrop::HandshakeTimeout => "handshake_timeout",
+            TcpLinkDrop::HandshakeLimit => "handshake_limit",
+            TcpLinkDrop::RefusedTakeover => "refused_takeover",
         }
     }
 

@@ -2,4 +2,5 @@
 
 mod auth;
 mod codec;
+mod flood;
 mod sockets;

@@ -139,3 +139,28 @@ fn without_answers_an_oversize_frame_is_only_the_switchs_counted_drop() {
     let s = rig.stats.snapshot();
     assert_eq!((s.too_big, s.tx_errors, s.tx_datagrams), (0, 0, 0));
 }
+
+#[test]
+fn an_answer_does_not_teach_the_switch_its_spoofed_source_on_the_overlay_port() {
+    if !can_run("an_answer_does_not_teach_the_switch_its_spoofed_source_on_the_overlay_port") {
+        return;
+    }
+    let mut rig = Rig::new(56, true);
+    // The sender names any destination (here one nobody has seen: the frame is flooded to
+    // the overlay); the answer comes back from that address.
+    let big = oversize_df_frame();
+    let destination = weft_packet::MacAddr(big[0..6].try_into().unwrap());
+    rig.send(&big);
+    let back = rig.back_at_host();
+    assert_eq!(back.len(), 1, "one answer");
+    assert_eq!(
+        &back[0][6..12],
+        &destination.0,
+        "from the destination's address"
+    );
+    assert_eq!(
+        rig.sw.fdb().lookup(0, destination, T0),
+        None,
+        "the answer's source is not learned on the overlay port"
+    );
+}

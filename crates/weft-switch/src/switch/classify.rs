@@ -182,6 +182,8 @@ impl Switch {
         let (ingress, learning) = (PortIngress::new(&slot.options.vlan), slot.options.learning);
         let s = &mut self.scratch;
         let descs = self.batch.descs();
+        // The port's own frames (first in the batch) teach nothing about its stations.
+        let own = self.batch.own_frames();
         let n = descs
             .len()
             .min(frames.len())
@@ -225,11 +227,11 @@ impl Switch {
                     Verdict::Drop(reason)
                 }
                 Ok((dst, src, vid)) => {
-                    if metas[i].wire_tpid == 0 {
+                    if metas[i].wire_tpid == 0 && i >= own {
                         previous = words;
                     }
                     let src_key = vlan_mac_key(vid, src);
-                    if learning && last_learned != src_key {
+                    if learning && i >= own && last_learned != src_key {
                         self.fdb.learn(vid, src, in_port, now);
                         last_learned = src_key;
                         if self.fdb.generation() != generation {
@@ -302,13 +304,14 @@ impl Switch {
         // Stage 2: learn and decide, in arrival order (a source learned by one packet is
         // known to the next).
         let mut last_learned = u64::MAX;
+        let own = self.batch.own_frames();
         // Rule hits, summed while consecutive packets hit the same rule.
         let mut hits = RuleHits::default();
         for i in 0..self.scratch.len {
             if matches!(self.scratch.verdicts[i], Verdict::Pending) {
                 let key = self.scratch.keys[i];
                 let src_key = vlan_mac_key(key.vlan, key.src_mac);
-                if learning && last_learned != src_key {
+                if learning && i >= own && last_learned != src_key {
                     self.fdb.learn(key.vlan, key.src_mac, in_port, now);
                     last_learned = src_key;
                 }

@@ -15,6 +15,8 @@ mod lane_tests;
 mod lanes;
 #[cfg(test)]
 mod offload_tests;
+#[cfg(test)]
+mod own_frames_tests;
 mod peers;
 #[cfg(test)]
 mod proptests;

@@ -231,6 +231,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_tcp_link_lists_its_flood_and_takeover_refusals_with_its_drops() {
+        let keep: Keepalive = Arc::new(TcpLinkDevice {
+            stats: Arc::new(TcpLinkStats::default()),
+            offloads: Vec::new(),
+        });
+        let names: Vec<String> = device_drops(&keep).into_iter().map(|(n, _)| n).collect();
+        for name in ["port_tcp_handshake_limit", "port_tcp_refused_takeover"] {
+            assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
+        }
+    }
+
+    #[test]
     fn virtqueues_are_named_by_pair_and_direction_as_the_guest_sees_them() {
         let names: Vec<&str> = (0..5).map(queue_name).collect();
         assert_eq!(names, ["rx0", "tx0", "rx1", "tx1", "rx2"]);

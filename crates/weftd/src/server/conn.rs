@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use weft_control::codec::DecodeError;
 use weft_control::{
-    decode_request, encode_response, ControlError, ErrorKind, ResponseEnvelope, MAX_REQUEST_BYTES,
-    PROTOCOL_VERSION,
+    decode_request, encode_response, ControlError, ErrorKind, RequestEnvelope, ResponseEnvelope,
+    MAX_REQUEST_BYTES, PROTOCOL_VERSION,
 };
 
 use super::auth::token_matches;
@@ -162,7 +162,8 @@ fn changes_configuration(request: &weft_control::Request) -> bool {
     }
 }
 
-fn error_line(id: u64, error: ControlError) -> String {
+/// An error response line.
+pub fn error_line(id: u64, error: ControlError) -> String {
     encode_response(&ResponseEnvelope {
         version: PROTOCOL_VERSION,
         id,
@@ -170,27 +171,62 @@ fn error_line(id: u64, error: ControlError) -> String {
     })
 }
 
+/// The answer to one request line, and what it means for the connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    /// The response line.
+    pub line: String,
+    /// Close the connection after it (a wrong token; on TCP, any bad line).
+    pub close: bool,
+    /// A request was decoded and served (it counts as activity; a bad line does not).
+    pub served: bool,
+}
+
+/// The answer to a line that is not a request: the typed error, and on TCP the close.
+pub fn bad_line(DecodeError { id, error }: DecodeError, ctx: &Context<'_>) -> Reply {
+    if let Some(suppressed) = BAD_REQUESTS.allow() {
+        tracing::warn!(kind = ?error.kind, error = %error.message, suppressed, "bad request");
+    }
+    Reply {
+        line: error_line(id.unwrap_or(0), error),
+        // Over TCP nothing vouches for the client: one bad line and it goes.
+        close: ctx.token.is_some(),
+        served: false,
+    }
+}
+
+/// The refusal of a request without the right token, when one is wanted (`None`: fine).
+pub fn check_token(envelope: &RequestEnvelope, ctx: &Context<'_>) -> Option<Reply> {
+    let expected = ctx.token?;
+    if token_matches(envelope.token.as_deref(), expected) {
+        return None;
+    }
+    if let Some(suppressed) = BAD_REQUESTS.allow() {
+        tracing::warn!(suppressed, "TCP request with a missing or wrong token");
+    }
+    let e = ControlError::new(ErrorKind::PermissionDenied, "missing or wrong token")
+        .with_hint("put the token of weftd's token_file in each request's \"token\"");
+    Some(Reply {
+        line: error_line(envelope.id, e),
+        close: true,
+        served: false,
+    })
+}
+
 /// The response line to one request line. Never panics, whatever the bytes.
-pub fn respond(line: &[u8], ctx: &Context<'_>, session: &mut Session) -> (String, bool) {
+pub fn respond(line: &[u8], ctx: &Context<'_>, session: &mut Session) -> Reply {
     let envelope = match decode_request(line) {
         Ok(e) => e,
-        Err(DecodeError { id, error }) => {
-            if let Some(suppressed) = BAD_REQUESTS.allow() {
-                tracing::warn!(kind = ?error.kind, error = %error.message, suppressed, "bad request");
-            }
-            return (error_line(id.unwrap_or(0), error), false);
-        }
+        Err(e) => return bad_line(e, ctx),
     };
-    if let Some(expected) = ctx.token {
-        if !token_matches(envelope.token.as_deref(), expected) {
-            if let Some(suppressed) = BAD_REQUESTS.allow() {
-                tracing::warn!(suppressed, "TCP request with a missing or wrong token");
-            }
-            let e = ControlError::new(ErrorKind::PermissionDenied, "missing or wrong token")
-                .with_hint("put the token of weftd's token_file in each request's \"token\"");
-            return (error_line(envelope.id, e), true);
-        }
+    if let Some(refusal) = check_token(&envelope, ctx) {
+        return refusal;
     }
+    answer(envelope, ctx, session)
+}
+
+/// Serves a decoded request whose token (if any is wanted) was checked.
+pub fn answer(envelope: RequestEnvelope, ctx: &Context<'_>, session: &mut Session) -> Reply {
     let op = op_name(&envelope.request);
     let changes = changes_configuration(&envelope.request);
     let result = control::serve(ctx.controller, envelope.request, session);
@@ -214,7 +250,11 @@ pub fn respond(line: &[u8], ctx: &Context<'_>, session: &mut Session) -> (String
         id: envelope.id,
         result,
     });
-    (line, false)
+    Reply {
+        line,
+        close: false,
+        served: true,
+    }
 }
 
 /// The request's `op`, for logs.
@@ -229,22 +269,27 @@ fn op_name(request: &weft_control::Request) -> String {
 pub fn serve(conn: &mut dyn Conn, ctx: &Context<'_>) {
     let mut reader = LineReader::new(MAX_REQUEST_BYTES);
     let mut session = Session::default();
+    serve_lines(conn, ctx, &mut reader, &mut session);
+    control::lock(ctx.controller).end_session(&mut session);
+}
+
+/// The line after line part of [`serve`], for a connection that may have been served
+/// already (a TCP client's first request). The idle deadline moves only when a request is
+/// served: blank or bad lines do not keep a connection open.
+pub fn serve_lines(
+    conn: &mut dyn Conn,
+    ctx: &Context<'_>,
+    reader: &mut LineReader,
+    session: &mut Session,
+) {
+    let mut deadline = Instant::now() + ctx.idle_timeout;
     loop {
-        let deadline = Instant::now() + ctx.idle_timeout;
         let (line, last) = match reader.next_line(conn, deadline) {
             Ok(Line::Complete(l)) => (l, false),
             Ok(Line::Unterminated(l)) => (l, true),
             Ok(Line::Closed) => break,
             Ok(Line::TooLong) => {
-                if let Some(suppressed) = BAD_REQUESTS.allow() {
-                    tracing::warn!(suppressed, "request line too long; closing the connection");
-                }
-                let e = ControlError::new(
-                    ErrorKind::TooLarge,
-                    format!("request line longer than {MAX_REQUEST_BYTES} bytes"),
-                )
-                .with_hint("send one request per line, each under the limit");
-                let _ = conn.write_all(error_line(0, e).as_bytes());
+                too_long(conn);
                 break;
             }
             Ok(Line::TimedOut) => {
@@ -262,12 +307,27 @@ pub fn serve(conn: &mut dyn Conn, ctx: &Context<'_>) {
             }
             continue;
         }
-        let (response, close) = respond(&line, ctx, &mut session);
-        if conn.write_all(response.as_bytes()).is_err() || close || last {
+        let reply = respond(&line, ctx, session);
+        if reply.served {
+            deadline = Instant::now() + ctx.idle_timeout;
+        }
+        if conn.write_all(reply.line.as_bytes()).is_err() || reply.close || last {
             break;
         }
     }
-    control::lock(ctx.controller).end_session(&mut session);
+}
+
+/// Tells a client its line is over the limit (the connection is then closed).
+pub fn too_long(conn: &mut dyn Conn) {
+    if let Some(suppressed) = BAD_REQUESTS.allow() {
+        tracing::warn!(suppressed, "request line too long; closing the connection");
+    }
+    let e = ControlError::new(
+        ErrorKind::TooLarge,
+        format!("request line longer than {MAX_REQUEST_BYTES} bytes"),
+    )
+    .with_hint("send one request per line, each under the limit");
+    let _ = conn.write_all(error_line(0, e).as_bytes());
 }
 
 /// Sends one error line on a connection about to be refused, without waiting on it.

@@ -5,13 +5,19 @@
 //! `limit_reached` and closed), requests of at most `MAX_REQUEST_BYTES`, and a connection
 //! that completes no request within `idle_timeout_secs` is closed. The acceptor never
 //! waits on a client: refusals are one short write on a fresh socket, with a timeout.
+//!
+//! Root stays in: the last [`ClientSlots::reserved`] slots are kept for root and weftd's
+//! own user on the Unix socket, so neither group members nor TCP clients can fill them.
+//! A TCP client takes a shared slot only once its first request carried the token
+//! ([`tcp`]); until then it holds one of a few handshake slots of its own, for a fixed time.
 
 pub mod auth;
 pub mod conn;
+pub mod tcp;
 
 use std::io;
 use std::net::TcpListener;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -32,6 +38,8 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug)]
 pub struct ClientSlots {
     max: usize,
+    /// Slots only [`ClientSlots::take`] may fill (root's, on the control socket).
+    reserved: usize,
     used: AtomicUsize,
 }
 
@@ -46,27 +54,52 @@ impl Drop for Slot {
 }
 
 impl ClientSlots {
-    /// Room for `max` clients.
+    /// Room for `max` clients, of which [`reserved_for_root`]`(max)` are reserved.
     pub fn new(max: usize) -> Arc<Self> {
         Arc::new(ClientSlots {
             max,
+            reserved: reserved_for_root(max),
             used: AtomicUsize::new(0),
         })
     }
 
-    /// A slot, if one is free.
+    /// A slot, if one is free, reserved ones included (root and weftd's own user).
     pub fn take(self: &Arc<Self>) -> Option<Slot> {
+        self.take_below(self.max)
+    }
+
+    /// A slot outside the reserved ones (socket group members, TCP clients).
+    pub fn take_unreserved(self: &Arc<Self>) -> Option<Slot> {
+        self.take_below(self.max - self.reserved)
+    }
+
+    fn take_below(self: &Arc<Self>, limit: usize) -> Option<Slot> {
         self.used
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < self.max).then_some(n + 1)
+                (n < limit).then_some(n + 1)
             })
             .ok()
             .map(|_| Slot(Arc::clone(self)))
     }
 
+    /// Slots kept for root.
+    pub fn reserved(&self) -> usize {
+        self.reserved
+    }
+
     /// Clients connected now.
     pub fn used(&self) -> usize {
         self.used.load(Ordering::Acquire)
+    }
+}
+
+/// Slots of `max` that only root and weftd's own user may fill: an eighth, 1 to 8 of them
+/// (none when there is a single slot).
+pub fn reserved_for_root(max: usize) -> usize {
+    if max < 2 {
+        0
+    } else {
+        (max / 8).clamp(1, 8)
     }
 }
 
@@ -108,18 +141,59 @@ pub fn bind_unix(path: &Path, mode: u32, gid: Option<u32>) -> Result<UnixListene
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(format!("cannot inspect {}: {e}", path.display())),
     }
-    // Created owner-only, then opened up to `mode`: never more open than configured.
-    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
-    let bound = UnixListener::bind(path);
-    nix::sys::stat::umask(old);
-    let listener =
-        bound.map_err(|e| format!("cannot create the control socket {}: {e}", path.display()))?;
-    if let Some(gid) = gid {
-        std::os::unix::fs::chown(path, None, Some(gid))
-            .map_err(|e| format!("cannot give {} to group {gid}: {e}", path.display()))?;
+    // Bound inside a private directory, given its group and mode there, and only then moved
+    // into place: nobody can connect before the mode is right, and the process umask (shared
+    // by every thread) is never touched. A chmod after binding in place would leave a window
+    // with the umask's mode; the rename is atomic.
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let private = parent.join(format!(".weftd-bind-{}", std::process::id()));
+    let staged = private.join("sock");
+    let make_private = || std::fs::DirBuilder::new().mode(0o700).create(&private);
+    if let Err(e) = make_private() {
+        // Left by a weftd of the same pid that died right there (pid 1 in a container):
+        // an empty directory or one with our staged socket, removed; anything else stays.
+        if e.kind() != io::ErrorKind::AlreadyExists {
+            return Err(format!("cannot create {}: {e}", private.display()));
+        }
+        // Never through a symlink, nor in a directory someone else made.
+        let ours = std::fs::symlink_metadata(&private).is_ok_and(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.file_type().is_dir() && m.uid() == nix::unistd::geteuid().as_raw()
+        });
+        if !ours {
+            return Err(format!(
+                "{} exists and is not a directory of weftd's user: remove it",
+                private.display()
+            ));
+        }
+        let _ = std::fs::remove_file(&staged);
+        std::fs::remove_dir(&private)
+            .and_then(|()| make_private())
+            .map_err(|e| format!("cannot create {}: {e}", private.display()))?;
     }
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .map_err(|e| format!("cannot set the mode of {}: {e}", path.display()))?;
+    let placed = stage_socket(&staged, mode, gid).and_then(|listener| {
+        std::fs::rename(&staged, path)
+            .map(|()| listener)
+            .map_err(|e| format!("cannot create the control socket {}: {e}", path.display()))
+    });
+    let _ = std::fs::remove_file(&staged);
+    let _ = std::fs::remove_dir(&private);
+    placed
+}
+
+/// Binds `staged` (in a private directory) and gives it its group and mode.
+fn stage_socket(staged: &Path, mode: u32, gid: Option<u32>) -> Result<UnixListener, String> {
+    let listener =
+        UnixListener::bind(staged).map_err(|e| format!("cannot create the control socket: {e}"))?;
+    if let Some(gid) = gid {
+        std::os::unix::fs::chown(staged, None, Some(gid))
+            .map_err(|e| format!("cannot give the control socket to group {gid}: {e}"))?;
+    }
+    std::fs::set_permissions(staged, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| format!("cannot set the mode of the control socket: {e}"))?;
     Ok(listener)
 }
 
@@ -138,7 +212,7 @@ fn refused(stream: &mut dyn io::Write, kind: ErrorKind, message: &str, hint: &st
     conn::refuse(stream, ControlError::new(kind, message).with_hint(hint));
 }
 
-fn limit_hint(max: usize) -> String {
+pub(crate) fn limit_hint(max: usize) -> String {
     format!("weftd serves {max} clients at once (control.max_clients): close some, or retry later")
 }
 
@@ -160,8 +234,8 @@ pub fn spawn_unix(
                     }
                 };
                 let _ = stream.set_write_timeout(Some(Duration::from_millis(200)));
-                let allowed = auth::peer(&stream).is_ok_and(|p| policy.allows(&p));
-                if !allowed {
+                let peer = auth::peer(&stream).ok().filter(|p| policy.allows(p));
+                let Some(peer) = peer else {
                     refused(
                         &mut stream,
                         ErrorKind::PermissionDenied,
@@ -169,8 +243,13 @@ pub fn spawn_unix(
                         "run as root or as weftd's user, or join the group of control.socket_group",
                     );
                     continue;
-                }
-                let Some(slot) = shared.slots.take() else {
+                };
+                let slot = if policy.is_privileged(&peer) {
+                    shared.slots.take()
+                } else {
+                    shared.slots.take_unreserved()
+                };
+                let Some(slot) = slot else {
                     refused(
                         &mut stream,
                         ErrorKind::LimitReached,
@@ -199,13 +278,17 @@ pub fn spawn_unix(
         })
 }
 
-/// Serves the TCP listener on a new thread; every request must carry `token`.
+/// Serves the TCP listener on a new thread; every request must carry `token`. A new
+/// connection holds one of [`tcp::HANDSHAKE_SLOTS`] until its first request proved the
+/// token, then a shared (unreserved) slot.
 pub fn spawn_tcp(
     listener: TcpListener,
     token: String,
     shared: Shared,
 ) -> io::Result<std::thread::JoinHandle<()>> {
     let token: Arc<str> = token.into();
+    let handshakes = ClientSlots::new(tcp::HANDSHAKE_SLOTS);
+    let handshake_time = tcp::handshake_time(shared.idle_timeout);
     std::thread::Builder::new()
         .name("weftd-accept-tcp".into())
         .spawn(move || {
@@ -218,29 +301,38 @@ pub fn spawn_tcp(
                     }
                 };
                 let _ = stream.set_write_timeout(Some(Duration::from_millis(200)));
-                let Some(slot) = shared.slots.take() else {
+                let Some(handshake) = handshakes.take() else {
                     refused(
                         &mut stream,
                         ErrorKind::LimitReached,
-                        "too many clients",
-                        &limit_hint(shared.slots.max),
+                        "too many TCP clients waiting to authenticate",
+                        &format!(
+                            "weftd lets {} TCP connections at once prove the token, each for {} s: retry later",
+                            tcp::HANDSHAKE_SLOTS,
+                            handshake_time.as_secs()
+                        ),
                     );
                     continue;
                 };
                 let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
                 let _ = stream.set_nodelay(true);
+                let deadline = std::time::Instant::now() + handshake_time;
                 let shared = shared.clone();
                 let token = Arc::clone(&token);
                 let spawned = std::thread::Builder::new()
                     .name("weftd-client-tcp".into())
                     .spawn(move || {
-                        let _slot = slot;
                         let ctx = Context {
                             controller: &shared.controller,
                             token: Some(&token),
                             idle_timeout: shared.idle_timeout,
                         };
-                        conn::serve(&mut stream, &ctx);
+                        let admission = tcp::Admission {
+                            handshake,
+                            deadline,
+                            slots: &shared.slots,
+                        };
+                        tcp::serve(&mut stream, &ctx, admission);
                     });
                 if let Err(e) = spawned {
                     accept_failed(&e);
@@ -248,6 +340,9 @@ pub fn spawn_tcp(
             }
         })
 }
+
+#[cfg(test)]
+mod tests;
 
 /// Reads the TCP token: at least 16 characters, in a file not readable by group or others.
 pub fn read_token(path: &Path) -> Result<String, String> {
