@@ -53,6 +53,7 @@ mod notify;
 mod ring_access;
 mod rx;
 mod server;
+mod socket_dir;
 mod tx;
 mod vring;
 
@@ -81,5 +82,6 @@ pub use memory::{GuestMemoryTable, MemoryTableError, RegionDesc, MAX_REGIONS};
 pub use modes::{DispatchMode, ModeError, NotifyPolicy, MAX_MODE_PERIOD};
 pub use rx::VhostPortRx;
 pub use server::{QueuePairStats, QueueStatus, VhostMode, VhostPortStats, VhostUserPort};
+pub use socket_dir::{FileId, SocketDir, SocketDirError};
 pub use tx::VhostPortTx;
 pub use vring::{RingError, RingLayout, NUM_QUEUES, RX_QUEUE, TX_QUEUE};
