@@ -97,3 +97,15 @@ fn line_col_counts_from_one() {
     assert_eq!(line_col("ab\ncd", 4), (2, 2));
     assert_eq!(line_col("ab", 99), (1, 3));
 }
+
+#[test]
+fn vhost_socket_dirs_are_plain_absolute_paths() {
+    let c = Config::parse("vhost_socket_dirs = [\"/run/qemu\"]\n").unwrap();
+    assert_eq!(c.vhost_socket_dirs, [PathBuf::from("/run/qemu")]);
+    assert!(Config::parse("").unwrap().vhost_socket_dirs.is_empty());
+    for bad in ["run/qemu", "/run/../etc", "/run//qemu", "/run/./qemu"] {
+        let e = err(&format!("vhost_socket_dirs = [{bad:?}]\n"));
+        assert!(e.contains("vhost_socket_dirs"), "{e}");
+        assert!(e.contains(bad), "{e}");
+    }
+}
