@@ -106,7 +106,13 @@ impl SocketDir {
                 }
                 Component::CurDir => {}
                 Component::ParentDir => return Err(SocketDirError::DotDot(path.to_path_buf())),
-                Component::Prefix(_) => unreachable_prefix(path)?,
+                // Only Windows paths have prefixes.
+                Component::Prefix(_) => {
+                    return Err(SocketDirError::NotPlainDirectory {
+                        dir: path.to_path_buf(),
+                        component: path.to_path_buf(),
+                    })
+                }
                 Component::Normal(name) => {
                     walked.push(name);
                     fd = match openat(&fd, name, flags, Mode::empty()) {
@@ -188,10 +194,8 @@ impl SocketDir {
         let fd = new_socket(SockFlag::SOCK_NONBLOCK).map_err(|e| self.io("creating", name, e))?;
         let addr = UnixAddr::new(&proc_path(self.fd.as_fd(), Some(name)))
             .map_err(|e| self.io("naming", name, e))?;
-        bind(fd.as_raw_fd(), &addr).map_err(|e| match e {
-            Errno::EADDRINUSE => SocketDirError::NotASocket(self.display_path(name)),
-            e => self.io("binding", name, e),
-        })?;
+        // EADDRINUSE: something took the name since it was checked; it is left alone.
+        bind(fd.as_raw_fd(), &addr).map_err(|e| self.io("binding", name, e))?;
         let created = self.stat(name)?;
         let id = match created {
             Some(st) if is_socket(&st) => file_id(&st),
@@ -253,14 +257,6 @@ impl SocketDirError {
             io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused | io::ErrorKind::WouldBlock
         ))
     }
-}
-
-fn unreachable_prefix(path: &Path) -> Result<(), SocketDirError> {
-    // Only Windows paths have prefixes.
-    Err(SocketDirError::NotPlainDirectory {
-        dir: path.to_path_buf(),
-        component: path.to_path_buf(),
-    })
 }
 
 fn new_socket(flags: SockFlag) -> Result<OwnedFd, Errno> {

@@ -62,8 +62,11 @@ impl SocketDirs {
         reserved: &[&Path],
     ) -> Result<SocketDirs, String> {
         let mut dirs: Vec<Arc<SocketDir>> = Vec::new();
-        for path in std::iter::once(&default.to_path_buf()).chain(configured) {
-            let dir = open_checked(path)?;
+        let default = default.to_path_buf();
+        let all = std::iter::once((&default, "the vhost-user socket directory"))
+            .chain(configured.iter().map(|d| (d, "vhost_socket_dirs")));
+        for (path, what) in all {
+            let dir = open_checked(path, what)?;
             if !dirs
                 .iter()
                 .any(|d| d.id() == dir.id() && d.path() == dir.path())
@@ -173,9 +176,8 @@ impl SocketDirs {
     }
 }
 
-/// Opens and checks one allowed directory.
-fn open_checked(path: &Path) -> Result<SocketDir, String> {
-    let what = "vhost_socket_dirs";
+/// Opens and checks one allowed directory; `what` names it in errors.
+fn open_checked(path: &Path, what: &str) -> Result<SocketDir, String> {
     if !path.is_absolute() {
         return Err(format!(
             "{what}: {} is not an absolute path: give the directory's full path",
