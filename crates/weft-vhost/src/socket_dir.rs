@@ -67,6 +67,14 @@ pub enum SocketDirError {
     /// Something other than a socket has the name.
     #[error("{0} exists and is not a socket (weft replaces only a stale socket)")]
     NotASocket(PathBuf),
+    /// Another user's socket has the name.
+    #[error("{path} is a socket of uid {owner}, not left by this user: choose another name", path = .path.display())]
+    NotOurs {
+        /// The socket.
+        path: PathBuf,
+        /// Its owner.
+        owner: u32,
+    },
     /// A system call failed.
     #[error("{what} {path}: {source}", path = .path.display())]
     Io {
@@ -177,8 +185,9 @@ impl SocketDir {
         }
     }
 
-    /// Creates a listening socket named `name`, replacing a socket left there (a stale one,
-    /// or the one of a port being replaced); any other file there is refused. Which names a
+    /// Creates a listening socket named `name`, replacing a socket this user left there (a
+    /// stale one, or the one of a port being replaced); any other file there, or another
+    /// user's socket, is refused. Which names a
     /// caller may take (never its own control socket) is the caller's to decide. Returns the listener and
     /// the socket file's id, for [`remove_socket`](Self::remove_socket).
     pub fn bind_listener(&self, name: &OsStr) -> Result<(UnixListener, FileId), SocketDirError> {
@@ -186,6 +195,14 @@ impl SocketDir {
         if let Some(st) = self.stat(name)? {
             if !is_socket(&st) {
                 return Err(SocketDirError::NotASocket(self.display_path(name)));
+            }
+            // Only a socket this process's user could have left: another user's (in a
+            // directory others may write, with the sticky bit) is theirs.
+            if st.st_uid != nix::unistd::geteuid().as_raw() {
+                return Err(SocketDirError::NotOurs {
+                    path: self.display_path(name),
+                    owner: st.st_uid,
+                });
             }
             if self.remove_socket(name, file_id(&st))? {
                 tracing::debug!(path = %self.display_path(name).display(), "replaced a stale socket");

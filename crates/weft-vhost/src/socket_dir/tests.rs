@@ -166,3 +166,27 @@ fn connect_reaches_a_listening_socket_and_reports_a_missing_one_as_absent() {
     l.set_nonblocking(false).unwrap();
     assert!(l.accept().is_ok());
 }
+
+#[test]
+fn another_users_socket_at_the_name_is_not_replaced() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIP: not root (a socket of another user cannot be made)");
+        return;
+    }
+    let scratch = Scratch::new("theirs");
+    let dir = SocketDir::open(&scratch.0).unwrap();
+    let (l, id) = dir.bind_listener(os("a.sock")).unwrap();
+    drop(l);
+    std::os::unix::fs::lchown(scratch.0.join("a.sock"), Some(65534), Some(65534)).unwrap();
+    let e = dir.bind_listener(os("a.sock")).unwrap_err();
+    assert!(
+        matches!(e, SocketDirError::NotOurs { owner: 65534, .. }),
+        "{e}"
+    );
+    assert!(std::fs::symlink_metadata(scratch.0.join("a.sock"))
+        .unwrap()
+        .file_type()
+        .is_socket());
+    // Removal by identity still applies to it: it is the socket this test's port made.
+    assert!(dir.remove_socket(os("a.sock"), id).unwrap());
+}
