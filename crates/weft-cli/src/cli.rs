@@ -12,7 +12,7 @@ EXAMPLES:
   weft switch add br1 --ageing 600
   weft port add br1:vm1 tap --access 10
   weft port add br1:up af-packet --ifname eth1 --trunk 10,20 --native 1
-  weft port add br1:vm2 vhost-user --vhost-socket /run/weft/vm2.sock
+  weft port add br1:vm2 vhost-user --vhost-socket /run/weft/vhost/vm2.sock
   weft port add br1:vx vxlan --local 192.0.2.1 --vni 42 --remote 192.0.2.2
   weft fdb add br1 52:54:00:00:00:01 vm1 --vlan 10
   weft rule add br1 'priority=10,in_port=vm1,tcp,tp_dst=80 actions=output:up'
@@ -331,15 +331,18 @@ pub enum PortKindCmd {
     },
     /// A vhost-user socket a VM (QEMU, Cloud Hypervisor) or DPDK virtio-user connects to.
     #[command(after_help = "EXAMPLES:\n  weft port add br0:vm1 vhost-user\n  \
-        weft port add br0:vm1 vhost-user --vhost-socket /run/weft/vm1.sock --mtu 9000\n  \
-        weft port add br0:vm2 vhost-user --vhost-mode client --vhost-socket /run/qemu/vm2.sock\n\n\
+        weft port add br0:vm1 vhost-user --vhost-socket /run/weft/vhost/vm1.sock --mtu 9000\n  \
+        weft port add br0:vm2 vhost-user --vhost-mode client --vhost-socket /run/qemu/vm2.sock\n  \
+        (with vhost_socket_dirs = [\"/run/qemu\"] in weftd.toml)\n\n\
         weft port add br0:vm1 vhost-user --dispatch adaptive --notify optimistic\n\n\
         QEMU: -chardev socket,id=c0,path=SOCKET -netdev vhost-user,id=n0,chardev=c0 \
         -device virtio-net-pci,netdev=n0 (guest memory shared: memory-backend-memfd,share=on)\n\
         DPDK: --vdev=net_virtio_user0,path=SOCKET,server=0")]
     VhostUser {
         /// Socket path [default: RUNTIME_DIR/vhost/SWITCH-PORT.sock] (`--socket` is weftd's
-        /// control socket).
+        /// control socket). It must be directly inside RUNTIME_DIR/vhost or a directory
+        /// listed in vhost_socket_dirs in weftd.toml, spelled as listed, then one file name
+        /// (no `..`, `//` or symlink); weftd refuses any other path.
         #[arg(long, value_name = "PATH")]
         vhost_socket: Option<String>,
         /// Who listens on the socket: weft (`server`), or the VM (`client`: QEMU

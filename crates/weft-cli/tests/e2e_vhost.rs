@@ -241,7 +241,8 @@ fn weftd_killed_and_restarted_reconnects_to_running_guests_in_client_mode() {
     let dir = guests_dir.path();
     let (kernel, version) = qemu::kernel();
     let initrd = qemu::initramfs(dir, &version, PING_FOREVER);
-    let mut weftd = Weftd::start();
+    // QEMU's sockets are in the guests' directory: allowed in weftd's configuration.
+    let mut weftd = Weftd::start_with(Some(&format!("vhost_socket_dirs = [{dir:?}]\n")));
     // The ports come first: weftd keeps trying until QEMU listens.
     for id in [1, 2] {
         let sock = dir.join(format!("g{id}.sock"));

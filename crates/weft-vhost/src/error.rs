@@ -1,7 +1,5 @@
 //! Errors of the port's public API.
 
-use std::path::PathBuf;
-
 use crate::config::ConfigError;
 use crate::vring::RingError;
 
@@ -14,15 +12,15 @@ pub enum VhostError {
     /// A queue could not be set up with the configured size.
     #[error(transparent)]
     Ring(#[from] RingError),
-    /// The socket path exists and is not a socket (refusing to remove it).
-    #[error("{0} exists and is not a socket")]
-    PathInUse(PathBuf),
     /// The receive and transmit halves were taken already.
     #[error("the port's halves were taken already")]
     HalvesTaken,
     /// A port's halves were asked for more lanes than it can have queue pairs.
     #[error("a vhost-user port is split among 1 to 16 lanes, not {0}")]
     BadLanes(usize),
+    /// The socket's directory or name cannot be used.
+    #[error(transparent)]
+    SocketDir(#[from] crate::socket_dir::SocketDirError),
     /// A system call failed (socket, epoll, eventfd, thread).
     #[error("{what}: {source}")]
     Io {

@@ -53,6 +53,7 @@ mod notify;
 mod ring_access;
 mod rx;
 mod server;
+mod socket_dir;
 mod tx;
 mod vring;
 
@@ -84,5 +85,6 @@ pub use memory::{
 pub use modes::{DispatchMode, ModeError, NotifyPolicy, MAX_MODE_PERIOD};
 pub use rx::VhostPortRx;
 pub use server::{QueuePairStats, QueueStatus, VhostMode, VhostPortStats, VhostUserPort};
+pub use socket_dir::{FileId, SocketDir, SocketDirError};
 pub use tx::VhostPortTx;
 pub use vring::{RingError, RingLayout, NUM_QUEUES, RX_QUEUE, TX_QUEUE};

@@ -10,9 +10,8 @@
 //! rings' mutexes (held by the data path for one call at most) and on its stop
 //! eventfd; the data path never waits for it.
 
-use std::io;
-use std::os::unix::fs::FileTypeExt;
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::ffi::{OsStr, OsString};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,6 +26,7 @@ use crate::counters::{LogLimiter, QueueFault, QueueStats};
 use crate::device::{DeviceShared, LaneShare};
 use crate::error::VhostError;
 use crate::rx::VhostPortRx;
+use crate::socket_dir::{FileId, SocketDir, SocketDirError};
 use crate::tx::VhostPortTx;
 
 mod serve;
@@ -92,9 +92,16 @@ pub struct VhostUserPort {
     current: Arc<Mutex<Option<UnixStream>>>,
     thread: Option<JoinHandle<()>>,
     halves_taken: bool,
-    /// Device and inode of the socket file this port bound: on drop it removes the file only
-    /// if it is still that one (another port may have taken the path over since).
-    socket_id: Option<(u64, u64)>,
+    /// The socket file this port bound (server mode): on drop it removes the file, through
+    /// the held directory, only if it is still that one.
+    created: Option<CreatedSocket>,
+}
+
+/// A socket a port created: where, and which file it was.
+struct CreatedSocket {
+    dir: Arc<SocketDir>,
+    name: OsString,
+    id: FileId,
 }
 
 impl std::fmt::Debug for VhostUserPort {
@@ -109,45 +116,60 @@ impl std::fmt::Debug for VhostUserPort {
 
 impl VhostUserPort {
     /// Creates the socket at `path` and starts serving frontends on it. An old socket left
-    /// at `path` is replaced; any other file there is an error.
+    /// at `path` that nobody listens on is replaced; any other file there is an error. The
+    /// parent directory is opened with no symlink followed (see [`SocketDir`]); which
+    /// directories are allowed is the caller's policy (weftd confines them to its
+    /// `vhost_socket_dirs`, through [`listen_in`](Self::listen_in)).
     pub fn listen(path: impl AsRef<Path>, config: VhostPortConfig) -> Result<Self, VhostError> {
+        let (dir, name) = split_socket_path(path.as_ref())?;
+        Self::listen_in(dir, &name, config)
+    }
+
+    /// Creates the socket `name` in the held directory `dir` and starts serving frontends
+    /// on it. Dropping the port removes the socket, through `dir`, if it is still the one
+    /// it created.
+    pub fn listen_in(
+        dir: Arc<SocketDir>,
+        name: &OsStr,
+        config: VhostPortConfig,
+    ) -> Result<Self, VhostError> {
         let shared = DeviceShared::new(config)?;
-        let path = path.as_ref().to_path_buf();
-        match std::fs::symlink_metadata(&path) {
-            Ok(meta) if meta.file_type().is_socket() => {
-                std::fs::remove_file(&path).map_err(VhostError::io("removing the old socket"))?
-            }
-            Ok(_) => return Err(VhostError::PathInUse(path)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => {
-                return Err(VhostError::Io {
-                    what: "inspecting the socket path",
-                    source: e,
-                })
-            }
-        }
-        let listener = UnixListener::bind(&path).map_err(VhostError::io("binding the socket"))?;
-        let socket_id = file_id(&path);
-        listener
-            .set_nonblocking(true)
-            .map_err(VhostError::io("configuring the socket"))?;
+        let (listener, id) = dir.bind_listener(name)?;
+        let path = dir.display_path(name);
         let mut port = Self::start(
             shared,
             path,
             VhostMode::Server,
             StreamSource::Accept(listener),
         )?;
-        port.socket_id = socket_id;
+        port.created = Some(CreatedSocket {
+            dir,
+            name: name.to_os_string(),
+            id,
+        });
         Ok(port)
     }
 
     /// Connects to the frontend's socket at `path` and serves it; when the socket is not
     /// there yet, refuses, or the connection drops, tries again forever (waits from 50 ms
-    /// doubling to 1 s). Never fails for a missing socket; never removes it.
+    /// doubling to 1 s). Never fails for a missing socket; never removes it. The parent
+    /// directory must exist (it is held open, see [`connect_in`](Self::connect_in)).
     pub fn connect(path: impl AsRef<Path>, config: VhostPortConfig) -> Result<Self, VhostError> {
+        let (dir, name) = split_socket_path(path.as_ref())?;
+        Self::connect_in(dir, &name, config)
+    }
+
+    /// [`connect`](Self::connect) to the socket `name` in the held directory `dir`: only a
+    /// socket there is connected to, never a symlink or a file swapped in for it.
+    pub fn connect_in(
+        dir: Arc<SocketDir>,
+        name: &OsStr,
+        config: VhostPortConfig,
+    ) -> Result<Self, VhostError> {
+        SocketDir::check_name(name)?;
         let shared = DeviceShared::new(config)?;
-        let path = path.as_ref().to_path_buf();
-        let source = StreamSource::connect(path.clone());
+        let path = dir.display_path(name);
+        let source = StreamSource::connect(dir, name.to_os_string());
         Self::start(shared, path, VhostMode::Client, source)
     }
 
@@ -157,9 +179,20 @@ impl VhostUserPort {
         mode: VhostMode,
         config: VhostPortConfig,
     ) -> Result<Self, VhostError> {
+        let (dir, name) = split_socket_path(path.as_ref())?;
+        Self::open_in(dir, &name, mode, config)
+    }
+
+    /// [`listen_in`](Self::listen_in) or [`connect_in`](Self::connect_in), as `mode` says.
+    pub fn open_in(
+        dir: Arc<SocketDir>,
+        name: &OsStr,
+        mode: VhostMode,
+        config: VhostPortConfig,
+    ) -> Result<Self, VhostError> {
         match mode {
-            VhostMode::Server => Self::listen(path, config),
-            VhostMode::Client => Self::connect(path, config),
+            VhostMode::Server => Self::listen_in(dir, name, config),
+            VhostMode::Client => Self::connect_in(dir, name, config),
         }
     }
 
@@ -196,7 +229,7 @@ impl VhostUserPort {
             current,
             thread: Some(thread),
             halves_taken: false,
-            socket_id: None,
+            created: None,
         })
     }
 
@@ -338,18 +371,27 @@ impl Drop for VhostUserPort {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        if self.socket_id.is_some() && file_id(&self.path) == self.socket_id {
-            let _ = std::fs::remove_file(&self.path);
+        if let Some(s) = self.created.take() {
+            if let Err(e) = s.dir.remove_socket(&s.name, s.id) {
+                tracing::warn!(error = %e, "cannot remove the vhost-user socket");
+            }
         }
     }
 }
 
-/// Device and inode of the file at `path`.
-fn file_id(path: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::symlink_metadata(path)
-        .ok()
-        .map(|m| (m.dev(), m.ino()))
+/// The held parent directory of `path` and the socket's name in it.
+fn split_socket_path(path: &Path) -> Result<(Arc<SocketDir>, OsString), VhostError> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| SocketDirError::BadName {
+            name: path.as_os_str().to_os_string(),
+        })?
+        .to_os_string();
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    Ok((Arc::new(SocketDir::open(parent)?), name))
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

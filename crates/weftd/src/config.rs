@@ -23,6 +23,10 @@ pub struct Config {
     pub runtime_dir: Option<PathBuf>,
     /// The state file (default `<runtime_dir>/state.json`).
     pub state_file: Option<PathBuf>,
+    /// Directories, besides `<runtime_dir>/vhost`, where control clients may put vhost-user
+    /// sockets (`--vhost-socket`). Each must exist, with no symlink on its path, owned by
+    /// root or weftd's user, not writable by others unless sticky: checked at start.
+    pub vhost_socket_dirs: Vec<PathBuf>,
     /// Logging.
     pub log: LogConfig,
     /// The control socket and the optional TCP listener.
@@ -44,6 +48,7 @@ impl Default for Config {
         Config {
             runtime_dir: None,
             state_file: None,
+            vhost_socket_dirs: Vec::new(),
             log: LogConfig::default(),
             control: ControlConfig::default(),
             metrics: MetricsConfig::default(),
@@ -356,6 +361,18 @@ impl Config {
                 cpus.len(),
                 self.workers.count.0
             ));
+        }
+        for dir in &self.vhost_socket_dirs {
+            let text = dir.to_string_lossy();
+            if !dir.is_absolute()
+                || text.contains("//")
+                || text.split('/').any(|c| c == "." || c == "..")
+            {
+                return Err(format!(
+                    "vhost_socket_dirs: {text:?} is not a plain absolute path: give the \
+                     directory's full path, without `.`, `..` or `//`"
+                ));
+            }
         }
         let mut names = std::collections::BTreeSet::new();
         for seed in &self.switches {

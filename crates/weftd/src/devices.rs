@@ -16,7 +16,6 @@ pub use counters::{device_counters, device_drops, live_offloads, TcpLinkDevice};
 
 use std::any::Any;
 use std::net::{IpAddr, SocketAddr};
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -27,6 +26,9 @@ use weft_switch::lanes::SharedTx;
 use weft_switch::{PortCaps, PortHalves, PortRx, PortTx, TxFrame};
 use weft_tap::{AfPacket, AfPacketOptions, Offloads, PortStats, Tap, TapOptions};
 use weft_vhost::{VhostPortConfig, VhostUserPort};
+
+use crate::control::client_files::ClientFiles;
+use crate::socket_dirs::{SocketDirs, SocketName};
 
 /// An opened device: the halves the switch takes, and what the port reports.
 pub struct Device {
@@ -63,8 +65,11 @@ pub type Keepalive = Arc<dyn Any + Send + Sync>;
 pub struct OpenContext<'a> {
     /// The switch the port is on.
     pub switch: &'a str,
-    /// Directory of the vhost-user sockets that name no path (`<runtime_dir>/vhost`).
-    pub vhost_dir: &'a Path,
+    /// The directories vhost-user sockets may be in; a socket that names no path is
+    /// `<switch>-<port>.sock` in the first (`<runtime_dir>/vhost`).
+    pub sockets: &'a SocketDirs,
+    /// The files the request names, read before the controller's lock was taken.
+    pub files: &'a ClientFiles,
     /// Lanes of the switch (`SwitchSettings::lanes`): the halves a port is split into.
     pub lanes: usize,
 }
@@ -78,43 +83,25 @@ pub fn set_max_guest_memory(bytes: u64) {
     MAX_GUEST_MEMORY.store(bytes, Ordering::Relaxed);
 }
 
-/// Longest Unix socket path (`sun_path` holds 108 bytes with its terminating NUL).
-const MAX_SOCKET_PATH: usize = 107;
-
-/// The socket path of a vhost-user port: the one it names, or `<vhost_dir>/<switch>-<port>.sock`.
-pub fn vhost_socket_path(ctx: OpenContext<'_>, port: &str, socket: Option<&str>) -> PathBuf {
-    socket.map_or_else(
-        || ctx.vhost_dir.join(format!("{}-{port}.sock", ctx.switch)),
-        PathBuf::from,
-    )
+/// The socket of a vhost-user port: the one it names (inside an allowed directory), or
+/// `<switch>-<port>.sock` in the default directory. The error names the client's path,
+/// what is wrong with it and the fix.
+pub fn vhost_socket(
+    ctx: OpenContext<'_>,
+    port: &str,
+    socket: Option<&str>,
+) -> Result<SocketName, String> {
+    ctx.sockets
+        .resolve(&format!("{}-{port}.sock", ctx.switch), socket)
 }
 
 /// Checks what only the context can tell about a port before it is created: a vhost-user
-/// socket path's length and directory. The error names the field and the fix.
+/// socket's directory, name and length. The error names the field and the fix.
 pub fn check(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<(), String> {
     let PortKind::VhostUser { socket, .. } = kind else {
         return Ok(());
     };
-    let path = vhost_socket_path(ctx, port, socket.as_deref());
-    let len = path.as_os_str().len();
-    if len > MAX_SOCKET_PATH {
-        return Err(format!(
-            "socket path {} is {len} bytes long: a Unix socket path has at most \
-             {MAX_SOCKET_PATH}; give a shorter socket (--socket PATH)",
-            path.display()
-        ));
-    }
-    match path.parent() {
-        Some(dir) if dir.as_os_str().is_empty() || dir.is_dir() => Ok(()),
-        Some(dir) => Err(format!(
-            "socket directory {} does not exist: create it or give another socket path",
-            dir.display()
-        )),
-        None => Err(format!(
-            "socket path {} names no file: give a socket path",
-            path.display()
-        )),
-    }
+    vhost_socket(ctx, port, socket.as_deref()).map(drop)
 }
 
 /// The VXLAN configuration a `vxlan` port kind describes.
@@ -166,7 +153,7 @@ fn vxlan_config(kind: &PortKind) -> Result<Option<VxlanConfig>, String> {
 }
 
 /// The TCP link configuration a `tcp_link` port kind describes.
-fn tcp_link_config(kind: &PortKind) -> Result<Option<TcpLinkConfig>, String> {
+fn tcp_link_config(kind: &PortKind, files: &ClientFiles) -> Result<Option<TcpLinkConfig>, String> {
     let PortKind::TcpLink {
         listen,
         connect,
@@ -196,24 +183,24 @@ fn tcp_link_config(kind: &PortKind) -> Result<Option<TcpLinkConfig>, String> {
         config = config.netns(weft_tap::netns::named(ns));
     }
     if let Some(path) = key_file {
-        config.key = Some(LinkKey::from_file(Path::new(path)).map_err(|e| e.to_string())?);
-        warn_if_others_can_read(Path::new(path));
-    }
-    Ok(Some(config))
-}
-
-/// A key file others can read is a key others may know: say so (the link still opens).
-fn warn_if_others_can_read(path: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    if let Ok(meta) = std::fs::metadata(path) {
-        if meta.permissions().mode() & 0o077 != 0 {
+        let file = files.key(path)?;
+        let key = LinkKey::new(file.bytes).map_err(|problem| {
+            weft_overlay::tcp_link::KeyFileError {
+                path: path.into(),
+                problem,
+            }
+            .to_string()
+        })?;
+        config.key = Some(key);
+        if file.others_can_read {
+            // A key file others can read is a key others may know: say so (the link still
+            // opens).
             tracing::warn!(
-                "key file {} can be read by users other than its owner: chmod 600 {}",
-                path.display(),
-                path.display()
+                "key file {path} can be read by users other than its owner: chmod 600 {path}"
             );
         }
     }
+    Ok(Some(config))
 }
 
 /// Opens the device of port `port` (whose name a TAP takes when it names no device), with
@@ -330,8 +317,7 @@ fn open_device(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Devi
             notify,
             queues,
         } => {
-            check(ctx, port, kind)?;
-            let path = vhost_socket_path(ctx, port, socket.as_deref());
+            let socket = vhost_socket(ctx, port, socket.as_deref())?;
             let config = VhostPortConfig {
                 mtu: usize::try_from(*mtu).map_err(|_| "the MTU is out of range")?,
                 dispatch: dispatch.map(vhost_dispatch).unwrap_or_default(),
@@ -346,7 +332,8 @@ fn open_device(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Devi
                 VhostMode::Server => weft_vhost::VhostMode::Server,
                 VhostMode::Client => weft_vhost::VhostMode::Client,
             };
-            let mut vhost = VhostUserPort::open(&path, mode, config).map_err(|e| e.to_string())?;
+            let mut vhost = VhostUserPort::open_in(socket.dir, &socket.name, mode, config)
+                .map_err(|e| e.to_string())?;
             let lanes = vhost
                 .take_lane_halves(ctx.lanes)
                 .map_err(|e| e.to_string())?
@@ -390,7 +377,7 @@ fn open_device(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Devi
             })
         }
         PortKind::TcpLink { .. } => {
-            let config = tcp_link_config(kind)?.ok_or("not a TCP link")?;
+            let config = tcp_link_config(kind, ctx.files)?.ok_or("not a TCP link")?;
             if config.key.is_none() {
                 tracing::warn!(
                     port,
@@ -515,10 +502,28 @@ fn vhost_notify(n: weft_control::state::VhostNotify) -> weft_vhost::NotifyPolicy
 mod tests {
     use super::*;
 
+    use std::path::PathBuf;
+
+    /// Allowed socket directories for these tests: `<tmp>/vhost` (the default) and `<tmp>/vms`.
+    fn sockets() -> &'static (tempfile::TempDir, SocketDirs) {
+        static DIRS: std::sync::OnceLock<(tempfile::TempDir, SocketDirs)> =
+            std::sync::OnceLock::new();
+        DIRS.get_or_init(|| {
+            let t = tempfile::tempdir().unwrap();
+            std::fs::create_dir(t.path().join("vhost")).unwrap();
+            std::fs::create_dir(t.path().join("vms")).unwrap();
+            let dirs =
+                SocketDirs::open(&t.path().join("vhost"), &[t.path().join("vms")], &[]).unwrap();
+            (t, dirs)
+        })
+    }
+
     fn ctx() -> OpenContext<'static> {
+        static FILES: std::sync::OnceLock<ClientFiles> = std::sync::OnceLock::new();
         OpenContext {
             switch: "br0",
-            vhost_dir: Path::new("/nonexistent"),
+            sockets: &sockets().1,
+            files: FILES.get_or_init(ClientFiles::default),
             lanes: 1,
         }
     }
@@ -577,14 +582,19 @@ mod tests {
 
     #[test]
     fn vhost_user_sockets_default_to_the_switch_and_port_name() {
+        let root = sockets().0.path();
         assert_eq!(
-            vhost_socket_path(ctx(), "vm1", None),
-            Path::new("/nonexistent/br0-vm1.sock")
+            vhost_socket(ctx(), "vm1", None).unwrap().path(),
+            root.join("vhost/br0-vm1.sock")
         );
+        let named = root.join("vms/x.sock");
         assert_eq!(
-            vhost_socket_path(ctx(), "vm1", Some("/run/x.sock")),
-            Path::new("/run/x.sock")
+            vhost_socket(ctx(), "vm1", Some(&named.to_string_lossy()))
+                .unwrap()
+                .path(),
+            named
         );
+        assert!(vhost_socket(ctx(), "vm1", Some("/run/x.sock")).is_err());
     }
 
     #[test]

@@ -75,7 +75,9 @@ fn controller() -> &'static Mutex<Controller> {
         let path = state_file();
         let pool =
             WorkerPool::start(&WorkersConfig::default()).unwrap_or_else(|e| panic!("workers: {e}"));
-        let (c, _) = Controller::start(pool, path, std::env::temp_dir(), initial(), true)
+        let sockets = crate::socket_dirs::SocketDirs::open(&std::env::temp_dir(), &[], &[])
+            .unwrap_or_else(|e| panic!("socket dirs: {e}"));
+        let (c, _) = Controller::start(pool, path, sockets, initial(), true)
             .unwrap_or_else(|e| panic!("start: {}", e.message));
         Mutex::new(c)
     })

@@ -19,3 +19,4 @@ pub mod model;
 pub mod persist;
 pub mod ratelimit;
 pub mod server;
+pub mod socket_dirs;

@@ -26,7 +26,6 @@
 //! the path can still read them or take over an established connection. Run the link over
 //! WireGuard or IPsec where that matters.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use hmac::{Hmac, Mac};
@@ -106,19 +105,15 @@ impl LinkKey {
             .map_err(|_| "HMAC refused the key".to_string())
     }
 
-    /// Reads a key file: its bytes are the key, raw, whatever they are (at least 32).
+    /// Reads a key file: its bytes are the key, raw, whatever they are (at least 32). Only
+    /// a regular file, read without following a symlink or blocking
+    /// ([`read_key_file`](super::key_file::read_key_file)).
     pub fn from_file(path: &Path) -> Result<LinkKey, KeyFileError> {
-        let refuse = |problem: String| KeyFileError {
+        let file = super::key_file::read_key_file(path)?;
+        LinkKey::new(file.bytes).map_err(|problem| KeyFileError {
             path: path.to_path_buf(),
             problem,
-        };
-        let file = std::fs::File::open(path).map_err(|e| refuse(format!("cannot open it: {e}")))?;
-        let mut bytes = Vec::new();
-        let limit = u64::try_from(MAX_KEY_LEN + 1).unwrap_or(u64::MAX);
-        file.take(limit)
-            .read_to_end(&mut bytes)
-            .map_err(|e| refuse(format!("cannot read it: {e}")))?;
-        LinkKey::new(bytes).map_err(refuse)
+        })
     }
 
     fn mac(&self) -> Hmac<Sha256> {

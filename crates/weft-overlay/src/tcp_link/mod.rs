@@ -37,6 +37,7 @@ pub mod framing;
 pub mod fuzz_entry;
 mod halves;
 mod handshake;
+mod key_file;
 mod outbuf;
 pub mod stats;
 
@@ -60,6 +61,7 @@ use outbuf::OutBuf;
 
 pub use auth::{KeyFileError, LinkKey};
 pub use halves::{TcpLinkRx, TcpLinkTx};
+pub use key_file::{read_key_file, KeyFileBytes};
 pub use stats::{TcpLinkDrop, TcpLinkStats, TcpLinkStatsSnapshot};
 
 /// How long a handshake may take by default: a few round trips even on a slow path.

@@ -2,6 +2,7 @@
 //! frontend comes and goes. The frontend here is the `vhost` crate's, on a listener the
 //! test controls.
 
+use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixListener;
 

@@ -3,16 +3,18 @@
 //! exponential backoff. Every wait is on the port's stop eventfd, so dropping the port
 //! never waits for a backoff to run out.
 
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vmm_sys_util::eventfd::EventFd;
 
 use super::serve::{wait, Ready};
 use crate::counters::LogLimiter;
+use crate::socket_dir::SocketDir;
 
 /// First wait after a failed connection attempt.
 pub(super) const BACKOFF_INITIAL: Duration = Duration::from_millis(50);
@@ -56,10 +58,12 @@ impl Backoff {
 pub(super) enum StreamSource {
     /// Server mode: frontends connect to our (non-blocking) listener.
     Accept(UnixListener),
-    /// Client mode: we connect to the frontend's socket.
+    /// Client mode: we connect to the frontend's socket, `name` in the held `dir`.
     Connect {
-        /// The frontend's socket.
-        path: PathBuf,
+        /// The frontend's socket's directory.
+        dir: Arc<SocketDir>,
+        /// Its name there.
+        name: OsString,
         backoff: Backoff,
         /// When the last connection was made, if one was.
         connected_at: Option<Instant>,
@@ -67,9 +71,10 @@ pub(super) enum StreamSource {
 }
 
 impl StreamSource {
-    pub(super) fn connect(path: PathBuf) -> Self {
+    pub(super) fn connect(dir: Arc<SocketDir>, name: OsString) -> Self {
         StreamSource::Connect {
-            path,
+            dir,
+            name,
             backoff: Backoff::new(BACKOFF_INITIAL, BACKOFF_MAX),
             connected_at: None,
         }
@@ -84,7 +89,8 @@ impl StreamSource {
         match self {
             StreamSource::Accept(listener) => accept(listener, stop, log),
             StreamSource::Connect {
-                path,
+                dir,
+                name,
                 backoff,
                 connected_at,
             } => {
@@ -96,7 +102,7 @@ impl StreamSource {
                         return None;
                     }
                 }
-                let stream = connect(path, backoff, stop, log)?;
+                let stream = connect(dir, name, backoff, stop, log)?;
                 *connected_at = Some(Instant::now());
                 Some(stream)
             }
@@ -139,52 +145,34 @@ fn accept(listener: &UnixListener, stop: &EventFd, log: &mut LogLimiter) -> Opti
     }
 }
 
-/// Connects to `path`, retrying with `backoff` while it is missing or refuses.
+/// Connects to socket `name` in `dir`, retrying with `backoff` while it is missing or
+/// refuses (or is not a socket: a frontend may be about to create it). Never blocks: a
+/// blocking connect to a listener whose backlog is full would wait until it accepts, and
+/// the port could not be dropped meanwhile.
 fn connect(
-    path: &Path,
+    dir: &SocketDir,
+    name: &OsStr,
     backoff: &mut Backoff,
     stop: &EventFd,
     log: &mut LogLimiter,
 ) -> Option<UnixStream> {
     loop {
-        match connect_nonblocking(path) {
+        match dir.connect(name) {
             Ok(s) => return Some(s),
             // The frontend is not (or no longer) there: the usual case while it starts. Or
             // its backlog is full (it is not accepting, e.g. busy with another client).
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::NotFound
-                        | io::ErrorKind::ConnectionRefused
-                        | io::ErrorKind::WouldBlock
-                ) =>
-            {
-                tracing::trace!(path = %path.display(), "vhost-user frontend not listening yet");
+            Err(e) if e.is_absent() => {
+                tracing::trace!(path = %dir.display_path(name).display(), "vhost-user frontend not listening yet");
             }
             Err(e) => {
                 if let Some(held_back) = log.allow() {
-                    tracing::warn!(path = %path.display(), error = %e, held_back,
+                    tracing::warn!(error = %e, held_back,
                         "cannot connect to the vhost-user frontend; retrying");
                 }
             }
         }
         pause(stop, backoff.next_delay())?;
     }
-}
-
-/// Connects without blocking: a blocking connect to a listener whose backlog is full would
-/// wait until it accepts, and the port could not be dropped meanwhile.
-fn connect_nonblocking(path: &Path) -> io::Result<UnixStream> {
-    use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, UnixAddr};
-    let fd = socket(
-        AddressFamily::Unix,
-        SockType::Stream,
-        SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
-        None,
-    )?;
-    let addr = UnixAddr::new(path)?;
-    connect(fd.as_raw_fd(), &addr)?;
-    Ok(UnixStream::from(fd))
 }
 
 #[cfg(test)]

@@ -266,7 +266,9 @@ fn a_stale_socket_is_replaced_but_another_file_is_not() {
     std::fs::write(&path, b"not a socket").unwrap();
     assert!(matches!(
         VhostUserPort::listen(&path, VhostPortConfig::default()),
-        Err(VhostError::PathInUse(_))
+        Err(VhostError::SocketDir(
+            crate::socket_dir::SocketDirError::NotASocket(_)
+        ))
     ));
     std::fs::remove_file(&path).unwrap();
 }

@@ -107,3 +107,15 @@ fn vhost_guest_memory_limit_is_in_gib_and_defaults_to_one_tib() {
     let e = err("[vhost]\nmax_guest_memory_gib = 0\n");
     assert!(e.contains("line 2") && e.contains("1 to 131072"), "{e}");
 }
+
+#[test]
+fn vhost_socket_dirs_are_plain_absolute_paths() {
+    let c = Config::parse("vhost_socket_dirs = [\"/run/qemu\"]\n").unwrap();
+    assert_eq!(c.vhost_socket_dirs, [PathBuf::from("/run/qemu")]);
+    assert!(Config::parse("").unwrap().vhost_socket_dirs.is_empty());
+    for bad in ["run/qemu", "/run/../etc", "/run//qemu", "/run/./qemu"] {
+        let e = err(&format!("vhost_socket_dirs = [{bad:?}]\n"));
+        assert!(e.contains("vhost_socket_dirs"), "{e}");
+        assert!(e.contains(bad), "{e}");
+    }
+}

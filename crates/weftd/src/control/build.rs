@@ -25,14 +25,13 @@ pub(super) struct Opened {
 
 /// Opens the devices of a switch's ports; those that fail get a stand-in and are noted.
 pub(super) fn open_or_fail(
-    vhost_dir: &std::path::Path,
+    ctx: OpenContext<'_>,
     switch: &SwitchState,
     failures: &mut Vec<PortFailure>,
 ) -> Vec<Opened> {
     let ctx = OpenContext {
-        switch: &switch.name,
-        vhost_dir,
         lanes: switch.settings.lanes,
+        ..ctx
     };
     switch
         .ports

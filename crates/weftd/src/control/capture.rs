@@ -217,7 +217,9 @@ pub fn serve(
     session: &mut Session,
 ) -> Result<Response, ControlError> {
     let Request::CaptureRead { id, max, wait_ms } = request else {
-        return lock(controller).handle(request, session);
+        // Files the request names are read before the lock, which others wait for.
+        let files = super::client_files::ClientFiles::prefetch(&request);
+        return lock(controller).handle_with_files(request, session, files);
     };
     if wait_ms > MAX_WAIT_MS {
         return Err(ControlError::new(

@@ -15,6 +15,7 @@
 mod apply;
 mod build;
 mod capture;
+pub mod client_files;
 mod diff;
 mod fdb;
 pub mod pool;
@@ -33,7 +34,9 @@ use weft_control::state::{State, SwitchState};
 use weft_control::{ControlError, ErrorKind, Request, Response};
 use weft_switch::{PortCounters, PortId, RuleId};
 
+use crate::socket_dirs::SocketDirs;
 pub use capture::{lock, serve, Session, MAX_CAPTURES};
+use client_files::ClientFiles;
 use pool::WorkerPool;
 pub(crate) use ports::device_drop_name;
 
@@ -88,8 +91,10 @@ pub struct Controller {
     switches: BTreeMap<String, SwitchRt>,
     pool: WorkerPool,
     state_path: PathBuf,
-    /// Directory of the vhost-user sockets that name no path.
-    vhost_dir: PathBuf,
+    /// The directories vhost-user sockets may be in (the default one first).
+    sockets: SocketDirs,
+    /// The files the request being handled names, read before the lock was taken.
+    files: ClientFiles,
     captures: capture::Captures,
 }
 
@@ -134,7 +139,8 @@ impl Controller {
             .map_or(1, |s| s.settings.lanes);
         crate::devices::OpenContext {
             switch,
-            vhost_dir: &self.vhost_dir,
+            sockets: &self.sockets,
+            files: &self.files,
             lanes,
         }
     }
@@ -145,7 +151,7 @@ impl Controller {
     pub fn start(
         pool: WorkerPool,
         state_path: PathBuf,
-        vhost_dir: PathBuf,
+        sockets: SocketDirs,
         mut state: State,
         save: bool,
     ) -> Result<(Controller, Vec<PortFailure>), ControlError> {
@@ -159,12 +165,14 @@ impl Controller {
             switches: BTreeMap::new(),
             pool,
             state_path,
-            vhost_dir,
+            sockets,
+            files: ClientFiles::default(),
             captures: capture::Captures::default(),
         };
         let mut failures = Vec::new();
         for switch in state.switches {
-            let devices = build::open_or_fail(&controller.vhost_dir, &switch, &mut failures);
+            let devices =
+                build::open_or_fail(controller.open_ctx(&switch.name), &switch, &mut failures);
             let workers = controller.lane_workers(&switch)?;
             controller.install(
                 &switch,
@@ -187,6 +195,20 @@ impl Controller {
     /// The state file.
     pub fn state_path(&self) -> &std::path::Path {
         &self.state_path
+    }
+
+    /// [`handle`](Self::handle) with the files the request names read already (before the
+    /// lock: [`ClientFiles::prefetch`]).
+    pub fn handle_with_files(
+        &mut self,
+        request: Request,
+        session: &mut Session,
+        files: ClientFiles,
+    ) -> Result<Response, ControlError> {
+        self.files = files;
+        let answer = self.handle(request, session);
+        self.files = ClientFiles::default();
+        answer
     }
 
     /// Answers one request. `session` is the connection's: the captures it started end

@@ -179,32 +179,46 @@ impl Controller {
         Ok(Response::Done)
     }
 
+    /// The socket of every vhost-user port of `state` (by directory identity and name), with
+    /// its port as `switch:port`. A port whose socket is refused now (a restored port kept
+    /// failed) has none.
+    fn vhost_sockets(
+        &self,
+        state: &weft_control::state::State,
+    ) -> Vec<(crate::socket_dirs::SocketName, String)> {
+        let mut found = Vec::new();
+        for s in &state.switches {
+            for p in &s.ports {
+                let PortKind::VhostUser { socket, .. } = &p.kind else {
+                    continue;
+                };
+                if let Ok(socket) =
+                    devices::vhost_socket(self.open_ctx(&s.name), &p.name, socket.as_deref())
+                {
+                    found.push((socket, format!("{}:{}", s.name, p.name)));
+                }
+            }
+        }
+        found
+    }
+
     /// Refuses a vhost-user port whose socket another port listens on: opening it would take
-    /// the socket over, and deleting either port would remove it.
+    /// the socket over, and deleting either port would remove it. Sockets are compared by
+    /// their directory's device and inode and their name, whatever the path's spelling.
     fn vhost_socket_free(&self, switch: &str, port: &PortState) -> Result<(), ControlError> {
         let PortKind::VhostUser { socket, .. } = &port.kind else {
             return Ok(());
         };
-        let wanted =
-            devices::vhost_socket_path(self.open_ctx(switch), &port.name, socket.as_deref());
-        for s in &self.state.switches {
-            for p in &s.ports {
-                if let PortKind::VhostUser { socket, .. } = &p.kind {
-                    let path = devices::vhost_socket_path(
-                        self.open_ctx(&s.name),
-                        &p.name,
-                        socket.as_deref(),
-                    );
-                    if path == wanted {
-                        return Err(ControlError::exists(format!(
-                            "socket {} is port {}:{}'s",
-                            path.display(),
-                            s.name,
-                            p.name
-                        ))
-                        .with_hint("give the new port another socket path"));
-                    }
-                }
+        let wanted = devices::vhost_socket(self.open_ctx(switch), &port.name, socket.as_deref())
+            .map_err(ControlError::invalid)?
+            .key();
+        for (found, owner) in self.vhost_sockets(&self.state) {
+            if found.key() == wanted {
+                return Err(ControlError::exists(format!(
+                    "socket {} is port {owner}'s",
+                    found.path().display()
+                ))
+                .with_hint("give the new port another socket path"));
             }
         }
         Ok(())
@@ -216,23 +230,13 @@ impl Controller {
         state: &weft_control::state::State,
     ) -> Result<(), ControlError> {
         let mut seen = std::collections::HashMap::new();
-        for s in &state.switches {
-            for p in &s.ports {
-                if let PortKind::VhostUser { socket, .. } = &p.kind {
-                    let path = devices::vhost_socket_path(
-                        self.open_ctx(&s.name),
-                        &p.name,
-                        socket.as_deref(),
-                    );
-                    let this = format!("{}:{}", s.name, p.name);
-                    if let Some(other) = seen.insert(path.clone(), this.clone()) {
-                        return Err(ControlError::invalid(format!(
-                            "ports {other} and {this} both name socket {}",
-                            path.display()
-                        ))
-                        .with_hint("give each vhost-user port its own socket"));
-                    }
-                }
+        for (found, this) in self.vhost_sockets(state) {
+            if let Some(other) = seen.insert(found.key(), this.clone()) {
+                return Err(ControlError::invalid(format!(
+                    "ports {other} and {this} both name socket {}",
+                    found.path().display()
+                ))
+                .with_hint("give each vhost-user port its own socket"));
             }
         }
         Ok(())

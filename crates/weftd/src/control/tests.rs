@@ -51,20 +51,26 @@ fn switch(name: &str, ports: &[&str]) -> SwitchState {
 }
 
 fn fixture_with(state: State, workers: usize) -> (Fixture, Vec<PortFailure>) {
-    let dir = tempfile::tempdir().unwrap();
+    fixture_in(tempfile::tempdir().unwrap(), state, workers)
+}
+
+/// A controller keeping its files in `dir`, restoring `state`.
+fn fixture_in(dir: tempfile::TempDir, state: State, workers: usize) -> (Fixture, Vec<PortFailure>) {
     let config = WorkersConfig {
         count: Bounded(workers as u64),
         ..WorkersConfig::default()
     };
     let pool = WorkerPool::start(&config).unwrap();
-    let (c, failures) = Controller::start(
-        pool,
-        dir.path().join("state.json"),
-        dir.path().join("vhost"),
-        state,
-        true,
+    // Sockets may be in `<dir>/vhost` (the default) and in `<dir>` itself.
+    std::fs::create_dir(dir.path().join("vhost")).unwrap();
+    let sockets = crate::socket_dirs::SocketDirs::open(
+        &dir.path().join("vhost"),
+        &[dir.path().to_path_buf()],
+        &[&dir.path().join("weftd.sock")],
     )
     .unwrap();
+    let (c, failures) =
+        Controller::start(pool, dir.path().join("state.json"), sockets, state, true).unwrap();
     (
         Fixture {
             dir,

@@ -20,6 +20,7 @@ use crate::control::pool::WorkerPool;
 use crate::control::{self, Controller};
 use crate::persist::{self, StateFileError};
 use crate::server::{self, auth::UnixPolicy, ClientSlots, Shared};
+use crate::socket_dirs::SocketDirs;
 pub use paths::Paths;
 use paths::{ensure_dir, lock};
 use process::{announce_ready, detach, init_logging, sd_notify};
@@ -116,6 +117,12 @@ pub fn run(args: &RunArgs) -> ExitCode {
 
 /// `--check-config`: the configuration parsed already; check the state file too.
 fn check(config: &Config, paths: &Paths) -> ExitCode {
+    // The configured socket directories (the default one is made at start).
+    if let Some(first) = config.vhost_socket_dirs.first() {
+        if let Err(e) = SocketDirs::open(first, &config.vhost_socket_dirs, &[]) {
+            return fail(e);
+        }
+    }
     match persist::load(&paths.state_file) {
         Ok(Some(state)) => println!(
             "weftd: configuration OK; state file {} OK ({} switch(es))",
@@ -172,6 +179,22 @@ fn initial_state(
     }
 }
 
+/// The directories vhost-user sockets may be in, opened and checked; weftd's own files are
+/// never a socket's name.
+fn socket_dirs(config: &Config, paths: &Paths) -> Result<SocketDirs, String> {
+    SocketDirs::open(
+        &paths.vhost_dir,
+        &config.vhost_socket_dirs,
+        &[
+            &paths.socket,
+            &paths.state_file,
+            &paths.pid_file,
+            &paths.lock_file,
+            &paths.log_file,
+        ],
+    )
+}
+
 fn start(
     config: &Config,
     paths: &Paths,
@@ -200,6 +223,7 @@ fn start(
     }
     let _lock = lock(paths)?;
     ensure_dir(&paths.vhost_dir, 0o700, "the vhost-user socket directory")?;
+    let sockets = socket_dirs(config, paths)?;
     let (state, first_start) = initial_state(config, paths, reset)?;
 
     // Signals go to the main thread's sigwait only: block them before any thread starts,
@@ -212,17 +236,23 @@ fn start(
         .thread_block()
         .map_err(|e| format!("cannot block signals: {e}"))?;
 
+    // The control socket is bound before any port is restored, so that no port can take
+    // its path (a restored port naming it is refused: kept, marked failed).
+    let listener = server::bind_unix(
+        &paths.socket,
+        mode,
+        config.control.socket_group.as_ref().map(|g| g.gid),
+    )?;
     crate::devices::set_max_guest_memory(config.vhost.max_guest_memory_gib.0 << 30);
     let pool =
         WorkerPool::start(&config.workers).map_err(|e| format!("cannot start the workers: {e}"))?;
-    let (controller, failures) = Controller::start(
-        pool,
-        paths.state_file.clone(),
-        paths.vhost_dir.clone(),
-        state,
-        first_start,
-    )
-    .map_err(|e| format!("cannot build the configuration: {}", e.message))?;
+    let (controller, failures) =
+        Controller::start(pool, paths.state_file.clone(), sockets, state, first_start).map_err(
+            |e| {
+                let _ = fs::remove_file(&paths.socket);
+                format!("cannot build the configuration: {}", e.message)
+            },
+        )?;
     for f in &failures {
         tracing::warn!(switch = %f.switch, port = %f.port, reason = %f.reason, "port could not be recreated; it is kept, marked failed");
     }
@@ -234,11 +264,6 @@ fn start(
         idle_timeout: Duration::from_secs(config.control.idle_timeout_secs.0),
     };
 
-    let listener = server::bind_unix(
-        &paths.socket,
-        mode,
-        config.control.socket_group.as_ref().map(|g| g.gid),
-    )?;
     let policy = UnixPolicy {
         own_uid: nix::unistd::geteuid().as_raw(),
         group: config.control.socket_group.as_ref().map(|g| g.gid),

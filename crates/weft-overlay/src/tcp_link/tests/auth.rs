@@ -289,3 +289,35 @@ proptest! {
         prop_assert!(!crate::tcp_link::fuzz_entry::handshake(&data));
     }
 }
+
+#[test]
+fn key_files_that_are_fifos_directories_symlinks_or_large_are_refused_at_once_without_their_size() {
+    let dir = std::env::temp_dir().join(format!("weft-key-kinds-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let good = dir.join("good");
+    std::fs::write(&good, [1u8; 32]).unwrap();
+    let link = dir.join("link");
+    std::os::unix::fs::symlink(&good, &link).unwrap();
+    let large = dir.join("large");
+    std::fs::write(&large, vec![1u8; 12_345]).unwrap();
+    let started = std::time::Instant::now();
+    for (path, what) in [
+        (&fifo, "FIFO"),
+        (&dir, "directory"),
+        (&link, "symlink"),
+        (&large, "larger than 4096"),
+    ] {
+        let e = LinkKey::from_file(path).unwrap_err().to_string();
+        assert!(e.contains(&path.display().to_string()), "{e}");
+        assert!(e.contains(what), "{e}");
+        assert!(
+            !e.contains("12345"),
+            "the size of a file that is no key: {e}"
+        );
+    }
+    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

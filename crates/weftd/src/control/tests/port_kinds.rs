@@ -46,7 +46,6 @@ fn is_socket(path: &std::path::Path) -> bool {
 #[test]
 fn a_vhost_user_port_listens_on_its_default_socket_until_deleted() {
     let mut f = fixture(vec![switch("br0", &[])]);
-    std::fs::create_dir(f.dir.path().join("vhost")).unwrap();
     add(&mut f, "vm1", vhost(None)).unwrap();
     let path = f.dir.path().join("vhost/br0-vm1.sock");
     assert!(is_socket(&path), "no socket at {}", path.display());
@@ -121,7 +120,6 @@ fn a_vhost_user_socket_of_another_port_is_refused() {
     let e = add(&mut f, "vm2", vhost(Some(socket))).unwrap_err();
     assert_eq!(e.kind, ErrorKind::AlreadyExists, "{}", e.message);
     assert!(e.message.contains("br0:vm1"), "{}", e.message);
-    std::fs::create_dir(f.dir.path().join("vhost")).unwrap();
     let default_of_vm3 = f.dir.path().join("vhost/br0-vm3.sock");
     add(
         &mut f,
@@ -143,7 +141,8 @@ fn a_vhost_user_port_is_recreated_from_the_state_file() {
         kind: vhost(Some(socket.to_string_lossy().into_owned())),
         options: PortSettings::default(),
     });
-    let (f, failures) = fixture_with(
+    let (f, failures) = fixture_in(
+        dir,
         State {
             version: 1,
             switches: vec![s],
@@ -157,16 +156,48 @@ fn a_vhost_user_port_is_recreated_from_the_state_file() {
 }
 
 #[test]
+fn a_restored_port_whose_socket_is_now_refused_is_kept_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = switch("br0", &[]);
+    for (name, socket) in [
+        ("out", "/etc/weft-test-never.sock".to_string()),
+        ("ctl", dir.path().join("weftd.sock").display().to_string()),
+    ] {
+        s.ports.push(PortState {
+            name: name.into(),
+            kind: vhost(Some(socket)),
+            options: PortSettings::default(),
+        });
+    }
+    let (mut f, failures) = fixture_in(
+        dir,
+        State {
+            version: 1,
+            switches: vec![s],
+        },
+        1,
+    );
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    assert!(
+        failures[0].reason.contains("vhost_socket_dirs"),
+        "{failures:?}"
+    );
+    assert!(failures[1].reason.contains("weftd's own"), "{failures:?}");
+    assert!(!std::path::Path::new("/etc/weft-test-never.sock").exists());
+    assert!(!f.dir.path().join("weftd.sock").exists());
+    let Response::Ports { ports } = f.ok(Request::PortList { switch: None }) else {
+        panic!("not a port list")
+    };
+    assert!(ports.iter().all(|p| p.failed.is_some()), "{ports:?}");
+}
+
+#[test]
 fn vhost_user_sockets_that_cannot_be_bound_are_invalid() {
     let mut f = fixture(vec![switch("br0", &[])]);
-    // The default directory does not exist in this fixture.
-    let e = add(&mut f, "vm1", vhost(None)).unwrap_err();
-    assert_eq!(e.kind, ErrorKind::Invalid, "{}", e.message);
-    assert!(e.message.contains("directory"), "{}", e.message);
     let missing = f.dir.path().join("absent/vm1.sock");
     let e = add(&mut f, "vm1", vhost(Some(missing.to_string_lossy().into()))).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Invalid, "{}", e.message);
-    let long = format!("/tmp/{}.sock", "x".repeat(120));
+    let long = format!("{}/{}.sock", f.dir.path().display(), "x".repeat(100));
     let e = add(&mut f, "vm1", vhost(Some(long))).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Invalid, "{}", e.message);
     assert!(e.message.contains("socket"), "{}", e.message);
@@ -300,7 +331,6 @@ fn config_apply_refuses_two_vhost_user_ports_on_one_socket() {
 fn a_vhost_user_port_keeps_its_dispatch_mode_and_notification_policy() {
     use weft_control::state::{VhostDispatch, VhostNotify};
     let mut f = fixture(vec![switch("br0", &[])]);
-    std::fs::create_dir(f.dir.path().join("vhost")).unwrap();
     let kind = PortKind::VhostUser {
         socket: None,
         mode: VhostMode::Server,
@@ -374,7 +404,6 @@ fn old_state_without_dispatch_or_notify_still_loads() {
 #[test]
 fn a_vhost_user_port_takes_1_to_16_queue_pairs() {
     let mut f = fixture(vec![switch("br0", &[])]);
-    std::fs::create_dir(f.dir.path().join("vhost")).unwrap();
     let kind = |queues| PortKind::VhostUser {
         socket: None,
         mode: VhostMode::Server,
