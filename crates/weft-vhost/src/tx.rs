@@ -40,6 +40,7 @@ use crate::flow_hash::flow_hash;
 use crate::ring_access::{GuestView, SplitRing};
 use crate::vring::{Vring, VringState};
 
+mod budget;
 mod plain_group;
 mod ring_writer;
 
@@ -56,6 +57,8 @@ pub struct VhostPortTx {
     /// Per queue pair: chains filled this burst, with the bytes written into each.
     used: Vec<Vec<(u16, u32)>>,
     software: SoftwareOffload,
+    /// Descriptors the current `transmit` may still read (`tx/budget.rs`).
+    budget: usize,
 }
 
 impl std::fmt::Debug for VhostPortTx {
@@ -81,6 +84,7 @@ impl VhostPortTx {
             lane,
             used: (0..pairs).map(|_| Vec::with_capacity(capacity)).collect(),
             software: SoftwareOffload::default(),
+            budget: 0,
         }
     }
 }
@@ -101,6 +105,7 @@ impl PortTx for VhostPortTx {
             return 0;
         }
         let dev = Arc::clone(&self.dev);
+        self.budget = budget::for_burst(frames.len());
         // Every receive queue of this half being served, locked for the burst; one the
         // control thread holds sits this burst out. With lanes, a lane sharing one of
         // these (below) holds only that one and waits for no other, so waiting for it
@@ -285,6 +290,10 @@ impl VhostPortTx {
         }
         let counters = &vring.counters;
         crate::ab::delivered(burst.delivered);
+        counters.add_descriptors(burst.descriptors);
+        if burst.budget_cut {
+            counters.budget_cut();
+        }
         counters.add_frames(burst.delivered, burst.bytes);
         counters.batch(burst.delivered);
         counters.add_software_offloads(burst.software);
@@ -307,6 +316,10 @@ struct Burst {
     bytes: u64,
     software: u64,
     no_buffers: bool,
+    /// The burst's descriptor budget ran out (`tx/budget.rs`).
+    budget_cut: bool,
+    /// Descriptors read.
+    descriptors: u64,
     fault: Option<QueueFault>,
     last_drop: Option<FrameDrop>,
     /// The burst had frames for this queue.
@@ -321,7 +334,7 @@ struct Burst {
 impl Burst {
     /// The burst cannot go on.
     fn stopped(&self) -> bool {
-        self.no_buffers || self.fault.is_some()
+        self.no_buffers || self.budget_cut || self.fault.is_some()
     }
 }
 
@@ -370,6 +383,8 @@ impl VhostPortTx {
             used,
             delivered: 0,
             bytes: 0,
+            budget: self.budget,
+            descriptors: 0,
         };
         let mut taken = 0;
         let mut rest = frames;
@@ -413,8 +428,14 @@ impl VhostPortTx {
                     burst.fault = Some(f);
                     break;
                 }
+                Put::OutOfBudget => {
+                    burst.budget_cut = true;
+                    break;
+                }
             }
         }
+        self.budget = w.budget;
+        burst.descriptors += w.descriptors as u64;
         st.queue.set_next_avail(w.cursor.position());
         burst.delivered += w.delivered;
         burst.bytes += w.bytes;

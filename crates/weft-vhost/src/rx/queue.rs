@@ -18,6 +18,7 @@ use crate::features::Features;
 use crate::ring_access::{GuestView, SplitRing, PREFETCH_DISTANCE};
 use crate::vring::{Vring, VringState};
 
+use super::budget::Credit;
 use super::plain_group::{GroupTarget, GROUP};
 
 /// The offload state a guest's transmit header asks for, if it is well formed and asks
@@ -47,6 +48,8 @@ pub(super) struct BatchFrames {
     pub(super) lend: bool,
     /// Frames each queue put in this batch (for its batch-size histogram).
     pub(super) per_queue: [usize; MAX_QUEUE_PAIRS as usize],
+    /// Descriptors the port may still read this `receive` (all its queues together).
+    pub(super) credit: Credit,
 }
 
 impl BatchFrames {
@@ -192,6 +195,7 @@ impl RxQueue {
         let mut fault = None;
         let mut last_drop = None;
         let (mut taken, mut bytes, mut lent, mut bounced) = (0usize, 0u64, 0u64, 0u64);
+        let mut descriptors = 0usize;
         let view = GuestView::new(&mem);
         let cursor = SplitRing::new(&view, &st.queue)
             .ok_or(QueueFault::RingInaccessible)
@@ -204,9 +208,13 @@ impl RxQueue {
                 let mut room = batch.room();
                 let limit = limit.min(MAX_BATCH.saturating_sub(self.heads.len()));
                 let plain_groups = frames.lend && hdr_len == virtio_net::HEADER_LEN;
-                while room > 0 && taken < limit {
+                while room > 0 && taken < limit && !frames.credit.exhausted() {
                     if plain_groups {
-                        let want = room.min(limit - taken).min(GROUP);
+                        // One descriptor a chain: the group never passes the budget.
+                        let want = room
+                            .min(limit - taken)
+                            .min(GROUP)
+                            .min(frames.credit.available());
                         let mut to = GroupTarget {
                             frames: &mut *frames,
                             batch: &mut *batch,
@@ -222,6 +230,8 @@ impl RxQueue {
                             counters,
                         );
                         taken += group.chains;
+                        descriptors += group.chains;
+                        frames.credit.spend(group.chains);
                         room -= group.frames;
                         bytes += group.bytes;
                         lent += group.frames as u64;
@@ -234,7 +244,7 @@ impl RxQueue {
                             }
                             continue;
                         }
-                        if room == 0 || taken >= limit {
+                        if room == 0 || taken >= limit || frames.credit.exhausted() {
                             break;
                         }
                     }
@@ -250,9 +260,11 @@ impl RxQueue {
                     };
                     taken += 1;
                     self.heads.push(head);
-                    let chain = ring.chain(&view, head);
+                    let mut chain = ring.chain(&view, head);
                     let read =
-                        read_tx_chain(chain, table, hdr_len, &mut frames.bounce, frames.lend);
+                        read_tx_chain(&mut chain, table, hdr_len, &mut frames.bounce, frames.lend);
+                    descriptors += chain.descriptors_read();
+                    frames.credit.spend(chain.descriptors_read());
                     let read = match read {
                         Ok(read) => read,
                         Err(ChainError::NoRoom) => {
@@ -300,9 +312,14 @@ impl RxQueue {
                         last_drop = Some(reason);
                     }
                 }
+                if frames.credit.exhausted() && cursor.has_more() && fault.is_none() {
+                    frames.credit.mark_cut();
+                    counters.budget_cut();
+                }
                 st.queue.set_next_avail(cursor.position());
             }
         }
+        counters.add_descriptors(descriptors as u64);
         let taken_u16 = u16::try_from(taken).unwrap_or(u16::MAX);
         st.in_flight = st.in_flight.saturating_add(taken_u16);
         counters.add_frames(lent + bounced, bytes);

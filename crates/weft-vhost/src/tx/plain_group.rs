@@ -45,7 +45,11 @@ impl RingWriter<'_, '_> {
         let mut heads = [0u16; GROUP];
         let mut buffers = [GuestBytes::EMPTY; GROUP];
         let mut found = 0;
-        for ((f, head_slot), buffer_slot) in frames.iter().zip(&mut heads).zip(&mut buffers) {
+        // One descriptor a frame: the group never passes the burst's budget.
+        let budget = self.budget;
+        for ((f, head_slot), buffer_slot) in
+            frames.iter().zip(&mut heads).zip(&mut buffers).take(budget)
+        {
             let len = f.len();
             if !(ethernet::HEADER_LEN..=MAX_FRAME_LEN).contains(&len)
                 || !self.features.guest_may_receive(&f.offload)
@@ -70,6 +74,7 @@ impl RingWriter<'_, '_> {
             *buffer_slot = bytes;
             found += 1;
         }
+        self.spend(found);
         let mut done = 0;
         for (f, bytes) in frames.iter().zip(&buffers).take(found) {
             if !self.write_whole(bytes, f.head(), f.body, &f.offload) {
