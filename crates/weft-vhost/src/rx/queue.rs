@@ -210,11 +210,8 @@ impl RxQueue {
                 let plain_groups = frames.lend && hdr_len == virtio_net::HEADER_LEN;
                 while room > 0 && taken < limit && !frames.credit.exhausted() {
                     if plain_groups {
-                        // One descriptor a chain: the group never passes the budget.
-                        let want = room
-                            .min(limit - taken)
-                            .min(GROUP)
-                            .min(frames.credit.available());
+                        // One descriptor a chain: free of the budget.
+                        let want = room.min(limit - taken).min(GROUP);
                         let mut to = GroupTarget {
                             frames: &mut *frames,
                             batch: &mut *batch,
@@ -231,7 +228,6 @@ impl RxQueue {
                         );
                         taken += group.chains;
                         descriptors += group.chains;
-                        frames.credit.spend(group.chains);
                         room -= group.frames;
                         bytes += group.bytes;
                         lent += group.frames as u64;
