@@ -37,6 +37,7 @@ use crate::error::VhostError;
 use crate::fds::drain;
 use crate::vring::Vring;
 
+pub(crate) use budget::quantum as receive_quantum;
 use budget::Credit;
 use queue::{BatchFrames, RxQueue};
 

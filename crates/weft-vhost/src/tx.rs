@@ -44,6 +44,7 @@ mod budget;
 mod plain_group;
 mod ring_writer;
 
+pub(crate) use budget::allowance as transmit_allowance;
 use ring_writer::{Put, RingWriter, SoftwareOffload};
 
 /// Receive queues a burst can use at most.
@@ -57,8 +58,8 @@ pub struct VhostPortTx {
     /// Per queue pair: chains filled this burst, with the bytes written into each.
     used: Vec<Vec<(u16, u32)>>,
     software: SoftwareOffload,
-    /// Descriptors the current `transmit` may still read (`tx/budget.rs`).
-    budget: usize,
+    /// Descriptors the port may still read (`tx/budget.rs`): below zero, a debt.
+    credit: isize,
 }
 
 impl std::fmt::Debug for VhostPortTx {
@@ -84,7 +85,7 @@ impl VhostPortTx {
             lane,
             used: (0..pairs).map(|_| Vec::with_capacity(capacity)).collect(),
             software: SoftwareOffload::default(),
-            budget: 0,
+            credit: 0,
         }
     }
 }
@@ -105,7 +106,8 @@ impl PortTx for VhostPortTx {
             return 0;
         }
         let dev = Arc::clone(&self.dev);
-        self.budget = budget::for_burst(frames.len());
+        let allowance = frames.iter().map(|f| budget::allowance(f.len())).sum();
+        self.credit = budget::start_burst(self.credit, allowance);
         // Every receive queue of this half being served, locked for the burst; one the
         // control thread holds sits this burst out. With lanes, a lane sharing one of
         // these (below) holds only that one and waits for no other, so waiting for it
@@ -383,7 +385,7 @@ impl VhostPortTx {
             used,
             delivered: 0,
             bytes: 0,
-            budget: self.budget,
+            credit: self.credit,
             descriptors: 0,
         };
         let mut taken = 0;
@@ -434,7 +436,7 @@ impl VhostPortTx {
                 }
             }
         }
-        self.budget = w.budget;
+        self.credit = w.credit;
         burst.descriptors += w.descriptors as u64;
         st.queue.set_next_avail(w.cursor.position());
         burst.delivered += w.delivered;

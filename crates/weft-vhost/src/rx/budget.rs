@@ -47,7 +47,7 @@ pub(super) struct Credit {
 }
 
 /// The quantum of a `receive` with room for `room` frames.
-pub(super) fn quantum(room: usize) -> usize {
+pub(crate) fn quantum(room: usize) -> usize {
     (room.min(MAX_BATCH) * EXTRA_DESCRIPTORS_PER_TWO_FRAMES / 2).max(MIN_QUANTUM)
 }
 

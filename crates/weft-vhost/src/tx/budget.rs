@@ -5,23 +5,56 @@
 //!
 //! Two bounds. A frame may take at most `MAX_CHAIN_DESCRIPTORS` descriptors over all its
 //! chains (as Linux's vhost allows one packet `UIO_MAXIOV`); more and it is dropped
-//! (`too_many_descriptors`), its chains given back. And a burst may read
-//! [`DESCRIPTORS_PER_FRAME`] per frame it was handed: when that is spent the burst stops
-//! (its chains given back, the frames left refused to the caller, which drops them, and
-//! the cut counted). Unlike the receive half's budget there is no debt to carry: a frame
-//! refused now is not offered again, so the budget is sized never to bind on buffers a
-//! real driver posts.
+//! (`too_many_descriptors`), its chains given back. And each frame handed to `transmit`
+//! brings an [`allowance`] of descriptors, more than any real driver's buffers take for a
+//! frame of its length, into the port's credit; chains are taken while the credit is
+//! positive (one is never cut in the middle). When it is spent the burst stops: the
+//! frame's chains go back, the frames left are refused to the caller, which drops them,
+//! and the cut is counted. A debt the last chain left is carried to the next `transmit`,
+//! as on the receive side (`rx/budget.rs`), so that a guest whose buffers always cost more
+//! than their frames' allowance gets, on average, no more than that; a guest whose
+//! buffers fit never owes anything, and its frames are never refused for the budget.
 
-use crate::ring_access::MAX_CHAIN_DESCRIPTORS;
+/// Bytes of frame per descriptor of allowance, beyond [`BASE_ALLOWANCE`]: one a cache line.
+/// Drivers post far larger buffers (Linux's mergeable buffers hold at least a 1518-byte
+/// frame, DPDK's mbufs 2 KB, Linux's big-packet chains 4 KB pages), so the budget never
+/// binds on them; a guest of tiny buffers costs at most one descriptor's walk (some
+/// 50 ns) per 64 bytes sent to it, and a 64 KB frame's allowance is about the cap.
+pub(super) const BYTES_PER_DESCRIPTOR: usize = 64;
 
-/// Descriptors a burst may read per frame: a 64 KB frame in 1 KB mergeable buffers (Linux
-/// posts 1.5 KB and more, DPDK 2 KB mbufs; one descriptor each).
-pub(super) const DESCRIPTORS_PER_FRAME: usize = 64;
+/// Descriptors every frame may take, whatever its length: a header and a frame in two
+/// buffers.
+pub(super) const BASE_ALLOWANCE: usize = 2;
 
-/// The budget of a burst of `frames` frames: at least what one frame may take, so that any
-/// frame within the per-frame bound goes in when it comes first.
-pub(super) fn for_burst(frames: usize) -> usize {
-    frames
-        .saturating_mul(DESCRIPTORS_PER_FRAME)
-        .max(usize::from(MAX_CHAIN_DESCRIPTORS))
+/// The descriptors a frame of `len` bytes brings into the credit.
+#[inline(always)]
+pub(crate) fn allowance(len: usize) -> usize {
+    BASE_ALLOWANCE + len / BYTES_PER_DESCRIPTOR
+}
+
+/// The credit of a `transmit` handed frames bringing `allowance` descriptors, after
+/// `credit` (below zero: a debt, carried).
+pub(super) fn start_burst(credit: isize, allowance: usize) -> isize {
+    credit
+        .min(0)
+        .saturating_add(isize::try_from(allowance).unwrap_or(isize::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frame_brings_two_descriptors_and_one_per_64_bytes() {
+        assert_eq!(allowance(60), 2);
+        assert_eq!(allowance(1514), 25);
+        assert_eq!(allowance(65_557), 1026);
+    }
+
+    #[test]
+    fn a_debt_is_carried_and_unspent_credit_is_not() {
+        assert_eq!(start_burst(100, 10), 10);
+        assert_eq!(start_burst(-30, 10), -20);
+        assert_eq!(start_burst(0, 10), 10);
+    }
 }

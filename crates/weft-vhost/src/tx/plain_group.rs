@@ -45,8 +45,8 @@ impl RingWriter<'_, '_> {
         let mut heads = [0u16; GROUP];
         let mut buffers = [GuestBytes::EMPTY; GROUP];
         let mut found = 0;
-        // One descriptor a frame: the group never passes the burst's budget.
-        let budget = self.budget;
+        // One descriptor a frame: the group never passes the budget.
+        let budget = usize::try_from(self.credit).unwrap_or(0);
         for ((f, head_slot), buffer_slot) in
             frames.iter().zip(&mut heads).zip(&mut buffers).take(budget)
         {

@@ -63,8 +63,8 @@ pub(super) struct RingWriter<'q, 'm> {
     pub(super) used: &'q mut Vec<(u16, u32)>,
     pub(super) delivered: u64,
     pub(super) bytes: u64,
-    /// Descriptors the burst may still read (`tx/budget.rs`).
-    pub(super) budget: usize,
+    /// Descriptors the port may still read (`tx/budget.rs`): none at zero or below.
+    pub(super) credit: isize,
     /// Descriptors read so far.
     pub(super) descriptors: usize,
 }
@@ -84,7 +84,7 @@ impl RingWriter<'_, '_> {
             span,
             Some(hdr_len),
         );
-        if self.budget == 0 {
+        if self.credit <= 0 {
             return Put::OutOfBudget;
         }
         let Some(first_head) = self.cursor.next_head(&self.ring) else {
@@ -127,7 +127,7 @@ impl RingWriter<'_, '_> {
                         span,
                         Some(0),
                     );
-                    if self.budget == 0 {
+                    if self.credit <= 0 {
                         rewind(&mut self.cursor, self.used, first);
                         return Put::OutOfBudget;
                     }
@@ -223,7 +223,9 @@ impl<'m> RingWriter<'_, 'm> {
     /// `n` descriptors were read.
     #[inline(always)]
     pub(super) fn spend(&mut self, n: usize) {
-        self.budget = self.budget.saturating_sub(n);
+        self.credit = self
+            .credit
+            .saturating_sub(isize::try_from(n).unwrap_or(isize::MAX));
         self.descriptors += n;
     }
 
