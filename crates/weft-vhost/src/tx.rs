@@ -106,8 +106,8 @@ impl PortTx for VhostPortTx {
             return 0;
         }
         let dev = Arc::clone(&self.dev);
-        let allowance = frames.iter().map(|f| budget::allowance(f.len())).sum();
-        self.credit = budget::start_burst(self.credit, allowance);
+        // A debt is carried; credit left over is not (`tx/budget.rs`).
+        self.credit = self.credit.min(0);
         // Every receive queue of this half being served, locked for the burst; one the
         // control thread holds sits this burst out. With lanes, a lane sharing one of
         // these (below) holds only that one and waits for no other, so waiting for it
@@ -410,8 +410,11 @@ impl VhostPortTx {
             } else if f.len() > MAX_FRAME_LEN {
                 Put::Dropped(FrameDrop::FrameTooLong)
             } else if features.guest_may_receive(&f.offload) {
+                w.credit = w.credit.saturating_add(budget::allowance(f.len()));
                 w.put(f.head(), f.body, &f.offload)
             } else {
+                // The frame's allowance covers all its segments.
+                w.credit = w.credit.saturating_add(budget::allowance(f.len()));
                 burst.software += 1;
                 self.software.put(&mut w, f, max_frame_len)
             };

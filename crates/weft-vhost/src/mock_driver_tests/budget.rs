@@ -221,23 +221,16 @@ fn a_frame_that_would_take_more_than_the_cap_in_receive_descriptors_is_dropped_a
     let mem = guest_memory();
     let mut rig = MockRig::new(&mem, super::features(&[], &[]));
     post_tiny_receive_chains(&mem, &mut rig.rxq, 10);
-    // Two 60000-byte frames bring 939 descriptors each (`tx/budget.rs`), enough for the
-    // first to walk six chains of 201: the first to pass the cap ends the frame.
-    let large = ether_frame(2, 1, 60_000, 0);
-    assert_eq!(
-        rig.transmit(&[&large, &large]),
-        1,
-        "the first taken (and dropped)"
-    );
+    // The largest frame brings 1026 descriptors (`tx/budget.rs`), enough to walk six
+    // chains of 201: the first to pass the cap ends the frame.
+    let largest = ether_frame(2, 1, MAX_FRAME_LEN, 0);
+    assert_eq!(rig.transmit(&[&largest]), 1, "taken (and dropped)");
     assert!(rig.rxq.used().is_empty(), "no chain used");
     let s = rig.stats_to_guest();
     assert_eq!(s.dropped(FrameDrop::TooManyDescriptors), 1);
     assert_eq!(s.frames, 0);
+    assert_eq!(s.descriptors, 6 * 201);
     assert_eq!(rig.fault_to_guest(), None);
-    // Then the second walks its chains again, until the credit left (672) is spent
-    // within the fourth.
-    assert_eq!(s.descriptors, 6 * 201 + 4 * 201);
-    assert_eq!(s.budget_cuts, 1);
 }
 
 #[test]
@@ -247,20 +240,25 @@ fn a_burst_stops_when_its_descriptor_budget_is_spent_and_the_debt_is_carried() {
     post_tiny_receive_chains(&mem, &mut rig.rxq, 10);
     let frames: Vec<Vec<u8>> = (0..32).map(|i| ether_frame(2, 1, 1500, i)).collect();
     let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
-    // 32 frames of 1500 bytes bring 25 descriptors each: 800, spent within the fourth
-    // chain of 201, which goes back with its frame; 4 owed.
+    // A 1500-byte frame brings 25 descriptors: spent within its first chain of 201, which
+    // goes back with it; the burst stops there, 176 owed.
     assert_eq!(rig.transmit(&refs), 0);
     let s = rig.stats_to_guest();
-    assert_eq!((s.budget_cuts, s.descriptors), (1, 804));
-    // The next burst's 800 pay the debt: four chains again, 8 owed.
+    assert_eq!((s.budget_cuts, s.descriptors), (1, 201));
+    // Each later burst's first frame pays 25 of the debt and is refused, reading nothing,
+    // until the ninth burst, whose first frame finds credit again.
+    for burst in 2..=8 {
+        assert_eq!(rig.transmit(&refs), 0);
+        let s = rig.stats_to_guest();
+        assert_eq!(
+            (s.budget_cuts, s.descriptors),
+            (burst, 201),
+            "burst {burst}"
+        );
+    }
     assert_eq!(rig.transmit(&refs), 0);
     let s = rig.stats_to_guest();
-    assert_eq!((s.budget_cuts, s.descriptors), (2, 1608));
-    // A small frame brings 2: still in debt, nothing read.
-    let small = ether_frame(2, 1, 60, 0);
-    assert_eq!(rig.transmit(&[&small]), 0);
-    let s = rig.stats_to_guest();
-    assert_eq!((s.budget_cuts, s.descriptors), (3, 1608));
+    assert_eq!((s.budget_cuts, s.descriptors), (9, 402));
     assert!(rig.rxq.used().is_empty());
     assert_eq!(rig.fault_to_guest(), None);
 }

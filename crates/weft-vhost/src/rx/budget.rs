@@ -44,6 +44,10 @@ pub(super) struct Credit {
     left: isize,
     /// This `receive` left chains behind for want of credit.
     cut: bool,
+    /// Descriptors read so far beyond the chains taken (kept here, in memory, rather than
+    /// in a counter the take loop would keep live in a register: the usual chain adds
+    /// nothing to it).
+    extra_read: u64,
 }
 
 /// The quantum of a `receive` with room for `room` frames.
@@ -79,8 +83,23 @@ impl Credit {
     /// A chain's walk read `descriptors` (its first is free).
     #[inline(always)]
     pub(super) fn spend(&mut self, descriptors: usize) {
-        let extra = isize::try_from(descriptors.saturating_sub(1)).unwrap_or(isize::MAX);
-        self.left = self.left.saturating_sub(extra);
+        let extra = descriptors.saturating_sub(1);
+        self.left = self
+            .left
+            .saturating_sub(isize::try_from(extra).unwrap_or(isize::MAX));
+        self.extra_read = self.extra_read.wrapping_add(extra as u64);
+    }
+
+    /// A chain was read but is not among those taken (given back, or its ring broke): its
+    /// first descriptor, for the count.
+    pub(super) fn read_not_taken(&mut self) {
+        self.extra_read = self.extra_read.wrapping_add(1);
+    }
+
+    /// Descriptors read beyond the chains taken, since the port started (differences of
+    /// two readings are what a look read beyond its chains).
+    pub(super) fn extra_read(&self) -> u64 {
+        self.extra_read
     }
 }
 

@@ -195,7 +195,7 @@ impl RxQueue {
         let mut fault = None;
         let mut last_drop = None;
         let (mut taken, mut bytes, mut lent, mut bounced) = (0usize, 0u64, 0u64, 0u64);
-        let mut descriptors = 0usize;
+        let extra_before = frames.credit.extra_read();
         let view = GuestView::new(&mem);
         let cursor = SplitRing::new(&view, &st.queue)
             .ok_or(QueueFault::RingInaccessible)
@@ -227,7 +227,6 @@ impl RxQueue {
                             counters,
                         );
                         taken += group.chains;
-                        descriptors += group.chains;
                         room -= group.frames;
                         bytes += group.bytes;
                         lent += group.frames as u64;
@@ -259,19 +258,20 @@ impl RxQueue {
                     let mut chain = ring.chain(&view, head);
                     let read =
                         read_tx_chain(&mut chain, table, hdr_len, &mut frames.bounce, frames.lend);
-                    descriptors += chain.descriptors_read();
                     frames.credit.spend(chain.descriptors_read());
                     let read = match read {
                         Ok(read) => read,
                         Err(ChainError::NoRoom) => {
                             cursor.back();
                             taken -= 1;
+                            frames.credit.read_not_taken();
                             self.heads.pop();
                             break;
                         }
                         Err(ChainError::Fault(f)) => {
                             // The chain is not returned: the ring is broken anyway.
                             taken -= 1;
+                            frames.credit.read_not_taken();
                             self.heads.pop();
                             fault = Some(f);
                             break;
@@ -315,7 +315,8 @@ impl RxQueue {
                 st.queue.set_next_avail(cursor.position());
             }
         }
-        counters.add_descriptors(descriptors as u64);
+        // Every chain taken read its first descriptor; the rest was counted as it was read.
+        counters.add_descriptors(taken as u64 + (frames.credit.extra_read() - extra_before));
         let taken_u16 = u16::try_from(taken).unwrap_or(u16::MAX);
         st.in_flight = st.in_flight.saturating_add(taken_u16);
         counters.add_frames(lent + bounced, bytes);

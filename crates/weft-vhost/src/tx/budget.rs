@@ -5,15 +5,20 @@
 //!
 //! Two bounds. A frame may take at most `MAX_CHAIN_DESCRIPTORS` descriptors over all its
 //! chains (as Linux's vhost allows one packet `UIO_MAXIOV`); more and it is dropped
-//! (`too_many_descriptors`), its chains given back. And each frame handed to `transmit`
-//! brings an [`allowance`] of descriptors, more than any real driver's buffers take for a
-//! frame of its length, into the port's credit; chains are taken while the credit is
-//! positive (one is never cut in the middle). When it is spent the burst stops: the
-//! frame's chains go back, the frames left are refused to the caller, which drops them,
-//! and the cut is counted. A debt the last chain left is carried to the next `transmit`,
-//! as on the receive side (`rx/budget.rs`), so that a guest whose buffers always cost more
-//! than their frames' allowance gets, on average, no more than that; a guest whose
-//! buffers fit never owes anything, and its frames are never refused for the budget.
+//! (`too_many_descriptors`), its chains given back. And each frame the general walk
+//! (`RingWriter::put`) writes brings an [`allowance`] of descriptors, more than any real
+//! driver's buffers take for a frame of its length, into the port's credit; chains are
+//! taken while the credit is positive (one is never cut in the middle). When it is spent
+//! the burst stops: the frame's chains go back, the frames left are refused to the caller,
+//! which drops them, and the cut is counted. A debt the last chain left is carried to the
+//! next `transmit` (credit left over is not), as on the receive side (`rx/budget.rs`), so
+//! that a guest whose buffers always cost more than their frames' allowance gets, on
+//! average, no more than that; a guest whose buffers fit never owes anything, and its
+//! frames are never refused for the budget.
+//!
+//! The usual frame, one that goes whole into a chain of one buffer (`plain_group.rs`),
+//! neither brings nor pays anything: it reads one descriptor, less than any allowance, and
+//! the group path does no budget work at all.
 
 /// Bytes of frame per descriptor of allowance, beyond [`BASE_ALLOWANCE`]: one a cache line.
 /// Drivers post far larger buffers (Linux's mergeable buffers hold at least a 1518-byte
@@ -28,16 +33,8 @@ pub(super) const BASE_ALLOWANCE: usize = 2;
 
 /// The descriptors a frame of `len` bytes brings into the credit.
 #[inline(always)]
-pub(crate) fn allowance(len: usize) -> usize {
-    BASE_ALLOWANCE + len / BYTES_PER_DESCRIPTOR
-}
-
-/// The credit of a `transmit` handed frames bringing `allowance` descriptors, after
-/// `credit` (below zero: a debt, carried).
-pub(super) fn start_burst(credit: isize, allowance: usize) -> isize {
-    credit
-        .min(0)
-        .saturating_add(isize::try_from(allowance).unwrap_or(isize::MAX))
+pub(crate) fn allowance(len: usize) -> isize {
+    isize::try_from(BASE_ALLOWANCE + len / BYTES_PER_DESCRIPTOR).unwrap_or(isize::MAX)
 }
 
 #[cfg(test)]
@@ -49,12 +46,5 @@ mod tests {
         assert_eq!(allowance(60), 2);
         assert_eq!(allowance(1514), 25);
         assert_eq!(allowance(65_557), 1026);
-    }
-
-    #[test]
-    fn a_debt_is_carried_and_unspent_credit_is_not() {
-        assert_eq!(start_burst(100, 10), 10);
-        assert_eq!(start_burst(-30, 10), -20);
-        assert_eq!(start_burst(0, 10), 10);
     }
 }

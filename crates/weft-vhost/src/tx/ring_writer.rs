@@ -84,6 +84,8 @@ impl RingWriter<'_, '_> {
             span,
             Some(hdr_len),
         );
+        // The caller added the frame's allowance (`tx/budget.rs`): nothing left means a debt
+        // the earlier frames ran up.
         if self.credit <= 0 {
             return Put::OutOfBudget;
         }
