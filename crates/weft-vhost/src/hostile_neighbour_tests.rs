@@ -25,9 +25,11 @@ const BURST: usize = weft_switch::port::DEFAULT_BATCH;
 const HDR0: [u8; 12] = [0; 12];
 /// The hostile guest's ring (every descriptor a chain head naming the one table).
 const HOSTILE_RING: u16 = 256;
-/// Where the hostile guest keeps its indirect table and the one-byte buffers it names.
-const HOSTILE_TABLE: u64 = 0x70_0000;
-const HOSTILE_BYTES: u64 = 0x71_0000;
+/// Where the hostile guest keeps its indirect table (room for 65535 descriptors, in the
+/// buffer area its transmit ring's driver does not use) and the 1 KiB its one-byte
+/// buffers point into.
+const HOSTILE_TABLE: u64 = 0x60_0000;
+const HOSTILE_BYTES: u64 = 0x70_0000;
 
 /// The switch, the healthy pair (`from` sends to `to`) and the hostile guest.
 struct Neighbours {
@@ -43,7 +45,9 @@ struct Neighbours {
 }
 
 impl Neighbours {
-    fn new() -> Self {
+    /// The pair, and a hostile guest whose chains are each an indirect table of
+    /// `hostile_chain` descriptors (see [`Neighbours::arm_hostile`]).
+    fn new(hostile_chain: usize) -> Self {
         let config = VhostPortConfig::default();
         let features = all_features(&config);
         let (from, from_rx, from_tx) = Rig::new(config, features, 256);
@@ -80,14 +84,14 @@ impl Neighbours {
             frames,
             round: 0,
         };
-        n.arm_hostile();
+        n.arm_hostile(hostile_chain);
         n
     }
 
-    /// The hostile guest's table: 1023 one-byte buffers and an empty one, the cap's
-    /// length; every descriptor of its ring a chain naming it, all made available.
-    fn arm_hostile(&mut self) {
-        let cap = usize::from(MAX_CHAIN_DESCRIPTORS);
+    /// The hostile guest's table: `len` descriptors, one-byte buffers but the last, which
+    /// is empty; every descriptor of its ring a chain naming it, all made available.
+    fn arm_hostile(&mut self, len: usize) {
+        let cap = len;
         let ring = &mut self.hostile.txq;
         let mut table = Vec::with_capacity(16 * cap);
         for i in 0..cap {
@@ -97,7 +101,7 @@ impl Neighbours {
             } else {
                 (1, NEXT, u16::try_from(i + 1).unwrap())
             };
-            let addr = HOSTILE_BYTES + i as u64;
+            let addr = HOSTILE_BYTES + (i % 1024) as u64;
             table.extend_from_slice(&addr.to_le_bytes());
             table.extend_from_slice(&len.to_le_bytes());
             table.extend_from_slice(&flags.to_le_bytes());
@@ -193,7 +197,7 @@ impl std::ops::AddAssign for Round {
 #[test]
 fn a_hostile_guest_beside_a_healthy_pair_reads_no_more_than_its_budget_per_poll_and_every_healthy_frame_arrives(
 ) {
-    let mut n = Neighbours::new();
+    let mut n = Neighbours::new(usize::from(MAX_CHAIN_DESCRIPTORS));
     let rounds = 400u64;
     let cap = u64::from(MAX_CHAIN_DESCRIPTORS);
     // The switch's batch of 128 frames: a quantum of 64 descriptors beyond their chains'
@@ -227,6 +231,26 @@ fn a_hostile_guest_beside_a_healthy_pair_reads_no_more_than_its_budget_per_poll_
     assert_eq!(n.to.stats_to_guest().total_drops(), 0);
 }
 
+#[test]
+fn a_hostile_guest_posting_65535_descriptor_chains_breaks_its_own_queue_after_reading_the_cap() {
+    let mut n = Neighbours::new(usize::from(u16::MAX));
+    let cap = u64::from(MAX_CHAIN_DESCRIPTORS);
+    for round in 1..=50 {
+        let read = n.round(true, true).read;
+        // The first poll reads the cap (and the descriptor naming the table) and breaks
+        // the hostile queue; the others read nothing; every healthy burst arrives.
+        assert_eq!(read, if round == 1 { cap + 1 } else { 0 }, "round {round}");
+    }
+    let s = n.hostile.stats_from_guest();
+    assert_eq!(s.descriptors, cap + 1);
+    assert_eq!(
+        s.faulted(crate::counters::QueueFault::TooManyDescriptors),
+        1
+    );
+    let healthy = n.switch.port_counters(n.b).unwrap().snapshot();
+    assert_eq!(healthy.tx_packets, 50 * BURST as u64);
+}
+
 /// Phases of `WEFT_BUDGET_BENCH_MS` milliseconds (default 100), `WEFT_BUDGET_BENCH_PHASES`
 /// of each kind (default 2), alternating: the healthy pair alone, then beside the hostile
 /// guest. Prints each kind's rate (healthy frames per second of the switch's polls, the
@@ -242,7 +266,7 @@ fn healthy_pair_rate_beside_a_hostile_guest_against_alone() {
     };
     let phase = Duration::from_millis(env("WEFT_BUDGET_BENCH_MS", 100));
     let phases = env("WEFT_BUDGET_BENCH_PHASES", 2);
-    let mut n = Neighbours::new();
+    let mut n = Neighbours::new(usize::from(MAX_CHAIN_DESCRIPTORS));
     // [alone, beside the hostile guest]: rounds and their cost.
     let mut totals = [(0u64, Round::default()); 2];
     let mut ratios = Vec::new();
