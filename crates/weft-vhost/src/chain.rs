@@ -3,9 +3,13 @@
 //!
 //! The walk itself is [`DescChain`] (`ring_access.rs`, the same checks as `virtio-queue`'s
 //! iterator), which bounds a chain by its table size (no loops), reads indirect tables and
-//! refuses nested ones, and caps a chain at 4 GiB. It ends silently on any of these; a chain that ends on a descriptor still flagged NEXT
-//! (or yields nothing) has therefore been cut short, and a second, cold look
-//! ([`diagnose`]) names the reason for the counters. Every buffer is translated through
+//! refuses nested ones, caps a chain at 4 GiB and at [`MAX_CHAIN_DESCRIPTORS`] buffers. It
+//! ends silently on any of these; a chain that ends on a descriptor still flagged NEXT
+//! (or yields nothing) has therefore been cut short: past the cap the walk says so
+//! itself, otherwise a second, cold look ([`diagnose`]) names the reason for the counters.
+//! A walk stops at the first descriptor that decides the chain's fate (a zero-length or
+//! wrong-direction buffer, the frame grown past [`MAX_FRAME_LEN`], a buffer outside guest
+//! memory): nothing after it is read. Every buffer is translated through
 //! the guest memory map, so a buffer outside guest memory, or wrapping past the end of the
 //! address space, faults the queue instead of being touched.
 
@@ -20,7 +24,7 @@ use weft_packet::{ethernet, virtio_net, OffloadInfo};
 use crate::bounce::Bounce;
 use crate::config::MAX_FRAME_LEN;
 use crate::counters::{FrameDrop, QueueFault};
-use crate::ring_access::{DescChain, GuestBytes, GuestView};
+use crate::ring_access::{DescChain, GuestBytes, GuestView, MAX_CHAIN_DESCRIPTORS};
 
 /// The descriptor table a chain comes from (for [`diagnose`]).
 #[derive(Debug, Clone, Copy)]
@@ -70,9 +74,9 @@ pub(crate) struct TxFrameRead {
 
 /// Reads the frame of transmit chain `chain`: its `hdr_len`-byte virtio-net header into a
 /// private copy, and its bytes either lent in place (when they are contiguous and `lend`)
-/// or copied into `bounce`.
+/// or copied into `bounce`. Afterwards `chain` tells how many descriptors were read.
 pub(crate) fn read_tx_chain<'m>(
-    chain: DescChain<'_, 'm>,
+    chain: &mut DescChain<'_, 'm>,
     table: TableRef,
     hdr_len: usize,
     bounce: &mut Bounce,
@@ -167,7 +171,6 @@ struct TxWalk<'m> {
     first: Option<VolatileSlice<'m>>,
     copying: bool,
     len: usize,
-    too_long: bool,
 }
 
 impl<'m> TxWalk<'m> {
@@ -199,13 +202,13 @@ impl<'m> TxWalk<'m> {
                 .offset(n)
                 .map_err(|_| ChainError::Fault(QueueFault::AddressOutOfRange))?;
         }
-        if slice.is_empty() || self.too_long {
+        if slice.is_empty() {
             return Ok(());
         }
         self.len += slice.len();
         if self.len > MAX_FRAME_LEN {
-            self.too_long = true;
-            return Ok(());
+            // Known too long now: the rest of the chain is not read.
+            return Err(ChainError::Drop(FrameDrop::FrameTooLong));
         }
         match self.first {
             None => self.first = Some(slice),
@@ -222,7 +225,7 @@ impl<'m> TxWalk<'m> {
 }
 
 fn walk_tx_chain<'m>(
-    chain: DescChain<'_, 'm>,
+    chain: &mut DescChain<'_, 'm>,
     table: TableRef,
     hdr_len: usize,
     bounce: &mut Bounce,
@@ -238,18 +241,17 @@ fn walk_tx_chain<'m>(
         first: None,
         copying: false,
         len: 0,
-        too_long: false,
     };
     let mut ended = false;
-    let mut zero_len = false;
-    for desc in chain {
+    for desc in chain.by_ref() {
         if desc.is_write_only() {
             return Err(ChainError::Fault(QueueFault::WrongDirection));
         }
         ended = !desc.has_next();
         if desc.len() == 0 {
-            zero_len = true;
-            continue;
+            // The frame is dropped whatever follows: the rest of the chain is not read
+            // (a guest's cheapest way to make a walk long).
+            return Err(ChainError::Drop(FrameDrop::ZeroLengthDescriptor));
         }
         for slice in buffer_slices(view, &desc)? {
             let slice = slice.map_err(|_| ChainError::Fault(QueueFault::AddressOutOfRange))?;
@@ -257,16 +259,10 @@ fn walk_tx_chain<'m>(
         }
     }
     if !ended {
-        return Err(ChainError::Fault(diagnose(view.mem(), table, head)));
+        return Err(ChainError::Fault(cut_short(chain, table, head)));
     }
     if walk.hdr_got < walk.hdr_len {
         return Err(ChainError::Drop(FrameDrop::HeaderTooShort));
-    }
-    if zero_len {
-        return Err(ChainError::Drop(FrameDrop::ZeroLengthDescriptor));
-    }
-    if walk.too_long {
-        return Err(ChainError::Drop(FrameDrop::FrameTooLong));
     }
     if walk.len < ethernet::HEADER_LEN {
         return Err(ChainError::Drop(FrameDrop::FrameTooShort));
@@ -286,6 +282,15 @@ fn walk_tx_chain<'m>(
         len: walk.len,
         loc,
     })
+}
+
+/// Why `chain`, whose walk ended on a descriptor still flagged NEXT, was cut short.
+fn cut_short(chain: &DescChain<'_, '_>, table: TableRef, head: u16) -> QueueFault {
+    if chain.over_cap() {
+        QueueFault::TooManyDescriptors
+    } else {
+        diagnose(chain.view().mem(), table, head)
+    }
 }
 
 /// The mapped slices of one descriptor's buffer (several when it spans adjacent regions).
@@ -477,9 +482,10 @@ pub(crate) struct RxChainWritten<'m> {
 /// chain is a frame's first: its first `hdr_len` bytes are kept for the header, in its
 /// first buffer or spread over the first few; a chain too short for them breaks the queue
 /// (no frame could ever use it). (`RingWriter::put` writes a first chain that is one buffer
-/// taking the whole frame itself, without this walk.)
+/// taking the whole frame itself, without this walk.) Afterwards `chain` tells how many
+/// descriptors were read.
 pub(crate) fn write_rx_chain<'m>(
-    chain: DescChain<'_, 'm>,
+    chain: &mut DescChain<'_, 'm>,
     table: TableRef,
     hdr_len: usize,
     src: &mut FrameSource<'_>,
@@ -490,7 +496,7 @@ pub(crate) fn write_rx_chain<'m>(
     let mut need_header = hdr_len;
     let mut header = HeaderSlot::default();
     let mut ended = false;
-    'walk: for desc in chain {
+    'walk: for desc in chain.by_ref() {
         if !desc.is_write_only() {
             return Err(ChainError::Fault(QueueFault::WrongDirection));
         }
@@ -527,7 +533,7 @@ pub(crate) fn write_rx_chain<'m>(
         }
     }
     if !ended {
-        return Err(ChainError::Fault(diagnose(view.mem(), table, head)));
+        return Err(ChainError::Fault(cut_short(chain, table, head)));
     }
     if need_header > 0 {
         return Err(ChainError::Fault(QueueFault::ChainShorterThanHeader));
@@ -551,9 +557,13 @@ pub(crate) fn diagnose(mem: &GuestMemoryMmap, table: TableRef, head: u16) -> Que
     let mut ttl = table.size;
     let mut indirect = false;
     let mut total: u64 = 0;
+    let mut buffers = 0u16;
     loop {
         if ttl == 0 {
             return QueueFault::ChainTooLong;
+        }
+        if buffers >= MAX_CHAIN_DESCRIPTORS {
+            return QueueFault::TooManyDescriptors;
         }
         if index >= size {
             return QueueFault::NextIndexOutOfRange;
@@ -592,6 +602,7 @@ pub(crate) fn diagnose(mem: &GuestMemoryMmap, table: TableRef, head: u16) -> Que
         }
         index = desc.next();
         ttl -= 1;
+        buffers += 1;
     }
 }
 

@@ -24,6 +24,10 @@ pub enum QueueFault {
     /// A chain longer than its table: a loop.
     #[error("descriptor chain loops or exceeds the queue size")]
     ChainTooLong,
+    /// A chain of more than 1024 buffers (direct or through an indirect table, zero-length
+    /// ones included): more than any driver writes, refused as Linux's vhost refuses it.
+    #[error("descriptor chain of more than 1024 descriptors")]
+    TooManyDescriptors,
     /// An indirect table that is nested, empty, too large or not a whole number of
     /// descriptors.
     #[error("bad indirect descriptor table")]
@@ -57,11 +61,12 @@ pub enum QueueFault {
 
 impl QueueFault {
     /// Every fault, in counter order.
-    pub const ALL: [QueueFault; 13] = [
+    pub const ALL: [QueueFault; 14] = [
         QueueFault::AvailIndexOutOfRange,
         QueueFault::HeadIndexOutOfRange,
         QueueFault::NextIndexOutOfRange,
         QueueFault::ChainTooLong,
+        QueueFault::TooManyDescriptors,
         QueueFault::BadIndirectTable,
         QueueFault::DescriptorUnreadable,
         QueueFault::AddressOutOfRange,
@@ -85,6 +90,7 @@ impl QueueFault {
             QueueFault::HeadIndexOutOfRange => "head_index_out_of_range",
             QueueFault::NextIndexOutOfRange => "next_index_out_of_range",
             QueueFault::ChainTooLong => "chain_too_long",
+            QueueFault::TooManyDescriptors => "too_many_descriptors",
             QueueFault::BadIndirectTable => "bad_indirect_table",
             QueueFault::DescriptorUnreadable => "descriptor_unreadable",
             QueueFault::AddressOutOfRange => "address_out_of_range",
@@ -133,10 +139,14 @@ pub enum FrameDrop {
     /// device's alone). Writing would change the frame while it is being read.
     #[error("receive buffer overlaps the frame")]
     BufferOverlapsFrame,
+    /// The frame would take more than 1024 descriptors of the guest's receive buffers over
+    /// all its chains (mergeable buffers this small are no driver's): its chains go back.
+    #[error("frame would take more than 1024 receive descriptors")]
+    TooManyDescriptors,
 }
 
 /// Number of [`FrameDrop`] counters (bad headers are counted per header error).
-const DROP_COUNTERS: usize = 22;
+const DROP_COUNTERS: usize = 23;
 
 impl FrameDrop {
     /// The counter index: one per reason, one per kind of header error.
@@ -151,6 +161,7 @@ impl FrameDrop {
             FrameDrop::GuestBufferTooSmall => 5,
             FrameDrop::OffloadFailed => 6,
             FrameDrop::BufferOverlapsFrame => 21,
+            FrameDrop::TooManyDescriptors => 22,
             FrameDrop::BadHeader(h) => match h {
                 H::UnknownFlags(_) => 7,
                 H::RscInfo => 8,
@@ -194,6 +205,7 @@ impl FrameDrop {
             "header_hdr_len_too_large",
             "other",
             "buffer_overlaps_frame",
+            "too_many_descriptors",
         ];
         NAMES.get(index).copied().unwrap_or("other")
     }
@@ -226,6 +238,8 @@ pub(crate) struct QueueCounters {
     no_buffers: AtomicU64,
     discarded_in_flight: AtomicU64,
     software_offloads: AtomicU64,
+    descriptors: AtomicU64,
+    budget_cuts: AtomicU64,
     drops: [AtomicU64; DROP_COUNTERS],
     faults: [AtomicU64; QueueFault::ALL.len()],
 }
@@ -289,6 +303,16 @@ impl QueueCounters {
             bump(&self.software_offloads, n);
         }
     }
+    /// `n` descriptors read (added once per burst).
+    pub(crate) fn add_descriptors(&self, n: u64) {
+        if n > 0 {
+            bump(&self.descriptors, n);
+        }
+    }
+    /// A look at the ring ended by the descriptor budget with chains left.
+    pub(crate) fn budget_cut(&self) {
+        bump(&self.budget_cuts, 1);
+    }
     pub(crate) fn discarded_in_flight(&self, n: u64) {
         bump(&self.discarded_in_flight, n);
     }
@@ -321,6 +345,8 @@ impl QueueCounters {
             no_buffers: load(&self.no_buffers),
             discarded_in_flight: load(&self.discarded_in_flight),
             software_offloads: load(&self.software_offloads),
+            descriptors: load(&self.descriptors),
+            budget_cuts: load(&self.budget_cuts),
             drops: std::array::from_fn(|i| load(&self.drops[i])),
             faults: std::array::from_fn(|i| load(&self.faults[i])),
         }
@@ -364,6 +390,13 @@ pub struct QueueStats {
     /// Frames whose offload (checksum, segmentation) the port did in software because the
     /// guest did not negotiate it.
     pub software_offloads: u64,
+    /// Descriptors read from the queue's rings (the chains' own, and those of their
+    /// indirect tables): the work the guest asked of the port.
+    pub descriptors: u64,
+    /// Looks at the queue cut short by the port's descriptor budget (chains left for the
+    /// next poll, or frames toward the guest refused for this burst), so that one guest
+    /// cannot hold its worker from the other ports.
+    pub budget_cuts: u64,
     /// Dropped frames per [`FrameDrop::index`].
     pub drops: [u64; DROP_COUNTERS],
     /// Faults per [`QueueFault::index`].
@@ -390,6 +423,8 @@ impl QueueStats {
             (&mut self.no_buffers, other.no_buffers),
             (&mut self.discarded_in_flight, other.discarded_in_flight),
             (&mut self.software_offloads, other.software_offloads),
+            (&mut self.descriptors, other.descriptors),
+            (&mut self.budget_cuts, other.budget_cuts),
         ];
         for (mine, theirs) in pairs {
             *mine = mine.wrapping_add(theirs);

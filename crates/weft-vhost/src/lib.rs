@@ -60,6 +60,8 @@ mod vring;
 #[cfg(test)]
 mod group_tests;
 #[cfg(test)]
+mod hostile_neighbour_tests;
+#[cfg(test)]
 mod lane_tests;
 #[cfg(test)]
 mod loop_tests;

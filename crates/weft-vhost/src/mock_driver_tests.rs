@@ -38,6 +38,7 @@ use crate::testutil::{all_features, ether_frame, NEXT, WRITE};
 use crate::tx::VhostPortTx;
 use crate::vring::{RingLayout, RX_QUEUE, TX_QUEUE};
 
+mod budget;
 mod malformed;
 mod traffic;
 mod tso;

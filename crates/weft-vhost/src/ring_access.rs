@@ -46,6 +46,15 @@ const USED_ELEM_LEN: usize = 8;
 /// How many chains ahead a burst's buffers are prefetched (descriptors twice as far).
 pub(crate) const PREFETCH_DISTANCE: u16 = 8;
 
+/// The most buffers (descriptors other than the one naming an indirect table) one chain
+/// may have, direct or indirect, zero-length ones included: what Linux's vhost takes
+/// (`UIO_MAXIOV`). Without it an indirect table of 65535 descriptors, or a direct chain as
+/// long as a 32768-entry ring, would be walked whole for one frame. Real drivers stay far
+/// below (a Linux guest's largest chain is about 20 descriptors, DPDK's a few); a longer
+/// chain ends the walk and breaks the queue (`QueueFault::TooManyDescriptors`), as it does
+/// in Linux.
+pub(crate) const MAX_CHAIN_DESCRIPTORS: u16 = 1024;
+
 /// The three rings of a split virtqueue, mapped for one burst.
 ///
 /// Entries are read and written through the rings' host addresses, at positions masked
@@ -170,6 +179,8 @@ impl<'m> SplitRing<'m> {
             ttl: self.size,
             indirect: false,
             yielded: 0,
+            buffers: 0,
+            over_cap: false,
             head,
         }
     }
@@ -270,6 +281,11 @@ impl AvailCursor {
         pos.wrapping_sub(self.next) < self.end.wrapping_sub(self.next)
     }
 
+    /// Whether chains are left to take.
+    pub(crate) fn has_more(&self) -> bool {
+        self.next != self.end
+    }
+
     /// Gives the last chain taken back.
     pub(crate) fn back(&mut self) {
         self.next = self.next.wrapping_sub(1);
@@ -292,6 +308,10 @@ pub(crate) struct DescChain<'a, 'm> {
     ttl: u16,
     indirect: bool,
     yielded: u32,
+    /// Buffers yielded so far (at most [`MAX_CHAIN_DESCRIPTORS`]).
+    buffers: u16,
+    /// The walk ended because the chain has more than [`MAX_CHAIN_DESCRIPTORS`] buffers.
+    over_cap: bool,
     head: u16,
 }
 
@@ -304,6 +324,19 @@ impl<'a, 'm> DescChain<'a, 'm> {
     /// The memory view the chain's buffers are translated through.
     pub(crate) fn view(&self) -> &'a GuestView<'m> {
         self.view
+    }
+
+    /// Descriptors read so far: the buffers yielded and the one naming an indirect table;
+    /// at least one (every chain taken reads its head, also when [`DescChain::single`]
+    /// served it without the walk).
+    pub(crate) fn descriptors_read(&self) -> usize {
+        (usize::from(self.buffers) + usize::from(self.indirect)).max(1)
+    }
+
+    /// Whether the walk ended because the chain has more than [`MAX_CHAIN_DESCRIPTORS`]
+    /// buffers (nothing past the cap was read).
+    pub(crate) fn over_cap(&self) -> bool {
+        self.over_cap
     }
 
     /// The head descriptor, when a chain not yet walked is that descriptor alone (no NEXT,
@@ -356,12 +389,18 @@ impl Iterator for DescChain<'_, '_> {
             if self.ttl == 0 {
                 return None;
             }
+            if self.buffers >= MAX_CHAIN_DESCRIPTORS {
+                // One more would pass the cap: the chain is refused unread beyond it.
+                self.over_cap = true;
+                return None;
+            }
             let desc = self.read(self.next)?;
             if desc.refers_to_indirect_table() {
                 self.enter_indirect(&desc)?;
                 continue;
             }
             self.yielded = self.yielded.checked_add(desc.len())?;
+            self.buffers += 1;
             if desc.has_next() {
                 self.next = desc.next();
                 self.ttl -= 1;

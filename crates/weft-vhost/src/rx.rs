@@ -37,6 +37,8 @@ use crate::error::VhostError;
 use crate::fds::drain;
 use crate::vring::Vring;
 
+pub(crate) use budget::quantum as receive_quantum;
+use budget::Credit;
 use queue::{BatchFrames, RxQueue};
 
 /// The receive half of a vhost-user port (see the module documentation).
@@ -69,6 +71,7 @@ impl VhostPortRx {
             bounce: Bounce::new(dev.config.effective_bounce_limit()),
             lend: dev.config.lend_guest_memory,
             per_queue: [0; MAX_QUEUE_PAIRS as usize],
+            credit: Credit::default(),
         };
         let queues = (0..dev.queue_pairs())
             .filter(|pair| lane.owns(*pair))
@@ -151,6 +154,12 @@ impl VhostPortRx {
         }
         if limit == 0 {
             // The batch is full: this queue's turn comes first next time.
+            return false;
+        }
+        if self.batch.credit.exhausted() {
+            // The port's descriptor budget is spent (or in debt): its chains wait for a
+            // later poll, which must come without a kick.
+            self.batch.credit.mark_cut();
             return false;
         }
         match (&q.mem, &st.mem) {
@@ -287,6 +296,7 @@ impl PortRx for VhostPortRx {
         let first = self.next_first;
         self.next_first = if first + 1 >= n { 0 } else { first + 1 };
         self.batch.per_queue = [0; MAX_QUEUE_PAIRS as usize];
+        self.batch.credit.refill(batch.room());
         let mut busy = [false; MAX_QUEUE_PAIRS as usize];
         for step in 0..n {
             let index = (first + step) % n;
@@ -370,19 +380,22 @@ impl PortRx for VhostPortRx {
     }
 
     /// True while switch-driven (the guest does not kick, so the readiness descriptor
-    /// stays quiet) or while a notification toward the guest is held back (only a look at
-    /// the port sends it).
+    /// stays quiet), while a notification toward the guest is held back (only a look at
+    /// the port sends it), or while the descriptor budget is spent (chains may be left
+    /// that no kick will announce: `rx/budget.rs`).
     fn needs_polling(&self) -> bool {
-        self.queues.iter().any(|q| {
-            (q.ring_live && q.dispatch.driven() == Driven::Switch)
-                || [self.dev.rx_vring_of(q.pair), self.dev.tx_vring_of(q.pair)]
-                    .into_iter()
-                    .flatten()
-                    .any(Vring::notify_pending)
-        })
+        self.batch.credit.cut()
+            || self.queues.iter().any(|q| {
+                (q.ring_live && q.dispatch.driven() == Driven::Switch)
+                    || [self.dev.rx_vring_of(q.pair), self.dev.tx_vring_of(q.pair)]
+                        .into_iter()
+                        .flatten()
+                        .any(Vring::notify_pending)
+            })
     }
 }
 
+mod budget;
 mod plain_group;
 mod queue;
 #[cfg(test)]

@@ -41,9 +41,11 @@ use crate::memory::GuardedMemory;
 use crate::ring_access::{GuestView, SplitRing};
 use crate::vring::{Vring, VringState};
 
+mod budget;
 mod plain_group;
 mod ring_writer;
 
+pub(crate) use budget::allowance as transmit_allowance;
 use ring_writer::{Put, RingWriter, SoftwareOffload};
 
 /// Receive queues a burst can use at most.
@@ -57,6 +59,8 @@ pub struct VhostPortTx {
     /// Per queue pair: chains filled this burst, with the bytes written into each.
     used: Vec<Vec<(u16, u32)>>,
     software: SoftwareOffload,
+    /// Descriptors the port may still read (`tx/budget.rs`): below zero, a debt.
+    credit: isize,
 }
 
 impl std::fmt::Debug for VhostPortTx {
@@ -82,6 +86,7 @@ impl VhostPortTx {
             lane,
             used: (0..pairs).map(|_| Vec::with_capacity(capacity)).collect(),
             software: SoftwareOffload::default(),
+            credit: 0,
         }
     }
 }
@@ -102,6 +107,8 @@ impl PortTx for VhostPortTx {
             return 0;
         }
         let dev = Arc::clone(&self.dev);
+        // A debt is carried; credit left over is not (`tx/budget.rs`).
+        self.credit = self.credit.min(0);
         // Every receive queue of this half being served, locked for the burst; one the
         // control thread holds sits this burst out. With lanes, a lane sharing one of
         // these (below) holds only that one and waits for no other, so waiting for it
@@ -286,6 +293,10 @@ impl VhostPortTx {
         }
         let counters = &vring.counters;
         crate::ab::delivered(burst.delivered);
+        counters.add_descriptors(burst.descriptors);
+        if burst.budget_cut {
+            counters.budget_cut();
+        }
         counters.add_frames(burst.delivered, burst.bytes);
         counters.batch(burst.delivered);
         counters.add_software_offloads(burst.software);
@@ -308,6 +319,10 @@ struct Burst {
     bytes: u64,
     software: u64,
     no_buffers: bool,
+    /// The burst's descriptor budget ran out (`tx/budget.rs`).
+    budget_cut: bool,
+    /// Descriptors read.
+    descriptors: u64,
     fault: Option<QueueFault>,
     last_drop: Option<FrameDrop>,
     /// The burst had frames for this queue.
@@ -322,7 +337,7 @@ struct Burst {
 impl Burst {
     /// The burst cannot go on.
     fn stopped(&self) -> bool {
-        self.no_buffers || self.fault.is_some()
+        self.no_buffers || self.budget_cut || self.fault.is_some()
     }
 }
 
@@ -371,6 +386,8 @@ impl VhostPortTx {
             used,
             delivered: 0,
             bytes: 0,
+            credit: self.credit,
+            descriptors: 0,
         };
         let mut taken = 0;
         let mut rest = frames;
@@ -394,8 +411,11 @@ impl VhostPortTx {
             } else if f.len() > MAX_FRAME_LEN {
                 Put::Dropped(FrameDrop::FrameTooLong)
             } else if features.guest_may_receive(&f.offload) {
+                w.credit = w.credit.saturating_add(budget::allowance(f.len()));
                 w.put(f.head(), f.body, &f.offload)
             } else {
+                // The frame's allowance covers all its segments.
+                w.credit = w.credit.saturating_add(budget::allowance(f.len()));
                 burst.software += 1;
                 self.software.put(&mut w, f, max_frame_len)
             };
@@ -414,8 +434,14 @@ impl VhostPortTx {
                     burst.fault = Some(f);
                     break;
                 }
+                Put::OutOfBudget => {
+                    burst.budget_cut = true;
+                    break;
+                }
             }
         }
+        self.credit = w.credit;
+        burst.descriptors += w.descriptors as u64;
         st.queue.set_next_avail(w.cursor.position());
         burst.delivered += w.delivered;
         burst.bytes += w.bytes;

@@ -13,7 +13,9 @@
 //! never move by more than a ring's worth; and no chain is lost or reordered: every chain
 //! the port took from an available ring is back in the used ring, in the order it was made
 //! available (`VIRTIO_F_IN_ORDER`), unless that queue faulted (a broken ring is not written
-//! again until the frontend restarts it).
+//! again until the frontend restarts it); and each half reads no more descriptors than its
+//! budget allows (`rx/budget.rs`, `tx/budget.rs`: the chains' first descriptors, a quantum
+//! or the frames' allowance, and one chain of the cap's length past it).
 
 use std::sync::Arc;
 
@@ -25,8 +27,9 @@ use crate::config::{VhostPortConfig, MAX_FRAME_LEN};
 use crate::device::{DeviceShared, LaneShare, RingStart};
 use crate::features::{offered_features, Features};
 use crate::modes::{DispatchMode, NotifyPolicy};
-use crate::rx::VhostPortRx;
-use crate::tx::VhostPortTx;
+use crate::ring_access::MAX_CHAIN_DESCRIPTORS;
+use crate::rx::{receive_quantum, VhostPortRx};
+use crate::tx::{transmit_allowance, VhostPortTx};
 use crate::vring::{RingLayout, RX_QUEUE, TX_QUEUE};
 
 use super::Input;
@@ -323,7 +326,18 @@ pub fn guest_rings(data: &[u8]) -> GuestRun {
         let (tx_next, _) = port_view(&dev, TX_QUEUE);
         let (rx_next, _) = port_view(&dev, RX_QUEUE);
         batch.clear();
+        let read_before = descriptors_read(&dev);
         rx.receive(&mut batch);
+        let read_after = descriptors_read(&dev);
+        // Chains' first descriptors (a batch's worth, and as many again topped up after
+        // drops), the quantum, and one chain past it.
+        let cap = usize::from(MAX_CHAIN_DESCRIPTORS);
+        let most = 2 * batch.capacity() + receive_quantum(batch.capacity()) + cap + 1;
+        let read = read_after.1 - read_before.1;
+        assert!(
+            read <= most as u64,
+            "{read} descriptors read in one receive"
+        );
         {
             let frames: Vec<TxFrame<'_>> = batch
                 .descs()
@@ -336,6 +350,13 @@ pub fn guest_rings(data: &[u8]) -> GuestRun {
                 .collect();
             let sent = tx.transmit(&frames);
             assert!(sent <= frames.len());
+            let allowance: isize = frames.iter().map(|f| transmit_allowance(f.len())).sum();
+            let read = descriptors_read(&dev).0 - read_after.0;
+            assert!(
+                read <= allowance.unsigned_abs() as u64 + cap as u64 + 1,
+                "{read} descriptors read in one transmit of {} frames",
+                frames.len()
+            );
             run.received += frames.len();
         }
         rx.finish();
@@ -357,6 +378,12 @@ pub fn guest_rings(data: &[u8]) -> GuestRun {
         usize::try_from(v.counters.snapshot().frames).unwrap_or(0)
     });
     run
+}
+
+/// Descriptors read so far: (the guest's receive queue, its transmit queue).
+fn descriptors_read(dev: &DeviceShared) -> (u64, u64) {
+    let read = |v: Option<&crate::vring::Vring>| v.map_or(0, |v| v.counters.snapshot().descriptors);
+    (read(dev.rx_vring_of(0)), read(dev.tx_vring_of(0)))
 }
 
 #[cfg(test)]

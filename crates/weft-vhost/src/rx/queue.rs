@@ -19,6 +19,7 @@ use crate::memory::GuardedMemory;
 use crate::ring_access::{GuestView, SplitRing, PREFETCH_DISTANCE};
 use crate::vring::{Vring, VringState};
 
+use super::budget::Credit;
 use super::plain_group::{GroupTarget, GROUP};
 
 /// The offload state a guest's transmit header asks for, if it is well formed and asks
@@ -48,6 +49,8 @@ pub(super) struct BatchFrames {
     pub(super) lend: bool,
     /// Frames each queue put in this batch (for its batch-size histogram).
     pub(super) per_queue: [usize; MAX_QUEUE_PAIRS as usize],
+    /// Descriptors the port may still read this `receive` (all its queues together).
+    pub(super) credit: Credit,
 }
 
 impl BatchFrames {
@@ -193,6 +196,7 @@ impl RxQueue {
         let mut fault = None;
         let mut last_drop = None;
         let (mut taken, mut bytes, mut lent, mut bounced) = (0usize, 0u64, 0u64, 0u64);
+        let extra_before = frames.credit.extra_read();
         let view = GuestView::new(&mem);
         let cursor = SplitRing::new(&view, &st.queue)
             .ok_or(QueueFault::RingInaccessible)
@@ -205,8 +209,9 @@ impl RxQueue {
                 let mut room = batch.room();
                 let limit = limit.min(MAX_BATCH.saturating_sub(self.heads.len()));
                 let plain_groups = frames.lend && hdr_len == virtio_net::HEADER_LEN;
-                while room > 0 && taken < limit {
+                while room > 0 && taken < limit && !frames.credit.exhausted() {
                     if plain_groups {
+                        // One descriptor a chain: free of the budget.
                         let want = room.min(limit - taken).min(GROUP);
                         let mut to = GroupTarget {
                             frames: &mut *frames,
@@ -235,7 +240,7 @@ impl RxQueue {
                             }
                             continue;
                         }
-                        if room == 0 || taken >= limit {
+                        if room == 0 || taken >= limit || frames.credit.exhausted() {
                             break;
                         }
                     }
@@ -251,20 +256,23 @@ impl RxQueue {
                     };
                     taken += 1;
                     self.heads.push(head);
-                    let chain = ring.chain(&view, head);
+                    let mut chain = ring.chain(&view, head);
                     let read =
-                        read_tx_chain(chain, table, hdr_len, &mut frames.bounce, frames.lend);
+                        read_tx_chain(&mut chain, table, hdr_len, &mut frames.bounce, frames.lend);
+                    frames.credit.spend(chain.descriptors_read());
                     let read = match read {
                         Ok(read) => read,
                         Err(ChainError::NoRoom) => {
                             cursor.back();
                             taken -= 1;
+                            frames.credit.read_not_taken();
                             self.heads.pop();
                             break;
                         }
                         Err(ChainError::Fault(f)) => {
                             // The chain is not returned: the ring is broken anyway.
                             taken -= 1;
+                            frames.credit.read_not_taken();
                             self.heads.pop();
                             fault = Some(f);
                             break;
@@ -301,9 +309,15 @@ impl RxQueue {
                         last_drop = Some(reason);
                     }
                 }
+                if frames.credit.exhausted() && cursor.has_more() && fault.is_none() {
+                    frames.credit.mark_cut();
+                    counters.budget_cut();
+                }
                 st.queue.set_next_avail(cursor.position());
             }
         }
+        // Every chain taken read its first descriptor; the rest was counted as it was read.
+        counters.add_descriptors(taken as u64 + (frames.credit.extra_read() - extra_before));
         let taken_u16 = u16::try_from(taken).unwrap_or(u16::MAX);
         st.in_flight = st.in_flight.saturating_add(taken_u16);
         counters.add_frames(lent + bounced, bytes);

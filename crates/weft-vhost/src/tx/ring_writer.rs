@@ -10,7 +10,9 @@ use crate::chain::{write_rx_chain, ChainError, FrameSource, TableRef};
 use crate::config::MAX_FRAME_LEN;
 use crate::counters::{FrameDrop, QueueFault};
 use crate::features::Features;
-use crate::ring_access::{AvailCursor, GuestBytes, GuestView, SplitRing, PREFETCH_DISTANCE};
+use crate::ring_access::{
+    AvailCursor, GuestBytes, GuestView, SplitRing, MAX_CHAIN_DESCRIPTORS, PREFETCH_DISTANCE,
+};
 
 /// What the guest is told about a frame: `DATA_VALID` only if it negotiated checksums;
 /// for a frame that asks for neither a checksum nor segmentation, nothing else (its other
@@ -44,6 +46,9 @@ pub(super) enum Put {
     Dropped(FrameDrop),
     /// The ring is broken.
     Fault(QueueFault),
+    /// The burst's descriptor budget is spent (`tx/budget.rs`): the frame's chains went
+    /// back, and the burst stops.
+    OutOfBudget,
 }
 
 /// Fills the guest's receive ring for one burst.
@@ -58,6 +63,10 @@ pub(super) struct RingWriter<'q, 'm> {
     pub(super) used: &'q mut Vec<(u16, u32)>,
     pub(super) delivered: u64,
     pub(super) bytes: u64,
+    /// Descriptors the port may still read (`tx/budget.rs`): none at zero or below.
+    pub(super) credit: isize,
+    /// Descriptors read so far.
+    pub(super) descriptors: usize,
 }
 
 impl RingWriter<'_, '_> {
@@ -75,10 +84,16 @@ impl RingWriter<'_, '_> {
             span,
             Some(hdr_len),
         );
+        // The caller added the frame's allowance (`tx/budget.rs`): nothing left means a debt
+        // the earlier frames ran up.
+        if self.credit <= 0 {
+            return Put::OutOfBudget;
+        }
         let Some(first_head) = self.cursor.next_head(&self.ring) else {
             return Put::NoBuffers;
         };
         if self.put_in_one_buffer(first_head, hdr_len, head, body, info) {
+            self.spend(1);
             return Put::Done;
         }
         self.put_in_chains(first_head, span, head, body, info)
@@ -100,6 +115,9 @@ impl RingWriter<'_, '_> {
         let first = self.used.len();
         let mut header = None;
         let mut taken = Some(first_head);
+        // Descriptors this frame's chains held: at most MAX_CHAIN_DESCRIPTORS in all, as
+        // Linux's vhost allows one packet (`UIO_MAXIOV`).
+        let mut frame_descriptors = 0usize;
         loop {
             let chain_head = match taken.take() {
                 Some(h) => h,
@@ -111,6 +129,10 @@ impl RingWriter<'_, '_> {
                         span,
                         Some(0),
                     );
+                    if self.credit <= 0 {
+                        rewind(&mut self.cursor, self.used, first);
+                        return Put::OutOfBudget;
+                    }
                     let Some(h) = self.cursor.next_head(&self.ring) else {
                         rewind(&mut self.cursor, self.used, first);
                         return Put::NoBuffers;
@@ -119,9 +141,12 @@ impl RingWriter<'_, '_> {
                 }
             };
             let is_first = self.used.len() == first;
-            let chain = self.ring.chain(self.view, chain_head);
+            let mut chain = self.ring.chain(self.view, chain_head);
             let want_header = if is_first { hdr_len } else { 0 };
-            match write_rx_chain(chain, self.table, want_header, &mut src) {
+            let written = write_rx_chain(&mut chain, self.table, want_header, &mut src);
+            self.spend(chain.descriptors_read());
+            frame_descriptors += chain.descriptors_read();
+            match written {
                 Ok(w) => {
                     if is_first {
                         header = w.header;
@@ -144,6 +169,10 @@ impl RingWriter<'_, '_> {
             }
             if src.remaining() == 0 {
                 break;
+            }
+            if frame_descriptors >= usize::from(MAX_CHAIN_DESCRIPTORS) {
+                rewind(&mut self.cursor, self.used, first);
+                return Put::Dropped(FrameDrop::TooManyDescriptors);
             }
             if !self.features.mergeable_rx() || self.used.len() - first >= usize::from(u16::MAX) {
                 // Without mergeable buffers a frame must fit one chain.
@@ -193,6 +222,15 @@ impl RingWriter<'_, '_> {
 }
 
 impl<'m> RingWriter<'_, 'm> {
+    /// `n` descriptors were read.
+    #[inline(always)]
+    pub(super) fn spend(&mut self, n: usize) {
+        self.credit = self
+            .credit
+            .saturating_sub(isize::try_from(n).unwrap_or(isize::MAX));
+        self.descriptors += n;
+    }
+
     /// The `total` bytes of chain `chain_head`, when it is one write-only buffer (no NEXT,
     /// not INDIRECT) at least that long, inside one region.
     #[inline(always)]
