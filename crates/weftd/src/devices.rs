@@ -16,7 +16,6 @@ pub use counters::{device_counters, device_drops, live_offloads, TcpLinkDevice};
 
 use std::any::Any;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use weft_control::state::{PortKind, VhostMode};
@@ -65,22 +64,33 @@ pub type Keepalive = Arc<dyn Any + Send + Sync>;
 pub struct OpenContext<'a> {
     /// The switch the port is on.
     pub switch: &'a str,
-    /// The directories vhost-user sockets may be in; a socket that names no path is
-    /// `<switch>-<port>.sock` in the first (`<runtime_dir>/vhost`).
-    pub sockets: &'a SocketDirs,
+    /// What weftd allows a vhost-user port: where its socket may be, how much memory it
+    /// may map.
+    pub vhost: &'a VhostPolicy,
     /// The files the request names, read before the controller's lock was taken.
     pub files: &'a ClientFiles,
     /// Lanes of the switch (`SwitchSettings::lanes`): the halves a port is split into.
     pub lanes: usize,
 }
 
-/// `[vhost] max_guest_memory_gib` of weftd's configuration, in bytes, for every vhost-user
-/// port: set once at start, before any port is opened.
-static MAX_GUEST_MEMORY: AtomicU64 = AtomicU64::new(weft_vhost::DEFAULT_MAX_GUEST_MEMORY);
+/// What weftd's configuration allows every vhost-user port.
+#[derive(Debug)]
+pub struct VhostPolicy {
+    /// The directories its socket may be in; a socket that names no path is
+    /// `<switch>-<port>.sock` in the first (`<runtime_dir>/vhost`).
+    pub sockets: SocketDirs,
+    /// The most guest memory its frontend may map, in bytes (`[vhost] max_guest_memory_gib`).
+    pub max_guest_memory: u64,
+}
 
-/// Sets the most guest memory each vhost-user port opened from now on may map.
-pub fn set_max_guest_memory(bytes: u64) {
-    MAX_GUEST_MEMORY.store(bytes, Ordering::Relaxed);
+impl VhostPolicy {
+    /// Sockets in `sockets`, and the default memory limit.
+    pub fn new(sockets: SocketDirs) -> VhostPolicy {
+        VhostPolicy {
+            sockets,
+            max_guest_memory: weft_vhost::DEFAULT_MAX_GUEST_MEMORY,
+        }
+    }
 }
 
 /// The socket of a vhost-user port: the one it names (inside an allowed directory), or
@@ -91,7 +101,8 @@ pub fn vhost_socket(
     port: &str,
     socket: Option<&str>,
 ) -> Result<SocketName, String> {
-    ctx.sockets
+    ctx.vhost
+        .sockets
         .resolve(&format!("{}-{port}.sock", ctx.switch), socket)
 }
 
@@ -323,7 +334,7 @@ fn open_device(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Devi
                 dispatch: dispatch.map(vhost_dispatch).unwrap_or_default(),
                 notify: notify.map(vhost_notify).unwrap_or_default(),
                 queue_pairs: *queues,
-                max_guest_memory: MAX_GUEST_MEMORY.load(Ordering::Relaxed),
+                max_guest_memory: ctx.vhost.max_guest_memory,
                 ..VhostPortConfig::default()
             };
             // In client mode the frontend owns the socket: weft connects (retrying until it is
@@ -505,8 +516,8 @@ mod tests {
     use std::path::PathBuf;
 
     /// Allowed socket directories for these tests: `<tmp>/vhost` (the default) and `<tmp>/vms`.
-    fn sockets() -> &'static (tempfile::TempDir, SocketDirs) {
-        static DIRS: std::sync::OnceLock<(tempfile::TempDir, SocketDirs)> =
+    fn sockets() -> &'static (tempfile::TempDir, VhostPolicy) {
+        static DIRS: std::sync::OnceLock<(tempfile::TempDir, VhostPolicy)> =
             std::sync::OnceLock::new();
         DIRS.get_or_init(|| {
             let t = tempfile::tempdir().unwrap();
@@ -514,7 +525,7 @@ mod tests {
             std::fs::create_dir(t.path().join("vms")).unwrap();
             let dirs =
                 SocketDirs::open(&t.path().join("vhost"), &[t.path().join("vms")], &[]).unwrap();
-            (t, dirs)
+            (t, VhostPolicy::new(dirs))
         })
     }
 
@@ -522,7 +533,7 @@ mod tests {
         static FILES: std::sync::OnceLock<ClientFiles> = std::sync::OnceLock::new();
         OpenContext {
             switch: "br0",
-            sockets: &sockets().1,
+            vhost: &sockets().1,
             files: FILES.get_or_init(ClientFiles::default),
             lanes: 1,
         }

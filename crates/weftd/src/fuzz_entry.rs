@@ -18,6 +18,7 @@ use weft_control::{decode_response, Request};
 use crate::config::WorkersConfig;
 use crate::control::pool::WorkerPool;
 use crate::control::{lock, Controller, Session};
+use crate::devices::VhostPolicy;
 use crate::server::conn::{serve, Conn, Context};
 
 /// A connection that delivers `input` then end-of-file, and keeps what is written.
@@ -77,7 +78,7 @@ fn controller() -> &'static Mutex<Controller> {
             WorkerPool::start(&WorkersConfig::default()).unwrap_or_else(|e| panic!("workers: {e}"));
         let sockets = crate::socket_dirs::SocketDirs::open(&std::env::temp_dir(), &[], &[])
             .unwrap_or_else(|e| panic!("socket dirs: {e}"));
-        let (c, _) = Controller::start(pool, path, sockets, initial(), true)
+        let (c, _) = Controller::start(pool, path, VhostPolicy::new(sockets), initial(), true)
             .unwrap_or_else(|e| panic!("start: {}", e.message));
         Mutex::new(c)
     })

@@ -34,7 +34,7 @@ use weft_control::state::{State, SwitchState};
 use weft_control::{ControlError, ErrorKind, Request, Response};
 use weft_switch::{PortCounters, PortId, RuleId};
 
-use crate::socket_dirs::SocketDirs;
+use crate::devices::VhostPolicy;
 pub use capture::{lock, serve, Session, MAX_CAPTURES};
 use client_files::ClientFiles;
 use pool::WorkerPool;
@@ -91,8 +91,9 @@ pub struct Controller {
     switches: BTreeMap<String, SwitchRt>,
     pool: WorkerPool,
     state_path: PathBuf,
-    /// The directories vhost-user sockets may be in (the default one first).
-    sockets: SocketDirs,
+    /// Where vhost-user sockets may be (the default directory first) and what their ports
+    /// may map.
+    vhost: VhostPolicy,
     /// The files the request being handled names, read before the lock was taken.
     files: ClientFiles,
     captures: capture::Captures,
@@ -139,7 +140,7 @@ impl Controller {
             .map_or(1, |s| s.settings.lanes);
         crate::devices::OpenContext {
             switch,
-            sockets: &self.sockets,
+            vhost: &self.vhost,
             files: &self.files,
             lanes,
         }
@@ -151,7 +152,7 @@ impl Controller {
     pub fn start(
         pool: WorkerPool,
         state_path: PathBuf,
-        sockets: SocketDirs,
+        vhost: VhostPolicy,
         mut state: State,
         save: bool,
     ) -> Result<(Controller, Vec<PortFailure>), ControlError> {
@@ -165,7 +166,7 @@ impl Controller {
             switches: BTreeMap::new(),
             pool,
             state_path,
-            sockets,
+            vhost,
             files: ClientFiles::default(),
             captures: capture::Captures::default(),
         };

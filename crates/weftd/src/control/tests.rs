@@ -69,8 +69,14 @@ fn fixture_in(dir: tempfile::TempDir, state: State, workers: usize) -> (Fixture,
         &[&dir.path().join("weftd.sock")],
     )
     .unwrap();
-    let (c, failures) =
-        Controller::start(pool, dir.path().join("state.json"), sockets, state, true).unwrap();
+    let (c, failures) = Controller::start(
+        pool,
+        dir.path().join("state.json"),
+        crate::devices::VhostPolicy::new(sockets),
+        state,
+        true,
+    )
+    .unwrap();
     (
         Fixture {
             dir,

@@ -18,6 +18,7 @@ use nix::sys::signal::{SigSet, Signal};
 use crate::config::Config;
 use crate::control::pool::WorkerPool;
 use crate::control::{self, Controller};
+use crate::devices::VhostPolicy;
 use crate::persist::{self, StateFileError};
 use crate::server::{self, auth::UnixPolicy, ClientSlots, Shared};
 use crate::socket_dirs::SocketDirs;
@@ -223,7 +224,10 @@ fn start(
     }
     let _lock = lock(paths)?;
     ensure_dir(&paths.vhost_dir, 0o700, "the vhost-user socket directory")?;
-    let sockets = socket_dirs(config, paths)?;
+    let vhost = VhostPolicy {
+        sockets: socket_dirs(config, paths)?,
+        max_guest_memory: config.vhost.max_guest_memory_gib.0 << 30,
+    };
     let (state, first_start) = initial_state(config, paths, reset)?;
 
     // Signals go to the main thread's sigwait only: block them before any thread starts,
@@ -243,11 +247,10 @@ fn start(
         mode,
         config.control.socket_group.as_ref().map(|g| g.gid),
     )?;
-    crate::devices::set_max_guest_memory(config.vhost.max_guest_memory_gib.0 << 30);
     let pool =
         WorkerPool::start(&config.workers).map_err(|e| format!("cannot start the workers: {e}"))?;
     let (controller, failures) =
-        Controller::start(pool, paths.state_file.clone(), sockets, state, first_start).map_err(
+        Controller::start(pool, paths.state_file.clone(), vhost, state, first_start).map_err(
             |e| {
                 let _ = fs::remove_file(&paths.socket);
                 format!("cannot build the configuration: {}", e.message)
