@@ -279,7 +279,7 @@ fn a_thousand_hostile_frontends_leave_weftd_flat_and_its_other_ports_forwarding(
     let weftd = Weftd::with_vhost_ports_a_and_b();
     let o = weftd.weft(&["port", "add", "br0:hostile", "vhost-user"]);
     assert_eq!(code(&o), 0, "{}\n{}", stderr(&o), weftd.log());
-    let pid = weftd.child.id();
+    let pid = weftd.pid();
     let hostile = weftd.vhost_socket("hostile");
 
     let a_addr = ([2, 0, 0, 0, 0, 0xa], Ipv4Addr::new(10, 77, 0, 1));

@@ -10,119 +10,33 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Output;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{code, stderr, weft_cmd};
+use common::weftd::Weftd;
+use common::{code, stderr};
 
-/// A weftd whose files are all in a temporary directory: runtime directory `run/`, state
-/// file `run/state.json` (so that it is one of weftd's own files in an allowed directory
-/// when `run` is allowed), configuration `weftd.toml`. Killed when dropped.
-struct Weftd {
-    dir: tempfile::TempDir,
-    child: Option<Child>,
+/// A weftd with the configuration (TOML) `config` makes in its temporary directory (see
+/// [`Weftd`]: runtime directory `run/`, state file `run/state.json`, so that it is one of
+/// weftd's own files in an allowed directory when `run` is allowed).
+fn start(config: impl FnOnce(&Path) -> String) -> Weftd {
+    Weftd::start_configured(|dir| Some(config(dir)))
 }
 
-impl Weftd {
-    /// Starts weftd with the configuration (TOML) `config` makes, after it made in the
-    /// temporary directory what the configuration names.
-    fn start(config: impl FnOnce(&Path) -> String) -> Weftd {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("run")).unwrap();
-        let text = config(dir.path());
-        std::fs::write(dir.path().join("weftd.toml"), text).unwrap();
-        let mut d = Weftd { dir, child: None };
-        d.spawn();
-        d
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
-    }
-
-    fn spawn(&mut self) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.path("weftd.log"))
-            .unwrap();
-        let child = Command::new(common::weftd_binary())
-            .arg("--config")
-            .arg(self.path("weftd.toml"))
-            .arg("--foreground")
-            .arg("--runtime-dir")
-            .arg(self.path("run"))
-            .arg("--state-file")
-            .arg(self.path("run/state.json"))
-            .args(["--metrics-listen", "off"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while code(&self.weft(&["hello"])) != 0 {
-            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("weftd exited with {status}:\n{}", self.log());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "weftd did not come up:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// SIGTERM, and the exit waited for.
-    fn stop(&mut self) {
-        let mut child = self.child.take().unwrap();
-        let term = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(term.success());
-        child.wait().unwrap();
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.path("weftd.log")).unwrap_or_default()
-    }
-
-    fn weft(&self, args: &[&str]) -> Output {
-        weft_cmd()
-            .arg("--socket")
-            .arg(self.path("run/weftd.sock"))
-            .args(args)
-            .output()
-            .unwrap()
-    }
-
-    /// `weft port add br0:PORT vhost-user --vhost-socket SOCKET [--vhost-mode MODE]`.
-    fn add_vhost(&self, port: &str, socket: &Path, mode: &str) -> Output {
-        self.weft(&[
-            "port",
-            "add",
-            &format!("br0:{port}"),
-            "vhost-user",
-            "--vhost-mode",
-            mode,
-            "--vhost-socket",
-            socket.to_str().unwrap(),
-        ])
-    }
-}
-
-impl Drop for Weftd {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
+/// `weft port add br0:PORT vhost-user --vhost-socket SOCKET --vhost-mode MODE`.
+fn add_vhost(weftd: &Weftd, port: &str, socket: &Path, mode: &str) -> Output {
+    weftd.weft(&[
+        "port",
+        "add",
+        &format!("br0:{port}"),
+        "vhost-user",
+        "--vhost-mode",
+        mode,
+        "--vhost-socket",
+        socket.to_str().unwrap(),
+    ])
 }
 
 fn toml_dirs(dirs: &[PathBuf]) -> String {
@@ -168,7 +82,7 @@ fn swapper(path: PathBuf, real: PathBuf, target: PathBuf, stop: Arc<AtomicBool>)
 
 #[test]
 fn symlink_swaps_during_port_churn_never_touch_files_outside_the_allowed_dirs() {
-    let weftd = Weftd::start(|d| {
+    let weftd = start(|d| {
         std::fs::create_dir(d.join("allowed")).unwrap();
         std::fs::create_dir(d.join("second")).unwrap();
         std::fs::create_dir(d.join("second/sub")).unwrap();
@@ -207,13 +121,13 @@ fn symlink_swaps_during_port_churn_never_touch_files_outside_the_allowed_dirs() 
         let name = format!("p{n}.sock");
         // Through the allowed directory's path: accepted (weftd holds the directory) unless
         // the swap makes the path momentarily absent; never outside.
-        if code(&weftd.add_vhost("p", &allowed.join(&name), mode)) == 0 {
+        if code(&add_vhost(&weftd, "p", &allowed.join(&name), mode)) == 0 {
             added += 1;
             let o = weftd.weft(&["port", "del", "br0:p"]);
             assert_eq!(code(&o), 0, "{}\n{}", stderr(&o), weftd.log());
         }
         // Through a directory inside it: never accepted.
-        let o = weftd.add_vhost("q", &second.join("sub").join(&name), mode);
+        let o = add_vhost(&weftd, "q", &second.join("sub").join(&name), mode);
         assert_ne!(code(&o), 0, "a socket in a subdirectory was accepted");
         rounds += 1;
     }
@@ -253,7 +167,7 @@ fn symlink_swaps_during_port_churn_never_touch_files_outside_the_allowed_dirs() 
 
 #[test]
 fn socket_paths_weftd_must_not_use_are_refused_with_a_clear_error() {
-    let weftd = Weftd::start(|d| {
+    let weftd = start(|d| {
         std::fs::create_dir(d.join("files")).unwrap();
         std::fs::create_dir(d.join("files/sub")).unwrap();
         std::fs::write(d.join("files/data.txt"), b"keep me").unwrap();
@@ -279,7 +193,7 @@ fn socket_paths_weftd_must_not_use_are_refused_with_a_clear_error() {
     ];
     for (path, why) in &refused {
         for mode in ["server", "client"] {
-            let o = weftd.add_vhost("p", path, mode);
+            let o = add_vhost(&weftd, "p", path, mode);
             let e = stderr(&o);
             if *why == "not a socket" && mode == "client" {
                 // A client port waits for the frontend's socket: it is created, and never
@@ -321,9 +235,9 @@ fn socket_paths_weftd_must_not_use_are_refused_with_a_clear_error() {
 
 #[test]
 fn a_state_file_naming_the_control_socket_restores_that_port_failed() {
-    let mut weftd = Weftd::start(|_| String::new());
+    let mut weftd = start(|_| String::new());
     let ok = weftd.path("run/vhost/x.sock");
-    let o = weftd.add_vhost("p", &ok, "server");
+    let o = add_vhost(&weftd, "p", &ok, "server");
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     weftd.stop();
     // The state file is edited by hand to name the control socket.
@@ -348,7 +262,7 @@ fn a_state_file_naming_the_control_socket_restores_that_port_failed() {
 
 #[test]
 fn a_fifo_key_file_is_refused_at_once_while_another_client_is_answered() {
-    let weftd = Weftd::start(|d| {
+    let weftd = start(|d| {
         nix::unistd::mkfifo(
             &d.join("key.fifo"),
             nix::sys::stat::Mode::from_bits_truncate(0o600),

@@ -1,5 +1,7 @@
-//! A real weftd in a temporary directory (its own runtime directory, state file and log),
-//! driven through the real `weft` binary; killed when dropped.
+//! A real weftd in a temporary directory, driven through the real `weft` binary: runtime
+//! directory `run/`, state file `run/state.json` (one of weftd's own files inside its runtime
+//! directory, as in a default installation), configuration `weftd.toml` when a test gives
+//! one, log `weftd.log`. Killed when dropped.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -12,10 +14,11 @@ use super::{code, stderr, stdout, weft_cmd};
 /// A weftd in a temporary directory; killed when dropped.
 pub(crate) struct Weftd {
     pub(crate) dir: tempfile::TempDir,
-    pub(crate) child: Child,
+    child: Option<Child>,
 }
 
 impl Weftd {
+    /// A weftd with its embedded default configuration.
     pub(crate) fn start() -> Weftd {
         Self::start_with(None)
     }
@@ -32,44 +35,52 @@ impl Weftd {
 
     /// A weftd with `config` as its configuration file (TOML), or the embedded default.
     pub(crate) fn start_with(config: Option<&str>) -> Weftd {
+        Self::start_configured(|_| config.map(str::to_owned))
+    }
+
+    /// A weftd with the configuration `config` makes from the temporary directory's path
+    /// (after `run/` was created there, so that it can name it), or the embedded default.
+    pub(crate) fn start_configured(config: impl FnOnce(&Path) -> Option<String>) -> Weftd {
         let dir = tempfile::tempdir().unwrap();
-        if let Some(text) = config {
+        std::fs::create_dir(dir.path().join("run")).unwrap();
+        if let Some(text) = config(dir.path()) {
             std::fs::write(dir.path().join("weftd.toml"), text).unwrap();
         }
-        let child = Self::spawn(dir.path());
-        let mut d = Weftd { dir, child };
-        d.wait_up();
+        let mut d = Weftd { dir, child: None };
+        d.spawn();
         d
     }
 
-    /// A weftd on `dir`'s runtime directory and state file (and `dir/weftd.toml` when
-    /// there is one), logging to `dir/weftd.log`.
-    pub(crate) fn spawn(dir: &Path) -> Child {
+    /// `rel` inside the temporary directory.
+    pub(crate) fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    /// Starts weftd on the temporary directory and waits until it answers.
+    pub(crate) fn spawn(&mut self) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(dir.join("weftd.log"))
+            .open(self.path("weftd.log"))
             .unwrap();
-        Command::new(super::weftd_binary())
-            .args(super::config_args(dir))
+        let child = Command::new(super::weftd_binary())
+            .args(super::config_args(self.dir.path()))
             .arg("--foreground")
             .arg("--runtime-dir")
-            .arg(dir.join("run"))
+            .arg(self.path("run"))
             .arg("--state-file")
-            .arg(dir.join("state.json"))
+            .arg(self.path("run/state.json"))
             .args(["--metrics-listen", "off"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .unwrap()
-    }
-
-    /// Waits until weftd answers.
-    pub(crate) fn wait_up(&mut self) {
+            .unwrap();
+        self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(30);
         while code(&self.weft(&["hello"])) != 0 {
-            if let Some(status) = self.child.try_wait().unwrap() {
+            let exited = self.child.as_mut().and_then(|c| c.try_wait().unwrap());
+            if let Some(status) = exited {
                 panic!("weftd exited with {status}:\n{}", self.log());
             }
             assert!(
@@ -81,26 +92,43 @@ impl Weftd {
         }
     }
 
+    /// The running weftd's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.as_ref().expect("weftd runs").id()
+    }
+
+    /// SIGTERM (a clean stop), and the exit waited for.
+    pub(crate) fn stop(&mut self) {
+        let mut child = self.child.take().expect("weftd runs");
+        let term = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(term.success());
+        child.wait().unwrap();
+    }
+
     /// `kill -9`, then a new weftd on the same state file (which restores the ports).
     pub(crate) fn kill_and_restart(&mut self) {
-        self.child.kill().unwrap(); // SIGKILL: no cleanup runs
-        self.child.wait().unwrap();
-        self.child = Self::spawn(self.dir.path());
-        self.wait_up();
+        if let Some(mut child) = self.child.take() {
+            child.kill().unwrap(); // SIGKILL: no cleanup runs
+            child.wait().unwrap();
+        }
+        self.spawn();
     }
 
     pub(crate) fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("weftd.log")).unwrap_or_default()
+        std::fs::read_to_string(self.path("weftd.log")).unwrap_or_default()
     }
 
     pub(crate) fn vhost_socket(&self, port: &str) -> PathBuf {
-        self.dir.path().join(format!("run/vhost/br0-{port}.sock"))
+        self.path(&format!("run/vhost/br0-{port}.sock"))
     }
 
     pub(crate) fn weft(&self, args: &[&str]) -> Output {
         weft_cmd()
             .arg("--socket")
-            .arg(self.dir.path().join("run/weftd.sock"))
+            .arg(self.path("run/weftd.sock"))
             .args(args)
             .output()
             .unwrap()
@@ -118,7 +146,9 @@ impl Weftd {
 
 impl Drop for Weftd {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
