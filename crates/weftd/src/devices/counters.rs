@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 
 use weft_overlay::tcp_link::{TcpLinkDrop, TcpLinkStats};
 use weft_overlay::DecapDrop;
-use weft_vhost::{queue_name, FrameDrop, QueueFault, QueueStats, VhostUserPort, BATCH_BUCKETS};
+use weft_vhost::{
+    queue_name, FrameDrop, MemoryRefusal, QueueFault, QueueStats, VhostUserPort, BATCH_BUCKETS,
+};
 
 use super::Keepalive;
 
@@ -96,6 +98,12 @@ pub fn device_counters(keep: &Keepalive) -> Vec<(String, u64)> {
     for (queue, q) in [("to_guest", &s.to_guest), ("from_guest", &s.from_guest)] {
         queue_counters(queue, q, &mut out);
     }
+    // Memory tables its frontends sent that were refused, by reason (each drops that
+    // frontend; the port waits for the next).
+    for r in MemoryRefusal::ALL {
+        let n = s.memory_refusals.get(r.index()).copied().unwrap_or(0);
+        out.push((format!("vhost_memory_refused_{}", r.counter_name()), n));
+    }
     if s.pairs.len() > 1 {
         // With several queue pairs: how the frames spread over them (and so over the
         // switch's lanes, each of which serves its share of the pairs), and each queue's
@@ -150,6 +158,9 @@ fn queue_counters(queue: &str, q: &QueueStats, out: &mut Vec<(String, u64)>) {
     for (name, n) in event_counters(q) {
         out.push((format!("vhost_{queue}_{name}"), n));
     }
+    // The work the guest asked of the port, and how often its budget cut a look short.
+    out.push((format!("vhost_{queue}_descriptors"), q.descriptors));
+    out.push((format!("vhost_{queue}_budget_cuts"), q.budget_cuts));
     // Why its rings broke (each breaks once, until the frontend restarts it).
     for f in QueueFault::ALL {
         out.push((
@@ -265,5 +276,38 @@ mod tests {
             get("vhost_from_guest_fault_memory_truncated"),
             Some(QueueFault::ALL.len() as u64)
         );
+    }
+
+    #[test]
+    fn a_vhost_queue_reports_the_descriptors_it_read_and_its_budget_cuts() {
+        let q = QueueStats {
+            descriptors: 4096,
+            budget_cuts: 3,
+            ..QueueStats::default()
+        };
+        let mut out = Vec::new();
+        queue_counters("from_guest", &q, &mut out);
+        let get = |name: &str| out.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
+        assert_eq!(get("vhost_from_guest_descriptors"), Some(4096));
+        assert_eq!(get("vhost_from_guest_budget_cuts"), Some(3));
+    }
+
+    #[test]
+    fn a_vhost_port_lists_its_memory_table_refusals_by_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let port = VhostUserPort::listen(
+            dir.path().join("p.sock"),
+            weft_vhost::VhostPortConfig::default(),
+        )
+        .unwrap();
+        let keep: Keepalive = Arc::new(Mutex::new(port));
+        let counters = device_counters(&keep);
+        for r in MemoryRefusal::ALL {
+            let name = format!("vhost_memory_refused_{}", r.counter_name());
+            assert!(
+                counters.iter().any(|(n, v)| *n == name && *v == 0),
+                "{name} in {counters:?}"
+            );
+        }
     }
 }
