@@ -110,17 +110,6 @@ fn testpmd_traffic_through_vhost_user_ports_added_with_weft_is_counted() {
 }
 
 /// A vhost-user port's counter from `port show` (device counters at zero are not listed).
-fn device_counter(weftd: &Weftd, port: &str, name: &str) -> u64 {
-    match weftd.json(&["port", "show", &format!("br0:{port}")]) {
-        Response::Port { counters, .. } => counters
-            .device
-            .iter()
-            .find(|(n, _)| n.as_str() == name)
-            .map_or(0, |(_, v)| *v),
-        other => panic!("not a port: {other:?}"),
-    }
-}
-
 #[test]
 fn testpmd_queue_pairs_are_served_by_two_lanes_on_two_workers() {
     if let Some(why) = skip_reason() {
@@ -154,7 +143,7 @@ fn testpmd_queue_pairs_are_served_by_two_lanes_on_two_workers() {
         for pair in 0..2 {
             for way in ["from_guest", "to_guest"] {
                 let name = format!("vhost_pair{pair}_{way}_frames");
-                let n = device_counter(&weftd, port, &name);
+                let n = weftd.device_counter(port, &name);
                 eprintln!("br0:{port} {name} {n}");
                 assert!(n >= 32, "br0:{port} {name} = {n}\n{out}\n{}", weftd.log());
             }
@@ -163,11 +152,11 @@ fn testpmd_queue_pairs_are_served_by_two_lanes_on_two_workers() {
     // The guest's kicks (or the switch's notifications) are counted per queue too.
     let per_queue_events: u64 = ["kicks", "notifications", "notifications_suppressed"]
         .iter()
-        .map(|c| device_counter(&weftd, "a", &format!("vhost_pair1_from_guest_{c}")))
+        .map(|c| weftd.device_counter("a", &format!("vhost_pair1_from_guest_{c}")))
         .sum::<u64>()
         + ["notifications", "notifications_suppressed"]
             .iter()
-            .map(|c| device_counter(&weftd, "a", &format!("vhost_pair1_to_guest_{c}")))
+            .map(|c| weftd.device_counter("a", &format!("vhost_pair1_to_guest_{c}")))
             .sum::<u64>();
     assert!(
         per_queue_events > 0,
@@ -359,7 +348,7 @@ fn a_dpdk_frontend_whose_hugepage_files_shrink_under_weftd_leaves_it_serving() {
         .iter()
         .flat_map(|p| {
             ["from_guest", "to_guest"]
-                .map(|q| device_counter(&weftd, p, &format!("vhost_{q}_fault_memory_truncated")))
+                .map(|q| weftd.device_counter(p, &format!("vhost_{q}_fault_memory_truncated")))
         })
         .sum();
     eprintln!("rings broken by the shrunk memory: {truncated}");

@@ -272,12 +272,16 @@ pub struct VhostConfig {
     /// The most guest memory one vhost-user port may map, in GiB (1 to 131072, default
     /// 1024: 1 TiB). A frontend's larger memory table is refused.
     pub max_guest_memory_gib: Bounded<1, 131_072>,
+    /// Lend a guest's contiguous frames to the switch in place (one copy guest to guest),
+    /// or copy each into weftd's memory first (default true; see `docs/SECURITY.md`).
+    pub lend_guest_memory: bool,
 }
 
 impl Default for VhostConfig {
     fn default() -> Self {
         VhostConfig {
             max_guest_memory_gib: Bounded(weft_vhost::DEFAULT_MAX_GUEST_MEMORY >> 30),
+            lend_guest_memory: true,
         }
     }
 }

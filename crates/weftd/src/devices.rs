@@ -81,6 +81,9 @@ pub struct VhostPolicy {
     pub sockets: SocketDirs,
     /// The most guest memory its frontend may map, in bytes (`[vhost] max_guest_memory_gib`).
     pub max_guest_memory: u64,
+    /// Whether its guest's frames are lent to the switch in place (`[vhost]
+    /// lend_guest_memory`) or copied first.
+    pub lend_guest_memory: bool,
 }
 
 impl VhostPolicy {
@@ -89,6 +92,7 @@ impl VhostPolicy {
         VhostPolicy {
             sockets,
             max_guest_memory: weft_vhost::DEFAULT_MAX_GUEST_MEMORY,
+            lend_guest_memory: true,
         }
     }
 }
@@ -335,6 +339,7 @@ fn open_device(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Devi
                 notify: notify.map(vhost_notify).unwrap_or_default(),
                 queue_pairs: *queues,
                 max_guest_memory: ctx.vhost.max_guest_memory,
+                lend_guest_memory: ctx.vhost.lend_guest_memory,
                 ..VhostPortConfig::default()
             };
             // In client mode the frontend owns the socket: weft connects (retrying until it is

@@ -134,6 +134,18 @@ impl Weftd {
             .unwrap()
     }
 
+    /// The device counter `name` of port `br0:PORT` (`weft port show`), 0 when it has none.
+    pub(crate) fn device_counter(&self, port: &str, name: &str) -> u64 {
+        match self.json(&["port", "show", &format!("br0:{port}")]) {
+            Response::Port { counters, .. } => counters
+                .device
+                .iter()
+                .find(|(n, _)| n.as_str() == name)
+                .map_or(0, |(_, v)| *v),
+            other => panic!("not a port: {other:?}"),
+        }
+    }
+
     /// `weft --json ARGS`, which must succeed; the answer.
     pub(crate) fn json(&self, args: &[&str]) -> Response {
         let mut all = vec!["--json"];

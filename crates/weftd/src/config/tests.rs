@@ -109,6 +109,13 @@ fn vhost_guest_memory_limit_is_in_gib_and_defaults_to_one_tib() {
 }
 
 #[test]
+fn guest_memory_is_lent_unless_the_configuration_says_copy() {
+    assert!(Config::parse("").unwrap().vhost.lend_guest_memory);
+    let c = Config::parse("[vhost]\nlend_guest_memory = false\n").unwrap();
+    assert!(!c.vhost.lend_guest_memory);
+}
+
+#[test]
 fn vhost_socket_dirs_are_plain_absolute_paths() {
     let c = Config::parse("vhost_socket_dirs = [\"/run/qemu\"]\n").unwrap();
     assert_eq!(c.vhost_socket_dirs, [PathBuf::from("/run/qemu")]);

@@ -227,6 +227,7 @@ fn start(
     let vhost = VhostPolicy {
         sockets: socket_dirs(config, paths)?,
         max_guest_memory: config.vhost.max_guest_memory_gib.0 << 30,
+        lend_guest_memory: config.vhost.lend_guest_memory,
     };
     let (state, first_start) = initial_state(config, paths, reset)?;
 

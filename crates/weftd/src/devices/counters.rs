@@ -98,6 +98,9 @@ pub fn device_counters(keep: &Keepalive) -> Vec<(String, u64)> {
     for (queue, q) in [("to_guest", &s.to_guest), ("from_guest", &s.from_guest)] {
         queue_counters(queue, q, &mut out);
     }
+    // How the guest's frames reached the switch: lent in place, or copied first.
+    out.push(("vhost_from_guest_lent".into(), s.from_guest.lent));
+    out.push(("vhost_from_guest_bounced".into(), s.from_guest.bounced));
     // Memory tables its frontends sent that were refused, by reason (each drops that
     // frontend; the port waits for the next).
     for r in MemoryRefusal::ALL {
