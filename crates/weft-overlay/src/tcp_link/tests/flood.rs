@@ -41,20 +41,53 @@ fn drops(end: &super::sockets::End, reason: TcpLinkDrop) -> u64 {
     end.stats.snapshot().drops(reason)
 }
 
-#[test]
-fn a_connection_flood_from_one_address_does_not_stop_the_real_peer_connecting() {
-    let k = LinkKey::new(vec![7; 32]).unwrap();
+/// A listener with a key, and a real peer that has read the listener's hello: its
+/// handshake is under way.
+fn keyed_listener_with_a_peer_half_way() -> (super::sockets::End, SocketAddr, RealPeer) {
+    let key = LinkKey::new(vec![7; 32]).unwrap();
     let mut c = config(TcpLinkMode::Listen("127.0.0.1:0".parse().unwrap()));
-    c.key = Some(k.clone());
+    c.key = Some(key.clone());
     c.handshake_timeout = Duration::from_secs(10);
     let (a, addr) = open(&c);
     let addr = addr.unwrap();
-    // The real peer starts its handshake...
-    let mut real = TcpStream::connect(addr).unwrap();
-    real.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
     let mut hello = [0u8; HELLO_LEN];
-    real.read_exact(&mut hello).unwrap();
+    (&stream).read_exact(&mut hello).unwrap();
     let theirs = Hello::parse(&hello).unwrap();
+    (
+        a,
+        addr,
+        RealPeer {
+            stream,
+            key,
+            theirs,
+        },
+    )
+}
+
+/// The real peer of [`keyed_listener_with_a_peer_half_way`].
+struct RealPeer {
+    stream: TcpStream,
+    key: LinkKey,
+    theirs: Hello,
+}
+
+/// Sends the real peer's hello and proof; its key and both hellos, to check the answer.
+fn finish_handshake(real: &mut RealPeer) -> (LinkKey, Hello, Hello) {
+    let ours = Hello::fresh(Role::Connector, 5).unwrap();
+    real.stream.write_all(&ours.encode()).unwrap();
+    let proof = auth::prove(&real.key, &ours, &real.theirs);
+    real.stream.write_all(&proof).unwrap();
+    (real.key.clone(), ours, real.theirs)
+}
+
+#[test]
+fn a_connection_flood_from_one_address_does_not_stop_the_real_peer_connecting() {
+    // The real peer starts its handshake...
+    let (a, addr, mut real) = keyed_listener_with_a_peer_half_way();
     // ...then a flood of silent connections from one other address arrives (more than the
     // listener holds), and is pushed out by itself.
     let flood: Vec<TcpStream> = (0..32).map(|_| connect_from(ELSEWHERE, addr)).collect();
@@ -62,11 +95,9 @@ fn a_connection_flood_from_one_address_does_not_stop_the_real_peer_connecting() 
         drops(&a, TcpLinkDrop::HandshakeLimit) >= 30
     });
     // The real peer finishes its handshake: it was not pushed out.
-    let ours = Hello::fresh(Role::Connector, 5).unwrap();
-    real.write_all(&ours.encode()).unwrap();
-    real.write_all(&auth::prove(&k, &ours, &theirs)).unwrap();
+    let (k, ours, theirs) = finish_handshake(&mut real);
     let mut proof = [0u8; PROOF_LEN];
-    real.read_exact(&mut proof).unwrap();
+    real.stream.read_exact(&mut proof).unwrap();
     auth::verify(&k, &ours, &theirs, &proof).unwrap();
     wait_for("the real peer's link", Duration::from_secs(5), || {
         connected(&a)
@@ -78,17 +109,7 @@ fn a_connection_flood_from_one_address_does_not_stop_the_real_peer_connecting() 
 
 #[test]
 fn a_flood_from_many_addresses_pushes_out_the_busiest_address_first() {
-    let k = LinkKey::new(vec![7; 32]).unwrap();
-    let mut c = config(TcpLinkMode::Listen("127.0.0.1:0".parse().unwrap()));
-    c.key = Some(k.clone());
-    c.handshake_timeout = Duration::from_secs(10);
-    let (a, addr) = open(&c);
-    let addr = addr.unwrap();
-    let mut real = TcpStream::connect(addr).unwrap();
-    real.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut hello = [0u8; HELLO_LEN];
-    real.read_exact(&mut hello).unwrap();
-    let theirs = Hello::parse(&hello).unwrap();
+    let (a, addr, mut real) = keyed_listener_with_a_peer_half_way();
     // Two each from four other addresses fill the rest (and more): the real peer's one
     // handshake is never the busiest address's.
     let mut flood = Vec::new();
@@ -100,9 +121,7 @@ fn a_flood_from_many_addresses_pushes_out_the_busiest_address_first() {
     wait_for("the flood to be handled", Duration::from_secs(5), || {
         drops(&a, TcpLinkDrop::HandshakeLimit) >= 5
     });
-    let ours = Hello::fresh(Role::Connector, 5).unwrap();
-    real.write_all(&ours.encode()).unwrap();
-    real.write_all(&auth::prove(&k, &ours, &theirs)).unwrap();
+    finish_handshake(&mut real);
     wait_for("the real peer's link", Duration::from_secs(5), || {
         connected(&a)
     });
