@@ -1,5 +1,6 @@
 //! Connecting: negotiation, the memory layout, ring setup over the vhost-user socket.
 
+use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -85,7 +86,21 @@ impl WeftClient {
         config: ClientConfig,
     ) -> Result<WeftClient, ClientError> {
         config.validate().map_err(ClientError::Config)?;
-        let frontend = Frontend::connect(path, 2)?;
+        Self::set_up(Frontend::connect(path, 2)?, config)
+    }
+
+    /// The same over a connection already made: the side that listens, for a weft port in
+    /// client mode (`--vhost-mode client`), which connects to the frontend as QEMU's
+    /// `server=on` sockets expect.
+    pub fn from_stream(
+        stream: UnixStream,
+        config: ClientConfig,
+    ) -> Result<WeftClient, ClientError> {
+        config.validate().map_err(ClientError::Config)?;
+        Self::set_up(Frontend::from_stream(stream, 2), config)
+    }
+
+    fn set_up(frontend: Frontend, config: ClientConfig) -> Result<WeftClient, ClientError> {
         frontend.set_owner()?;
         let offered = frontend.get_features()?;
         if offered & crate::config::bit(VIRTIO_F_VERSION_1) == 0 {

@@ -20,6 +20,17 @@ pub(crate) struct Rig {
 impl Rig {
     /// Switch `br0` with `n` vhost-user ports `p0`.. on a worker (pinned to `cpu`).
     pub(crate) fn new(tag: &str, n: usize, config: VhostPortConfig, worker: WorkerConfig) -> Rig {
+        Rig::with_modes(tag, &vec![false; n], config, worker)
+    }
+
+    /// The same with a port per entry of `client_mode`: `true` makes a port in client mode,
+    /// which connects to its socket (the test listens there) instead of listening.
+    pub(crate) fn with_modes(
+        tag: &str,
+        client_mode: &[bool],
+        config: VhostPortConfig,
+        worker: WorkerConfig,
+    ) -> Rig {
         let dir = std::env::temp_dir().join(format!("weft-client-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let worker = spawn_worker(worker).unwrap();
@@ -30,9 +41,13 @@ impl Rig {
             .unwrap();
         let mut ports = Vec::new();
         let mut sockets = Vec::new();
-        for i in 0..n {
+        for (i, &client) in client_mode.iter().enumerate() {
             let path = dir.join(format!("p{i}.sock"));
-            let mut port = VhostUserPort::listen(&path, config).unwrap();
+            let mut port = if client {
+                VhostUserPort::connect(&path, config).unwrap()
+            } else {
+                VhostUserPort::listen(&path, config).unwrap()
+            };
             let (rx, tx) = port.take_halves().unwrap();
             let name = format!("br0:p{i}");
             worker
