@@ -118,6 +118,7 @@ pub fn control_connection(input: &[u8]) {
         controller,
         token: None,
         idle_timeout: Duration::from_secs(5),
+        files_as: crate::control::FileReader::Weftd,
     };
     let mut conn = Replay {
         input,

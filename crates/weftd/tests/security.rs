@@ -16,10 +16,16 @@ use common::Daemon;
 use serde_json::json;
 
 const PROBE_SOCKET: &str = "WEFTD_PROBE_SOCKET";
+/// The request the probe sends (JSON); `hello` when unset.
+const PROBE_REQUEST: &str = "WEFTD_PROBE_REQUEST";
 const NOBODY: u32 = 65534;
 
-/// The probe's side: connect, send `hello`, print what came back (or why nothing did).
-fn probe(socket: &str) -> String {
+/// The probe's side: connect, send `request` (`hello` when `None`), print what came back
+/// (or why nothing did).
+fn probe(socket: &str, request: Option<&str>) -> String {
+    let request: serde_json::Value = request.map_or(json!({"op": "hello"}), |r| {
+        serde_json::from_str(r).expect("the probe's request is JSON")
+    });
     let mut stream = match UnixStream::connect(socket) {
         Ok(s) => s,
         Err(e) => return format!("connect failed: {e}"),
@@ -28,7 +34,7 @@ fn probe(socket: &str) -> String {
     let _ = writeln!(
         stream,
         "{}",
-        json!({"version": 1, "id": 1, "request": {"op": "hello"}})
+        json!({"version": 1, "id": 1, "request": request})
     );
     let mut line = String::new();
     match BufReader::new(&stream).read_line(&mut line) {
@@ -41,6 +47,16 @@ fn probe(socket: &str) -> String {
 /// Runs the probe against `socket` as uid/gid given (with these supplementary groups),
 /// from a copy of this binary in `dir`; returns its report.
 fn run_probe(dir: &Path, socket: &Path, ids: Option<(u32, u32, &[u32])>) -> String {
+    run_probe_asking(dir, socket, ids, None)
+}
+
+/// [`run_probe`] sending `request` instead of `hello`.
+fn run_probe_asking(
+    dir: &Path,
+    socket: &Path,
+    ids: Option<(u32, u32, &[u32])>,
+    request: Option<&serde_json::Value>,
+) -> String {
     let exe = dir.join("probe");
     if !exe.exists() {
         std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
@@ -69,6 +85,9 @@ fn run_probe(dir: &Path, socket: &Path, ids: Option<(u32, u32, &[u32])>) -> Stri
         "--test-threads=1",
     ])
     .env(PROBE_SOCKET, socket);
+    if let Some(r) = request {
+        cmd.env(PROBE_REQUEST, r.to_string());
+    }
     // A child another test thread forks while the copy above is open for writing holds
     // that descriptor until it execs: running the copy meanwhile fails with ETXTBSY.
     let mut attempts = 0;
@@ -122,7 +141,8 @@ fn dir_of(d: &Daemon) -> PathBuf {
 #[test]
 fn probe_connects_and_reports_what_weftd_answered() {
     if let Ok(socket) = std::env::var(PROBE_SOCKET) {
-        println!("\nPROBE: {}", probe(&socket));
+        let request = std::env::var(PROBE_REQUEST).ok();
+        println!("\nPROBE: {}", probe(&socket, request.as_deref()));
         return;
     }
     let d = Daemon::start();
@@ -166,24 +186,32 @@ fn nobody_gets_permission_denied_from_an_open_socket() {
     d.ok(json!({"op": "hello"}));
 }
 
-#[test]
-fn members_of_the_socket_group_are_let_in() {
+/// A daemon whose control socket is open to a group that exists here (daemon, adm or
+/// users), and that group's id; `None` (saying why) when these tests cannot run.
+fn group_daemon() -> Option<(Daemon, u32)> {
     if let Some(why) = cannot_run() {
         eprintln!("skipped: {why}");
-        return;
+        return None;
     }
     let Some(group) = ["daemon", "adm", "users"]
         .into_iter()
         .find_map(|g| nix::unistd::Group::from_name(g).ok().flatten())
     else {
         eprintln!("skipped: no group daemon, adm or users to test with");
-        return;
+        return None;
     };
-    let gid = group.gid.as_raw();
     let d = daemon(&format!(
         "[control]\nsocket_mode = 0o660\nsocket_group = \"{}\"\n",
         group.name
     ));
+    Some((d, group.gid.as_raw()))
+}
+
+#[test]
+fn members_of_the_socket_group_are_let_in() {
+    let Some((d, gid)) = group_daemon() else {
+        return;
+    };
     let meta = std::fs::metadata(d.socket()).unwrap();
     use std::os::unix::fs::MetadataExt;
     assert_eq!(meta.gid(), gid, "the socket belongs to the group");
@@ -202,4 +230,42 @@ fn members_of_the_socket_group_are_let_in() {
         outsider.contains("Permission denied"),
         "not in the group: {outsider}"
     );
+}
+
+/// A tcp-link port with this key file, listening on an ephemeral loopback port.
+fn keyed_link(name: &str, key: &Path) -> serde_json::Value {
+    json!({"op": "port_add", "switch": "br0", "name": name, "kind": {
+        "type": "tcp_link", "listen": "127.0.0.1:0", "key_file": key.to_str().unwrap()}})
+}
+
+#[test]
+fn a_member_cannot_have_weftd_read_a_key_file_the_member_cannot_read() {
+    let Some((d, gid)) = group_daemon() else {
+        return;
+    };
+    let dir = dir_of(&d);
+    let key = vec![b'k'; 40];
+    // Root's key, mode 0600: weftd could read it, the member cannot.
+    let roots = dir.join("root.key");
+    std::fs::write(&roots, &key).unwrap();
+    std::fs::set_permissions(&roots, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // The member's own key, mode 0600.
+    let own = dir.join("own.key");
+    std::fs::write(&own, &key).unwrap();
+    std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o600)).unwrap();
+    nix::unistd::chown(&own, Some(NOBODY.into()), None).unwrap();
+    let member = Some((NOBODY, gid, &[][..]));
+
+    let refused = run_probe_asking(&dir, &d.socket(), member, Some(&keyed_link("l1", &roots)));
+    assert!(
+        refused.contains("permission denied") && refused.contains("root.key"),
+        "root's key file was read for a member: {refused}"
+    );
+    let taken = run_probe_asking(&dir, &d.socket(), member, Some(&keyed_link("l2", &own)));
+    assert!(
+        taken.contains("\"ok\""),
+        "the member's own key file was refused: {taken}"
+    );
+    // Root still reads root's file.
+    d.ok(keyed_link("l3", &roots));
 }

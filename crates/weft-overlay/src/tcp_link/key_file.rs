@@ -28,17 +28,36 @@ impl std::fmt::Debug for KeyFileBytes {
 
 /// Reads the key file at `path` (see the module documentation).
 pub fn read_key_file(path: &Path) -> Result<KeyFileBytes, KeyFileError> {
+    read_opened_key_file(path, key_file_options().open(path))
+}
+
+/// How a key file is opened: for reading, without following a symlink at its name, without
+/// blocking on a FIFO or device. For a caller that opens it another way (with a client's
+/// permissions) and hands the result to [`read_opened_key_file`].
+pub fn key_file_options() -> std::fs::OpenOptions {
+    let mut options = std::fs::OpenOptions::new();
+    options
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC);
+    options
+}
+
+/// Reads the key file at `path` from `opened`, the result of opening it with
+/// [`key_file_options`]; a failed open is refused with what it says about the client's own
+/// path.
+pub fn read_opened_key_file(
+    path: &Path,
+    opened: std::io::Result<std::fs::File>,
+) -> Result<KeyFileBytes, KeyFileError> {
     let refuse = |problem: &str| KeyFileError {
         path: path.to_path_buf(),
         problem: problem.to_string(),
     };
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| match e.kind() {
+    let file = opened.map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => refuse("cannot be opened: no such file"),
-            std::io::ErrorKind::PermissionDenied => refuse("cannot be opened: permission denied"),
+            std::io::ErrorKind::PermissionDenied => refuse(
+                "cannot be opened: permission denied (it is opened with the permissions of the user who asks: that user must be able to read it)",
+            ),
             _ if e.raw_os_error() == Some(libc::ELOOP) => {
                 refuse("is a symlink: give the key file's own path")
             }

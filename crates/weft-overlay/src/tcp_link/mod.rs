@@ -61,7 +61,7 @@ use outbuf::OutBuf;
 
 pub use auth::{KeyFileError, LinkKey};
 pub use halves::{TcpLinkRx, TcpLinkTx};
-pub use key_file::{read_key_file, KeyFileBytes};
+pub use key_file::{key_file_options, read_key_file, read_opened_key_file, KeyFileBytes};
 pub use stats::{TcpLinkDrop, TcpLinkStats, TcpLinkStatsSnapshot};
 
 /// How long a handshake may take by default: a few round trips even on a slow path.

@@ -63,10 +63,22 @@ impl Captures {
     }
 }
 
-/// What one connection holds: the captures it started.
+/// What one connection holds: the captures it started, and whose permissions the files its
+/// requests name are opened with.
 #[derive(Debug, Default)]
 pub struct Session {
     captures: Vec<u64>,
+    files_as: super::FileReader,
+}
+
+impl Session {
+    /// A connection whose named files are opened as `files_as`.
+    pub fn new(files_as: super::FileReader) -> Session {
+        Session {
+            captures: Vec::new(),
+            files_as,
+        }
+    }
 }
 
 fn no_capture(id: u64) -> ControlError {
@@ -218,7 +230,7 @@ pub fn serve(
 ) -> Result<Response, ControlError> {
     let Request::CaptureRead { id, max, wait_ms } = request else {
         // Files the request names are read before the lock, which others wait for.
-        let files = super::client_files::ClientFiles::prefetch(&request);
+        let files = super::client_files::ClientFiles::prefetch(&request, &session.files_as);
         return lock(controller).handle_with_files(request, session, files);
     };
     if wait_ms > MAX_WAIT_MS {

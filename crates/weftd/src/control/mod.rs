@@ -18,6 +18,7 @@ mod capture;
 pub mod client_files;
 mod diff;
 mod fdb;
+pub mod open_as;
 pub mod pool;
 mod ports;
 mod remote_macs;
@@ -37,6 +38,7 @@ use weft_switch::{PortCounters, PortId, RuleId};
 use crate::devices::VhostPolicy;
 pub use capture::{lock, serve, Session, MAX_CAPTURES};
 use client_files::ClientFiles;
+pub use open_as::FileReader;
 use pool::WorkerPool;
 pub(crate) use ports::device_drop_name;
 

@@ -123,6 +123,8 @@ pub struct Context<'a> {
     pub token: Option<&'a str>,
     /// Close a connection that completes no request for this long.
     pub idle_timeout: Duration,
+    /// Whose permissions the files the client names are opened with.
+    pub files_as: control::FileReader,
 }
 
 static BAD_REQUESTS: RateLimit = RateLimit::new(10, Duration::from_secs(60));
@@ -268,7 +270,7 @@ fn op_name(request: &weft_control::Request) -> String {
 /// Serves one connection until it ends; ends the captures it started.
 pub fn serve(conn: &mut dyn Conn, ctx: &Context<'_>) {
     let mut reader = LineReader::new(MAX_REQUEST_BYTES);
-    let mut session = Session::default();
+    let mut session = Session::new(ctx.files_as.clone());
     serve_lines(conn, ctx, &mut reader, &mut session);
     control::lock(ctx.controller).end_session(&mut session);
 }

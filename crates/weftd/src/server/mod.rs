@@ -259,6 +259,7 @@ pub fn spawn_unix(
                     continue;
                 };
                 let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+                let files_as = crate::control::FileReader::client(peer.uid, peer.gid, &peer.groups);
                 let shared = shared.clone();
                 let spawned = std::thread::Builder::new()
                     .name("weftd-client".into())
@@ -268,6 +269,7 @@ pub fn spawn_unix(
                             controller: &shared.controller,
                             token: None,
                             idle_timeout: shared.idle_timeout,
+                            files_as,
                         };
                         conn::serve(&mut stream, &ctx);
                     });
@@ -326,6 +328,8 @@ pub fn spawn_tcp(
                             controller: &shared.controller,
                             token: Some(&token),
                             idle_timeout: shared.idle_timeout,
+                            // Token holders can do what root can (SECURITY.md).
+                            files_as: crate::control::FileReader::Weftd,
                         };
                         let admission = tcp::Admission {
                             handshake,

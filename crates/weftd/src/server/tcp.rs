@@ -63,7 +63,7 @@ pub fn serve(conn: &mut dyn Conn, ctx: &Context<'_>, admission: Admission<'_>) {
         return;
     };
     drop(admission.handshake);
-    let mut session = Session::default();
+    let mut session = Session::new(ctx.files_as.clone());
     let reply = conn::answer(envelope, ctx, &mut session);
     if conn.write_all(reply.line.as_bytes()).is_ok() && !last {
         conn::serve_lines(conn, ctx, &mut reader, &mut session);
