@@ -81,10 +81,23 @@ impl<T: AsRef<[u8]>> ArpPacket<T> {
     }
 
     /// Ensures every accessor is in bounds.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
-        let len = self.buffer.as_ref().len();
-        if len < PACKET_LEN {
-            return Err(ParseError::truncated(PACKET_LEN, len));
+        self.check_len_of(self.buffer.as_ref().len())
+    }
+
+    /// [`check_len`](Self::check_len) for a packet of `available` bytes of which the buffer
+    /// holds only the first ones (a snapshot of a frame's head): [`ParseError::Truncated`]
+    /// when `available` is below 28 or, so that no accessor panics, when the buffer holds
+    /// fewer than 28 bytes (checked second, with the held length).
+    #[inline]
+    pub fn check_len_of(&self, available: usize) -> Result<()> {
+        if available < PACKET_LEN {
+            return Err(ParseError::truncated(PACKET_LEN, available));
+        }
+        let held = self.buffer.as_ref().len();
+        if held < PACKET_LEN {
+            return Err(ParseError::truncated(PACKET_LEN, held));
         }
         Ok(())
     }

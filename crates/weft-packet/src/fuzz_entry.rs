@@ -23,11 +23,14 @@ use crate::vxlan::VxlanHeader;
 /// Largest segment the `segment` target writes (a jumbo frame).
 const SEGMENT_BUFFER_LEN: usize = 9216;
 
-/// Parses `data` as a frame with [`FrameSummary::parse`], then runs every view's
+/// Parses `data` as a frame with [`FrameSummary::parse`], checks that
+/// [`FrameSummary::parse_prefix`] agrees on its prefixes, then runs every view's
 /// `new_checked` and all its accessors, both on `data` itself and where the headers of a real
 /// frame would put them.
 pub fn parse_frame(data: &[u8]) {
-    if let Ok(summary) = FrameSummary::parse(data) {
+    let whole = FrameSummary::parse(data);
+    check_prefixes(data, whole);
+    if let Ok(summary) = whole {
         assert!(usize::from(summary.l3_offset) <= data.len());
         if let Some(l4) = summary.l4_offset {
             assert!(usize::from(l4) <= data.len());
@@ -63,6 +66,26 @@ pub fn parse_frame(data: &[u8]) {
         };
         views_at(l3, layer);
     }
+}
+
+/// The snapshot invariant: a prefix of `data` gives `None` or exactly `whole` (the parse of
+/// all of `data`), so a guest cannot hide headers past a port's snapshot; and a buffer longer
+/// than the frame length is cut to it. Tried at the L2 header, the minimum frame, the usual
+/// 128-byte snapshot and a length the input picks.
+fn check_prefixes(data: &[u8], whole: crate::error::Result<FrameSummary>) {
+    let picked = data.last().map_or(0, |&b| usize::from(b));
+    for k in [14, 22, 64, 128, picked] {
+        let k = k.min(data.len());
+        if let Some(got) = FrameSummary::parse_prefix(&data[..k], data.len()) {
+            assert_eq!(got, whole, "parse_prefix of {k} bytes disagrees with parse");
+        }
+    }
+    assert_eq!(FrameSummary::parse_prefix(data, data.len()), Some(whole));
+    let shorter = picked.min(data.len());
+    assert_eq!(
+        FrameSummary::parse_prefix(data, shorter),
+        Some(FrameSummary::parse(&data[..shorter]))
+    );
 }
 
 /// Which views to try on a buffer.

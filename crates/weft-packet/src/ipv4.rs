@@ -76,10 +76,28 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// buffer ([`ParseError::BadIhl`]); total length below 20 ([`ParseError::BadLength`]);
     /// total length past the buffer ([`ParseError::Truncated`]). The header checksum is not
     /// checked here (see [`verify_checksum`](Self::verify_checksum)).
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
-        let available = self.buffer.as_ref().len();
+        self.check_len_of(self.buffer.as_ref().len())
+    }
+
+    /// [`check_len`](Self::check_len) for a packet of `available` bytes of which the buffer
+    /// holds only the first ones (a snapshot of a frame's head): the same errors, with
+    /// `available` standing for the buffer's length. Reads only the first four bytes, and none
+    /// when `available` is below 20.
+    ///
+    /// One more error, checked second, keeps the fixed-field accessors from panicking: a buffer
+    /// holding fewer than 20 bytes ([`ParseError::Truncated`] with the held length). After
+    /// success, [`payload`](Self::payload) and [`options`](Self::options) are empty unless the
+    /// buffer holds them whole.
+    #[inline]
+    pub fn check_len_of(&self, available: usize) -> Result<()> {
         if available < MIN_HEADER_LEN {
             return Err(ParseError::truncated(MIN_HEADER_LEN, available));
+        }
+        let held = self.buffer.as_ref().len();
+        if held < MIN_HEADER_LEN {
+            return Err(ParseError::truncated(MIN_HEADER_LEN, held));
         }
         if self.version() != 4 {
             return Err(ParseError::BadVersion);

@@ -118,10 +118,29 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     /// Ensures no accessor panics. Errors: fewer than 40 bytes, or a payload length past the
     /// buffer ([`ParseError::Truncated`]); version not 6 ([`ParseError::BadVersion`]).
     /// The extension headers are checked by [`upper_layer`](Self::upper_layer).
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
-        let available = self.buffer.as_ref().len();
+        self.check_len_of(self.buffer.as_ref().len())
+    }
+
+    /// [`check_len`](Self::check_len) for a packet of `available` bytes of which the buffer
+    /// holds only the first ones (a snapshot of a frame's head): the same errors, with
+    /// `available` standing for the buffer's length. Reads only the first six bytes, and none
+    /// when `available` is below 40.
+    ///
+    /// One more error, checked second, keeps the fixed-field accessors from panicking: a buffer
+    /// holding fewer than 40 bytes ([`ParseError::Truncated`] with the held length). After
+    /// success, [`payload`](Self::payload) and [`upper_layer`](Self::upper_layer) see an empty
+    /// payload unless the buffer holds it whole; walk the chain with
+    /// [`upper_layer_prefix`](Self::upper_layer_prefix) instead.
+    #[inline]
+    pub fn check_len_of(&self, available: usize) -> Result<()> {
         if available < HEADER_LEN {
             return Err(ParseError::truncated(HEADER_LEN, available));
+        }
+        let held = self.buffer.as_ref().len();
+        if held < HEADER_LEN {
+            return Err(ParseError::truncated(HEADER_LEN, held));
         }
         if self.version() != 6 {
             return Err(ParseError::BadVersion);
@@ -201,69 +220,152 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     /// runs past the payload length ([`ParseError::Truncated`], offsets from the start of the
     /// IPv6 header).
     pub fn upper_layer(&self) -> Result<Ipv6UpperLayer> {
-        walk_extension_headers(self.next_header(), self.payload())
+        let Ok(result) = walk_extension_headers(self.next_header(), self.payload());
+        result
+    }
+
+    /// [`upper_layer`](Self::upper_layer) for a buffer that may hold only the first bytes of
+    /// the packet (checked with [`check_len_of`](Self::check_len_of)): the payload length
+    /// comes from the header, the bytes from the buffer.
+    ///
+    /// `Some` is exactly what [`upper_layer`](Self::upper_layer) gives on the whole packet;
+    /// `None` when the walk needs a byte of the payload the buffer does not hold. The walk
+    /// reads the first two bytes of each header (eight of a Fragment header), so long options
+    /// need not be held, only the headers' starts.
+    pub fn upper_layer_prefix(&self) -> Option<Result<Ipv6UpperLayer>> {
+        let len = usize::from(self.payload_len());
+        let after_header = self.buffer.as_ref().get(HEADER_LEN..).unwrap_or(&[]);
+        let held = after_header.get(..len).unwrap_or(after_header);
+        walk_extension_headers(self.next_header(), HeldPayload { held, len }).ok()
     }
 }
 
-/// Byte `at` of an extension header in `payload`, or the truncation error for a header of
-/// `needed` bytes (at least) starting at `start`.
-fn ext_byte(payload: &[u8], start: usize, at: usize, needed: usize) -> Result<u8> {
-    payload
-        .get(start + at)
-        .copied()
-        .ok_or(ParseError::truncated(
-            HEADER_LEN + start + needed,
-            HEADER_LEN + payload.len(),
-        ))
+/// The payload bytes the extension-header walk reads: the whole payload (a slice), or the
+/// first bytes of a longer one ([`HeldPayload`]). One walk serves both, so the prefix walk
+/// can only agree with the whole one or give up.
+trait PayloadBytes<'a>: Copy {
+    /// Why a byte within the payload cannot be read: uninhabited for a whole payload.
+    type Missing;
+    /// The payload length.
+    fn len(self) -> usize;
+    /// The payload bytes `start..end`: `Ok(None)` past the payload length.
+    fn get(self, start: usize, end: usize)
+        -> core::result::Result<Option<&'a [u8]>, Self::Missing>;
 }
 
-/// The walk behind [`Ipv6Packet::upper_layer`]; `payload` is everything after the fixed header.
-fn walk_extension_headers(first: u8, payload: &[u8]) -> Result<Ipv6UpperLayer> {
+impl<'a> PayloadBytes<'a> for &'a [u8] {
+    type Missing = core::convert::Infallible;
+    #[inline]
+    fn len(self) -> usize {
+        <[u8]>::len(self)
+    }
+    #[inline]
+    fn get(
+        self,
+        start: usize,
+        end: usize,
+    ) -> core::result::Result<Option<&'a [u8]>, Self::Missing> {
+        Ok(<[u8]>::get(self, start..end))
+    }
+}
+
+/// The first bytes (`held`) of a payload of `len` bytes; `held.len() <= len`.
+#[derive(Clone, Copy)]
+struct HeldPayload<'a> {
+    held: &'a [u8],
+    len: usize,
+}
+
+/// A byte the walk needs is beyond the bytes held.
+struct NotHeld;
+
+impl<'a> PayloadBytes<'a> for HeldPayload<'a> {
+    type Missing = NotHeld;
+    fn len(self) -> usize {
+        self.len
+    }
+    fn get(self, start: usize, end: usize) -> core::result::Result<Option<&'a [u8]>, NotHeld> {
+        match self.held.get(start..end) {
+            Some(bytes) => Ok(Some(bytes)),
+            None if start <= end && end <= self.len => Err(NotHeld),
+            None => Ok(None),
+        }
+    }
+}
+
+/// The walk behind [`Ipv6Packet::upper_layer`] and [`Ipv6Packet::upper_layer_prefix`];
+/// `payload` is everything after the fixed header. The outer `Err` only when a byte it needs is
+/// not held; truncation errors give offsets from the start of the IPv6 header.
+fn walk_extension_headers<'a, P: PayloadBytes<'a>>(
+    first: u8,
+    payload: P,
+) -> core::result::Result<Result<Ipv6UpperLayer>, P::Missing> {
+    let available = HEADER_LEN + payload.len();
+    // The header starting at `start` needs `len` bytes (8 when its length byte is missing:
+    // no extension header is shorter).
+    let truncated =
+        |start: usize, len: usize| ParseError::truncated(HEADER_LEN + start + len, available);
     let mut next = first;
     let mut at = 0usize;
     let mut fragment: Option<Ipv6Fragment> = None;
     let mut count = 0usize;
     loop {
         let len = match next {
-            next_header::HOP_BY_HOP if count != 0 => return Err(ParseError::BadExtensionHeader),
-            next_header::HOP_BY_HOP | next_header::ROUTING | next_header::DEST_OPTS => {
-                (usize::from(ext_byte(payload, at, 1, 8)?) + 1) * 8
+            next_header::HOP_BY_HOP if count != 0 => {
+                return Ok(Err(ParseError::BadExtensionHeader))
             }
-            next_header::AUTH => (usize::from(ext_byte(payload, at, 1, 8)?) + 2) * 4,
+            next_header::HOP_BY_HOP | next_header::ROUTING | next_header::DEST_OPTS => {
+                match payload.get(at + 1, at + 2)? {
+                    Some(&[words]) => (usize::from(words) + 1) * 8,
+                    _ => return Ok(Err(truncated(at, 8))),
+                }
+            }
+            next_header::AUTH => match payload.get(at + 1, at + 2)? {
+                Some(&[words]) => (usize::from(words) + 2) * 4,
+                _ => return Ok(Err(truncated(at, 8))),
+            },
             next_header::FRAGMENT if fragment.is_some() => {
-                return Err(ParseError::BadExtensionHeader)
+                return Ok(Err(ParseError::BadExtensionHeader))
             }
             next_header::FRAGMENT => FRAGMENT_HEADER_LEN,
             protocol => {
-                return Ok(Ipv6UpperLayer {
+                return Ok(Ok(Ipv6UpperLayer {
                     protocol,
                     offset: HEADER_LEN + at,
                     fragment,
-                });
+                }));
             }
         };
         if count == MAX_EXTENSION_HEADERS {
-            return Err(ParseError::BadExtensionHeader);
+            return Ok(Err(ParseError::BadExtensionHeader));
         }
         count += 1;
-        let header = payload.get(at..at + len).ok_or(ParseError::truncated(
-            HEADER_LEN + at + len,
-            HEADER_LEN + payload.len(),
-        ))?;
-        let following = header[0];
+        if at + len > payload.len() {
+            return Ok(Err(truncated(at, len)));
+        }
+        // Only the next-header byte is read (all eight bytes of a Fragment header): a long
+        // header's options need not be held.
         let is_fragment_header = next == next_header::FRAGMENT;
-        next = following;
+        let read = if is_fragment_header {
+            FRAGMENT_HEADER_LEN
+        } else {
+            1
+        };
+        let Some(header) = payload.get(at, at + read)? else {
+            return Ok(Err(truncated(at, len)));
+        };
+        next = header.first().copied().unwrap_or_default();
         at += len;
         if is_fragment_header {
             let frag = parse_fragment_header(header);
             fragment = Some(frag);
             if frag.offset != 0 {
                 // The rest is the middle of the original packet, not headers.
-                return Ok(Ipv6UpperLayer {
+                return Ok(Ok(Ipv6UpperLayer {
                     protocol: next,
                     offset: HEADER_LEN + at,
                     fragment,
-                });
+                }));
             }
         }
     }
