@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use weft_packet::MacAddr;
-use weft_switch::{FrameHandle, PortCaps, PortRx, RxBatch, RxDesc};
+use weft_switch::{FrameHandle, PortCaps, PortRx, RxBatch, RxDesc, RxFrame};
 
 use crate::decap::{decapsulate, remote_allowed, DecapRules};
 use crate::gro::{read_control, GroError};
@@ -346,15 +346,15 @@ impl PortRx for VxlanRx {
         self.drain(batch);
     }
 
-    fn frame(&self, handle: FrameHandle) -> &[u8] {
+    fn frame(&self, handle: FrameHandle) -> RxFrame<'_> {
         let Ok(i) = usize::try_from(handle.0) else {
-            return &[];
+            return RxFrame::default();
         };
-        match self.lent.get(i) {
+        RxFrame::local(match self.lent.get(i) {
             Some(l) if l.answer => self.answers.frames().nth(l.start).unwrap_or(&[]),
             Some(l) => self.buffers.get(l.start..l.start + l.len).unwrap_or(&[]),
             None => &[],
-        }
+        })
     }
 
     fn finish(&mut self) {

@@ -71,16 +71,6 @@ pub struct VxlanTx {
     pub(crate) small: SmallGsoScratch,
 }
 
-/// The first bytes of a frame (head then body), copied for the MAC lookup and flow hash.
-fn frame_prefix(frame: &TxFrame<'_>, out: &mut [u8; HASH_PREFIX]) -> usize {
-    let head = frame.head();
-    let n_head = head.len().min(HASH_PREFIX);
-    out[..n_head].copy_from_slice(&head[..n_head]);
-    let n_body = frame.body.len().min(HASH_PREFIX - n_head);
-    out[n_head..n_head + n_body].copy_from_slice(&frame.body[..n_body]);
-    n_head + n_body
-}
-
 /// Answers an oversize frame (rate limited); counts it either way.
 pub(crate) fn answer_too_big(
     frame: &TxFrame<'_>,
@@ -91,11 +81,7 @@ pub(crate) fn answer_too_big(
     stats: &OverlayStats,
 ) {
     stats.too_big();
-    let head = frame.head();
-    let n_head = head.len().min(quote.len());
-    quote[..n_head].copy_from_slice(&head[..n_head]);
-    let n_body = frame.body.len().min(quote.len() - n_head);
-    quote[n_head..n_head + n_body].copy_from_slice(&frame.body[..n_body]);
+    let quoted = frame.copy_prefix(quote);
     if !limit.allow(std::time::Instant::now()) {
         return;
     }
@@ -106,7 +92,7 @@ pub(crate) fn answer_too_big(
     let Some(slot) = queue.free_slot() else {
         return;
     };
-    if let Some(len) = answer(&quote[..n_head + n_body], mtu, &mut slot.0) {
+    if let Some(len) = answer(&quote[..quoted], mtu, &mut slot.0) {
         slot.1 = len;
         queue.commit();
         shared
@@ -200,7 +186,8 @@ impl VxlanTx {
             return Route::Super;
         }
         let mut prefix = [0u8; HASH_PREFIX];
-        let n = frame_prefix(frame, &mut prefix);
+        // The first bytes, copied for the MAC lookup and flow hash.
+        let n = frame.copy_prefix(&mut prefix);
         let l3_len = frame.len().saturating_sub(l3_offset(&prefix[..n]));
         if l3_len > self.inner_mtu {
             // The switch keeps these back (our caps' MTU) and calls `too_big`; a direct

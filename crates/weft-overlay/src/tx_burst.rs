@@ -5,12 +5,14 @@
 //! live in one buffer that keeps its capacity from burst to burst.
 
 use weft_packet::gso::complete_checksum;
-use weft_switch::TxFrame;
+use weft_switch::{SharedTail, TxFrame};
 
 use crate::tx_small_gso::Route;
 
 /// Room kept for completed copies from the start (grown when a burst needs more).
 const ARENA_START: usize = 256 * 128;
+/// Iovecs per datagram: the encapsulation header and a frame's three pieces.
+pub(crate) const DATAGRAM_IOVECS: usize = 4;
 
 /// Routes and completed copies of the burst being sent. (`Default` allocates nothing: the
 /// placeholder while a burst is out of the port.)
@@ -69,8 +71,13 @@ impl Burst {
         done
     }
 
-    /// Frame `index`'s bytes as they go out: (head, body), its completed copy if it has one.
-    fn parts<'a>(&'a self, index: usize, frame: &'a TxFrame<'_>) -> (&'a [u8], &'a [u8]) {
+    /// Frame `index`'s bytes as they go out: (head, body, tail), its completed copy (as the
+    /// body) if it has one.
+    fn parts<'a>(
+        &'a self,
+        index: usize,
+        frame: &'a TxFrame<'_>,
+    ) -> (&'a [u8], &'a [u8], SharedTail<'a>) {
         let copy = self
             .completed
             .get(index)
@@ -78,34 +85,34 @@ impl Burst {
             .flatten()
             .and_then(|(at, len)| self.arena.get(at..at + len));
         match copy {
-            Some(bytes) => (&[], bytes),
-            None => (frame.head(), frame.body),
+            Some(bytes) => (&[], bytes, SharedTail::default()),
+            None => (frame.head(), frame.body, frame.tail),
         }
     }
 
-    /// Frame `index`'s datagram as an iovec triple: [`header` (`header_len` bytes; may be set
-    /// later), the frame's head, its body] (its completed copy, if it has one, as the body).
+    /// Frame `index`'s datagram as iovecs: [`header` (`header_len` bytes; may be set
+    /// later), the frame's head, its body, its tail in a guest's memory] (its completed copy,
+    /// if it has one, as the body; unused pieces have length 0).
     pub(crate) fn iovecs(
         &self,
         index: usize,
         frame: &TxFrame<'_>,
         header: *mut libc::c_void,
         header_len: usize,
-    ) -> [libc::iovec; 3] {
-        let (head, body) = self.parts(index, frame);
+    ) -> [libc::iovec; DATAGRAM_IOVECS] {
+        let (head, body, tail) = self.parts(index, frame);
+        let iovec = |ptr: *const u8, len: usize| libc::iovec {
+            iov_base: ptr.cast_mut().cast(),
+            iov_len: len,
+        };
         [
             libc::iovec {
                 iov_base: header,
                 iov_len: header_len,
             },
-            libc::iovec {
-                iov_base: head.as_ptr().cast_mut().cast(),
-                iov_len: head.len(),
-            },
-            libc::iovec {
-                iov_base: body.as_ptr().cast_mut().cast(),
-                iov_len: body.len(),
-            },
+            iovec(head.as_ptr(), head.len()),
+            iovec(body.as_ptr(), body.len()),
+            iovec(tail.as_ptr(), tail.len()),
         ]
     }
 }

@@ -13,14 +13,14 @@ use weft_switch::TxFrame;
 use crate::encap::{write_header, ENCAP_LEN};
 use crate::sys::{self, RawAddr};
 use crate::tx::{answer_too_big, VxlanTx, MAX_MSGS};
-use crate::tx_burst::Burst;
+use crate::tx_burst::{Burst, DATAGRAM_IOVECS};
 use crate::tx_small_gso::Route;
 use crate::udp_offload::socket_full;
 
 /// Headers for `sendmmsg`, rebuilt on every call.
 pub(crate) struct TxScratch {
     headers: Vec<[u8; ENCAP_LEN]>,
-    iovecs: Vec<[libc::iovec; 3]>,
+    iovecs: Vec<[libc::iovec; DATAGRAM_IOVECS]>,
     addrs: Vec<RawAddr>,
     msgs: Vec<libc::mmsghdr>,
     /// For each message, the index (in the burst) of the frame it carries.
@@ -173,7 +173,7 @@ impl VxlanTx {
             m.msg_hdr.msg_name = std::ptr::from_mut(&mut addr.storage).cast();
             m.msg_hdr.msg_namelen = addr.len;
             m.msg_hdr.msg_iov = iov.as_mut_ptr();
-            m.msg_hdr.msg_iovlen = 3;
+            m.msg_hdr.msg_iovlen = DATAGRAM_IOVECS;
             s.msgs.push(m);
         }
     }

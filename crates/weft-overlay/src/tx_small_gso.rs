@@ -20,6 +20,7 @@ use weft_switch::TxFrame;
 use crate::sys::RawAddr;
 use crate::tx::VxlanTx;
 use crate::tx_burst::Burst;
+use crate::tx_burst::DATAGRAM_IOVECS;
 use crate::tx_super::{MAX_GSO_PAYLOAD, MAX_GSO_SEGMENTS};
 use crate::udp_offload::{send_segmented_iov, socket_full, UIO_MAXIOV};
 
@@ -69,11 +70,12 @@ impl Route {
     }
 }
 
-/// Most frames in one run: each takes three iovecs, and the kernel's segment limit.
-const MAX_RUN: usize = if MAX_GSO_SEGMENTS < UIO_MAXIOV / 3 {
+/// Most frames in one run: each takes [`DATAGRAM_IOVECS`] iovecs, and the kernel's segment
+/// limit.
+const MAX_RUN: usize = if MAX_GSO_SEGMENTS < UIO_MAXIOV / DATAGRAM_IOVECS {
     MAX_GSO_SEGMENTS
 } else {
-    UIO_MAXIOV / 3
+    UIO_MAXIOV / DATAGRAM_IOVECS
 };
 
 /// How many frames from the start of `routes` form one segmented send: the first frame's
@@ -145,7 +147,7 @@ impl SmallGsoScratch {
         let _ = vxlan::emit(vni, &mut header);
         SmallGsoScratch {
             header,
-            iov: Vec::with_capacity(3 * MAX_RUN),
+            iov: Vec::with_capacity(DATAGRAM_IOVECS * MAX_RUN),
             max_segment: usize::MAX,
         }
     }

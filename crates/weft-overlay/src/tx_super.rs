@@ -174,10 +174,11 @@ impl VxlanTx {
     /// went because the socket buffer is full (the caller stops the burst there); anything
     /// else is sent or counted.
     pub(crate) fn send_super_frame(&mut self, frame: &TxFrame<'_>, fdb: &RemoteFdb) -> bool {
-        // A frame with no rewritten head is segmented where it lies; only one whose head the
-        // switch rewrote (a VLAN tag pushed or popped) is made contiguous first.
-        let linear: &[u8] = if frame.head().is_empty() {
-            frame.body
+        // A frame in one piece is segmented where it lies; one whose head the switch
+        // rewrote (a VLAN tag pushed or popped), or whose tail is in a guest's memory (never
+        // read in place: the segments' headers are made from it), is made contiguous first.
+        let linear: &[u8] = if let Some(bytes) = frame.contiguous() {
+            bytes
         } else {
             let Some(len) = frame.copy_to(&mut self.linear) else {
                 self.stats.tx_error(1);

@@ -41,6 +41,8 @@ mod field {
 
 /// Length of an IPv4 header without options.
 pub const MIN_HEADER_LEN: usize = field::OPTIONS;
+/// The longest IPv4 header (IHL 15).
+pub const MAX_HEADER_LEN: usize = 60;
 
 /// Byte offset of the header checksum.
 pub const CHECKSUM_OFFSET: usize = field::CHECKSUM.start;

@@ -171,6 +171,42 @@ impl FrameSummary {
         Some(Ok(summary))
     }
 
+    /// Whether [`parse_prefix`](Self::parse_prefix) decides this frame from `prefix`
+    /// (exactly when it returns `Some`), found without parsing for ordinary frames: what a
+    /// port that snapshots frames asks of every frame longer than its snapshot.
+    ///
+    /// Every byte `parse` reads lies within the first 86 bytes (22 of L2, a 60-byte IPv4
+    /// header, 4 bytes of ports), except for IPv6 frames whose next header is an extension
+    /// header; only those, and prefixes shorter than 86 bytes, are parsed to know.
+    #[inline]
+    pub fn headers_fit(prefix: &[u8], frame_len: usize) -> bool {
+        use crate::ipv6::next_header as nh;
+        const ORDINARY_HEADERS: usize = 22 + crate::ipv4::MAX_HEADER_LEN + 4;
+        if prefix.len() >= frame_len {
+            return true;
+        }
+        if prefix.len() >= ORDINARY_HEADERS {
+            if let Ok(stack) = VlanStack::parse(prefix) {
+                if stack.ethertype != ethertype::IPV6 {
+                    return true;
+                }
+                // The IPv6 next-header field, 6 bytes into the fixed header.
+                let next = prefix.get(stack.payload_offset() + 6).copied();
+                let extension = [
+                    nh::HOP_BY_HOP,
+                    nh::ROUTING,
+                    nh::FRAGMENT,
+                    nh::DEST_OPTS,
+                    nh::AUTH,
+                ];
+                if next.is_some_and(|n| !extension.contains(&n)) {
+                    return true;
+                }
+            }
+        }
+        Self::parse_prefix(prefix, frame_len).is_some()
+    }
+
     /// The Ethernet header and VLAN tags (reads the first 22 bytes at most), with L3 and L4
     /// still empty.
     #[inline(always)]

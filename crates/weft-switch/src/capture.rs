@@ -8,6 +8,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
+use crate::port::SharedTail;
 use crate::types::Timestamp;
 
 /// Which frames a capture takes.
@@ -154,7 +155,13 @@ pub(crate) struct CaptureWriter<'a> {
 
 impl CaptureWriter<'_> {
     /// Copies a frame given in parts (a rewritten head and the rest).
-    pub(crate) fn push(&mut self, time: Timestamp, direction: CaptureDirection, parts: [&[u8]; 2]) {
+    pub(crate) fn push(
+        &mut self,
+        time: Timestamp,
+        direction: CaptureDirection,
+        parts: [&[u8]; 2],
+        shared: SharedTail<'_>,
+    ) {
         let ring = &mut *self.ring;
         if ring.len == self.capacity {
             ring.lost += 1;
@@ -164,11 +171,17 @@ impl CaptureWriter<'_> {
         let slot = &mut ring.slots[tail];
         slot.time = time;
         slot.direction = direction;
-        slot.orig_len = parts[0].len() + parts[1].len();
+        slot.orig_len = parts[0].len() + parts[1].len() + shared.len();
         slot.data.clear();
         for part in parts {
             let room = self.snaplen - slot.data.len();
             slot.data.extend_from_slice(&part[..part.len().min(room)]);
+        }
+        let at = slot.data.len();
+        let take = shared.len().min(self.snaplen - at);
+        if take > 0 {
+            slot.data.resize(at + take, 0);
+            shared.copy_to(&mut slot.data[at..]);
         }
         ring.len += 1;
     }
@@ -183,8 +196,18 @@ mod tests {
         let b = CaptureBuffer::new(4, 20);
         {
             let mut w = b.writer();
-            w.push(Timestamp(1), CaptureDirection::In, [&[1; 10], &[2; 30]]);
-            w.push(Timestamp(2), CaptureDirection::Out, [&[], &[3; 15]]);
+            w.push(
+                Timestamp(1),
+                CaptureDirection::In,
+                [&[1; 10], &[2; 30]],
+                SharedTail::default(),
+            );
+            w.push(
+                Timestamp(2),
+                CaptureDirection::Out,
+                [&[], &[3; 15]],
+                SharedTail::default(),
+            );
         }
         let mut seen = Vec::new();
         assert_eq!(
@@ -213,14 +236,19 @@ mod tests {
                     Timestamp(u64::from(i)),
                     CaptureDirection::In,
                     [&[i; 14], &[]],
+                    SharedTail::default(),
                 );
             }
         }
         assert_eq!(b.lost(), 3);
         let mut firsts = Vec::new();
         b.drain(1, |f| firsts.push(f.data[0]));
-        b.writer()
-            .push(Timestamp(9), CaptureDirection::In, [&[9; 14], &[]]);
+        b.writer().push(
+            Timestamp(9),
+            CaptureDirection::In,
+            [&[9; 14], &[]],
+            SharedTail::default(),
+        );
         b.drain(10, |f| firsts.push(f.data[0]));
         assert_eq!(firsts, vec![0, 1, 9], "oldest first, across the wrap");
     }

@@ -39,7 +39,10 @@ pub use flow_match::{FlowMatch, IpPrefix, MacMatch, MatchField};
 pub use flow_table::{
     Action, ActionList, FlowError, FlowRule, FlowTable, RuleId, RuleStats, MAX_ACTIONS,
 };
-pub use port::{FrameHandle, PortCaps, PortHalves, PortRx, PortTx, RxBatch, RxDesc, TxFrame};
+pub use port::{
+    FrameHandle, PortCaps, PortHalves, PortRx, PortTx, RxBatch, RxDesc, RxFrame, SharedTail,
+    TxFrame,
+};
 pub use registry::{RegistryError, SwitchRegistry};
 pub use switch::{PortOptions, Switch, SwitchConfig, SwitchError, SwitchStats};
 pub use types::{PortId, Timestamp, VlanId, MAX_PORTS};

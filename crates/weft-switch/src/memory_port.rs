@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use weft_packet::OffloadInfo;
 
-use crate::port::{FrameHandle, PortCaps, PortRx, PortTx, RxBatch, RxDesc, TxFrame};
+use crate::port::{FrameHandle, PortCaps, PortRx, PortTx, RxBatch, RxDesc, RxFrame, TxFrame};
 
 /// Creates an in-memory port whose queues hold `queue_len` frames each way.
 pub fn memory_port(caps: PortCaps, queue_len: usize) -> (MemoryRx, MemoryTx, MemoryPortHandle) {
@@ -125,12 +125,13 @@ impl PortRx for MemoryRx {
         }
     }
 
-    fn frame(&self, handle: FrameHandle) -> &[u8] {
+    fn frame(&self, handle: FrameHandle) -> RxFrame<'_> {
         let i = handle.0 as usize;
-        match &self.source {
-            RxSource::Queue(_) => self.in_flight.get(i).map_or(&[], |(f, _)| f.as_slice()),
-            RxSource::Replay { frames, .. } => frames.get(i).map_or(&[], Vec::as_slice),
-        }
+        let bytes = match &self.source {
+            RxSource::Queue(_) => self.in_flight.get(i).map_or(&[][..], |(f, _)| f.as_slice()),
+            RxSource::Replay { frames, .. } => frames.get(i).map_or(&[][..], Vec::as_slice),
+        };
+        RxFrame::local(bytes)
     }
 
     fn finish(&mut self) {
@@ -232,7 +233,7 @@ mod tests {
         let mut b = RxBatch::new(4);
         rx.receive(&mut b);
         assert_eq!(b.len(), 2);
-        assert_eq!(rx.frame(b.descs()[0].handle), &[1; 60][..]);
+        assert_eq!(rx.frame(b.descs()[0].handle).head, &[1; 60][..]);
         assert_eq!(rx.frame(b.descs()[1].handle).len(), 61);
         assert!(rx.frame(FrameHandle(99)).is_empty());
         rx.finish();

@@ -6,9 +6,14 @@
 //! to the port (the daemon puts it behind one lock, taken once per batch per destination, as
 //! VALE does). Received frames stay where the port keeps them (a guest's buffer, a ring) until
 //! the batch is finished, so delivery can copy each frame exactly once, straight from the
-//! source port's memory into the destination's.
+//! source port's memory into the destination's. A port whose memory another party can
+//! write (a guest's) lends a copy of the frame's head and the rest as a [`SharedTail`]
+//! (`port/frame.rs`): the switch decides on bytes nobody else can change.
 
 use weft_packet::OffloadInfo;
+
+mod frame;
+pub use frame::{RxFrame, SharedTail};
 
 /// Identifies one received frame inside its port, until [`PortRx::finish`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -179,8 +184,10 @@ pub trait PortRx: Send {
     fn receive(&mut self, batch: &mut RxBatch);
 
     /// The bytes of a frame pushed by the last `receive`. An unknown handle yields an empty
-    /// slice (which the core drops as malformed), never a panic.
-    fn frame(&self, handle: FrameHandle) -> &[u8];
+    /// frame (which the core drops as malformed), never a panic. Everything the switch
+    /// reads to decide must lie in [`RxFrame::head`], in memory only weft writes: for a
+    /// frame whose headers reach further, the port copies the whole frame there.
+    fn frame(&self, handle: FrameHandle) -> RxFrame<'_>;
 
     /// Every frame of the last `receive` has been delivered or dropped: the port may reuse
     /// their buffers (return descriptors to a guest, advance a ring...).
@@ -211,13 +218,16 @@ pub trait PortRx: Send {
 
 /// A frame to transmit: a rewritten head (the Ethernet addresses and the VLAN tags the
 /// destination wants, at most [`TxFrame::MAX_HEAD`] bytes) followed by the rest of the frame
-/// where it lies. Copying `head` then `body` gives the frame.
+/// where it lies: `body` in weft's memory, then `tail` in shared memory (a guest's buffer;
+/// usually empty). Copying `head`, `body` and `tail` gives the frame.
 #[derive(Debug, Clone, Copy)]
 pub struct TxFrame<'a> {
     /// `None` for a frame sent as it is: one byte to write, not a head's worth.
     head: Option<Head>,
     /// The frame after the head, borrowed from the source.
     pub body: &'a [u8],
+    /// The rest of the frame, still in the source's shared memory.
+    pub tail: SharedTail<'a>,
     /// Offload state, offsets already shifted for the rewritten head.
     pub offload: OffloadInfo,
 }
@@ -238,8 +248,33 @@ impl<'a> TxFrame<'a> {
         TxFrame {
             head: None,
             body: frame,
+            tail: SharedTail::default(),
             offload,
         }
+    }
+
+    /// A received frame sent as it is.
+    #[inline]
+    pub fn of(frame: RxFrame<'a>, offload: OffloadInfo) -> Self {
+        TxFrame {
+            head: None,
+            body: frame.head,
+            tail: frame.tail,
+            offload,
+        }
+    }
+
+    /// The same frame with `tail` after its body.
+    #[inline]
+    pub fn with_tail(self, tail: SharedTail<'a>) -> Self {
+        TxFrame { tail, ..self }
+    }
+
+    /// The frame's bytes when they are one slice in weft's memory (no rewritten head, no
+    /// shared tail).
+    #[inline]
+    pub fn contiguous(&self) -> Option<&'a [u8]> {
+        (self.head.is_none() && self.tail.is_empty()).then_some(self.body)
     }
 
     /// A frame with a head (at most [`TxFrame::MAX_HEAD`] bytes; longer is cut).
@@ -252,6 +287,7 @@ impl<'a> TxFrame<'a> {
         TxFrame {
             head: Some(Head { bytes, len }),
             body,
+            tail: SharedTail::default(),
             offload,
         }
     }
@@ -268,7 +304,7 @@ impl<'a> TxFrame<'a> {
     /// Total length in bytes.
     #[inline]
     pub fn len(&self) -> usize {
-        self.head().len() + self.body.len()
+        self.head().len() + self.body.len() + self.tail.len()
     }
 
     /// True for an empty frame.
@@ -281,16 +317,39 @@ impl<'a> TxFrame<'a> {
     #[inline]
     pub fn copy_to(&self, out: &mut [u8]) -> Option<usize> {
         let (h, b) = (self.head(), self.body);
-        if h.is_empty() {
+        if h.is_empty() && self.tail.is_empty() {
             out.get_mut(..b.len())?.copy_from_slice(b);
             return Some(b.len());
         }
-        let total = h.len() + b.len();
+        let total = self.len();
         let out = out.get_mut(..total)?;
-        let (oh, ob) = out.split_at_mut(h.len());
-        oh.copy_from_slice(h);
-        ob.copy_from_slice(b);
-        Some(total)
+        Some(self.copy_prefix(out))
+    }
+
+    /// The frame's pieces in order (head, body, tail; empty ones skipped) as address and
+    /// length, for a gathered system call (an iovec per piece). The addresses are valid
+    /// while the frame is (`'a`).
+    pub fn raw_parts(&self) -> impl Iterator<Item = (*const u8, usize)> + '_ {
+        let head = self.head();
+        [
+            (head.as_ptr(), head.len()),
+            (self.body.as_ptr(), self.body.len()),
+            (self.tail.as_ptr(), self.tail.len()),
+        ]
+        .into_iter()
+        .filter(|(_, len)| *len > 0)
+    }
+
+    /// Copies the frame's first `out.len()` bytes (or all, if fewer) into `out`; returns
+    /// how many.
+    pub fn copy_prefix(&self, out: &mut [u8]) -> usize {
+        let mut n = 0;
+        for part in [self.head(), self.body] {
+            let take = part.len().min(out.len() - n);
+            out[n..n + take].copy_from_slice(&part[..take]);
+            n += take;
+        }
+        n + self.tail.copy_to(&mut out[n..])
     }
 }
 

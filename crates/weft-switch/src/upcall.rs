@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 
 use crate::flow_key::FlowKey;
+use crate::port::RxFrame;
 
 /// A packet handed to the control plane.
 #[derive(Debug, Clone)]
@@ -47,13 +48,15 @@ impl UpcallQueue {
     }
 
     /// Queues a copy of `frame`; false when the queue is full (counted).
-    pub fn offer(&mut self, key: &FlowKey, frame: &[u8]) -> bool {
+    pub fn offer(&mut self, key: &FlowKey, frame: &RxFrame<'_>) -> bool {
         let Some(mut data) = self.free.pop() else {
             self.stats.dropped_full += 1;
             return false;
         };
-        data.clear();
-        data.extend_from_slice(&frame[..frame.len().min(self.snaplen)]);
+        // Buffers are recycled at their size; they grow to the snap length once.
+        data.resize(frame.len().min(self.snaplen), 0);
+        let n = frame.copy_prefix(&mut data);
+        data.truncate(n);
         self.queue.push_back(Upcall {
             key: *key,
             data,
@@ -98,9 +101,9 @@ mod tests {
     fn full_queue_refuses_and_counts() {
         let mut q = UpcallQueue::new(2, 64);
         let k = FlowKey::default();
-        assert!(q.offer(&k, &[1; 100]));
-        assert!(q.offer(&k, &[2; 10]));
-        assert!(!q.offer(&k, &[3; 10]));
+        assert!(q.offer(&k, &RxFrame::local(&[1; 100])));
+        assert!(q.offer(&k, &RxFrame::local(&[2; 10])));
+        assert!(!q.offer(&k, &RxFrame::local(&[3; 10])));
         assert_eq!(
             q.stats(),
             UpcallStats {
@@ -111,6 +114,9 @@ mod tests {
         let mut seen = Vec::new();
         assert_eq!(q.drain(|u| seen.push((u.data.len(), u.orig_len))), 2);
         assert_eq!(seen, vec![(64, 100), (10, 10)]);
-        assert!(q.offer(&k, &[4; 10]), "buffers are recycled after drain");
+        assert!(
+            q.offer(&k, &RxFrame::local(&[4; 10])),
+            "buffers are recycled after drain"
+        );
     }
 }

@@ -185,6 +185,49 @@ pub(crate) fn bind_packet(fd: &impl AsRawFd, ifindex: c_int) -> io::Result<()> {
     .map(drop)
 }
 
+/// The iovecs of one outgoing frame: `header` (the virtio-net header the kernel wants
+/// first), then the frame's pieces (rewritten head, body, and a tail still in a guest's
+/// memory, never read in user space). Returns how many of `out` are used.
+pub(crate) fn frame_iovecs(
+    header: &[u8],
+    frame: &weft_switch::TxFrame<'_>,
+    out: &mut [libc::iovec; FRAME_IOVECS],
+) -> usize {
+    out[0] = libc::iovec {
+        iov_base: header.as_ptr().cast_mut().cast(),
+        iov_len: header.len(),
+    };
+    let mut n = 1;
+    for ((ptr, len), slot) in frame.raw_parts().zip(&mut out[1..]) {
+        *slot = libc::iovec {
+            iov_base: ptr.cast_mut().cast(),
+            iov_len: len,
+        };
+        n += 1;
+    }
+    n
+}
+
+/// Iovecs per frame: a header and a frame's three pieces.
+pub(crate) const FRAME_IOVECS: usize = 4;
+
+/// An empty iovec.
+pub(crate) const EMPTY_IOVEC: libc::iovec = libc::iovec {
+    iov_base: std::ptr::null_mut(),
+    iov_len: 0,
+};
+
+/// `writev` of `iov` to `fd`. Returns the bytes written.
+pub(crate) fn writev(fd: BorrowedFd<'_>, iov: &[libc::iovec]) -> io::Result<usize> {
+    let n = c_int::try_from(iov.len()).unwrap_or(c_int::MAX);
+    // SAFETY: `iov` is a live array of at least `n` iovecs, each naming memory the caller
+    // keeps alive for this call (a frame's pieces: weft's buffers or a guest's mapped
+    // memory); the kernel only reads through them.
+    let written = unsafe { libc::writev(fd.as_raw_fd(), iov.as_ptr(), n) };
+    // Negative only on error (-1); any other value is a byte count.
+    usize::try_from(written).map_err(|_| io::Error::last_os_error())
+}
+
 /// `sendmmsg` without blocking. Returns the messages sent.
 pub(crate) fn sendmmsg(fd: BorrowedFd<'_>, msgs: &mut [libc::mmsghdr]) -> io::Result<usize> {
     let n = libc::c_uint::try_from(msgs.len()).unwrap_or(libc::c_uint::MAX);
@@ -247,6 +290,25 @@ pub(crate) fn configure_interface(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_frames_iovecs_are_its_header_then_each_piece_in_order() {
+        let mut shared = [7u8; 30];
+        let tail = weft_switch::SharedTail::new(vm_memory::VolatileSlice::from(&mut shared[..]));
+        let body = [2u8; 50];
+        let frame =
+            weft_switch::TxFrame::with_head(&[1; 12], &body, Default::default()).with_tail(tail);
+        let header = [0u8; 10];
+        let mut iov = [EMPTY_IOVEC; FRAME_IOVECS];
+        assert_eq!(frame_iovecs(&header, &frame, &mut iov), 4);
+        let lens: Vec<usize> = iov.iter().map(|v| v.iov_len).collect();
+        assert_eq!(lens, [10, 12, 50, 30]);
+        assert_eq!(iov[3].iov_base.cast_const().cast::<u8>(), tail.as_ptr());
+        // A frame sent as it is, without a tail: header and body only.
+        let whole = weft_switch::TxFrame::whole(&body, Default::default());
+        assert_eq!(frame_iovecs(&header, &whole, &mut iov), 2);
+        assert_eq!(iov[1].iov_len, 50);
+    }
 
     #[test]
     fn interface_names_are_checked() {

@@ -62,7 +62,7 @@ fn drain(rx: &mut AfPacketRx) -> (Vec<u32>, usize) {
         batch.clear();
         rx.receive(&mut batch);
         for d in batch.descs() {
-            let f = rx.frame(d.handle);
+            let f = rx.frame(d.handle).head;
             match f.get(14..18) {
                 Some(s) if f.len() == FRAME_LEN && f[12..14] == TEST_ETHERTYPE => {
                     seqs.push(u32::from_be_bytes([s[0], s[1], s[2], s[3]]));

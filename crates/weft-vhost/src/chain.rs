@@ -20,11 +20,12 @@ use vm_memory::{
     Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, VolatileMemory, VolatileSlice,
 };
 use weft_packet::{ethernet, virtio_net, OffloadInfo};
+use weft_switch::TxFrame;
 
 use crate::bounce::Bounce;
 use crate::config::MAX_FRAME_LEN;
 use crate::counters::{FrameDrop, QueueFault};
-use crate::ring_access::{DescChain, GuestBytes, GuestView, MAX_CHAIN_DESCRIPTORS};
+use crate::ring_access::{spans_overlap, DescChain, GuestBytes, GuestView, MAX_CHAIN_DESCRIPTORS};
 
 /// The descriptor table a chain comes from (for [`diagnose`]).
 #[derive(Debug, Clone, Copy)]
@@ -334,17 +335,21 @@ impl<'m> Iterator for BufferSlices<'m> {
     }
 }
 
-/// The source of a frame being written into receive buffers: its head, then its body.
+/// The source of a frame being written into receive buffers: its head, its body (weft's
+/// memory), then its tail (another guest's memory, copied without forming a reference).
 pub(crate) struct FrameSource<'f> {
     parts: [&'f [u8]; 2],
+    tail: VolatileSlice<'f>,
+    /// 0 and 1: `parts`; 2: `tail`; 3: done.
     part: usize,
     offset: usize,
 }
 
 impl<'f> FrameSource<'f> {
-    pub(crate) fn new(head: &'f [u8], body: &'f [u8]) -> Self {
+    pub(crate) fn new(frame: &'f TxFrame<'f>) -> Self {
         let mut s = FrameSource {
-            parts: [head, body],
+            parts: [frame.head(), frame.body],
+            tail: frame.tail.as_volatile(),
             part: 0,
             offset: 0,
         };
@@ -352,12 +357,17 @@ impl<'f> FrameSource<'f> {
         s
     }
 
+    /// The length of piece `part`.
+    fn piece_len(&self, part: usize) -> usize {
+        match self.parts.get(part) {
+            Some(p) => p.len(),
+            None if part == 2 => self.tail.len(),
+            None => 0,
+        }
+    }
+
     fn skip_empty(&mut self) {
-        while self
-            .parts
-            .get(self.part)
-            .is_some_and(|p| self.offset >= p.len())
-        {
+        while self.part < 3 && self.offset >= self.piece_len(self.part) {
             self.part += 1;
             self.offset = 0;
         }
@@ -365,31 +375,39 @@ impl<'f> FrameSource<'f> {
 
     /// Bytes still to write.
     pub(crate) fn remaining(&self) -> usize {
-        self.parts
-            .iter()
-            .skip(self.part)
-            .map(|p| p.len())
-            .sum::<usize>()
-            - self.offset
+        (self.part..3).map(|p| self.piece_len(p)).sum::<usize>() - self.offset
     }
 
-    /// Whether `dst` overlaps a byte still to be written (a frame lent from guest memory
-    /// can lie under a receive buffer of the same memory; copying would then write into
-    /// the frame it reads, which `VolatileSlice::copy_from` must never be asked to do).
+    /// Whether `dst` overlaps a byte still to be written (a frame's tail lies in guest
+    /// memory, possibly under a receive buffer of the same memory; copying would then write
+    /// into the frame it reads).
     pub(crate) fn overlaps(&self, dst: &VolatileSlice<'_>) -> bool {
-        self.parts.iter().skip(self.part).any(|p| overlap(p, dst))
+        let to = (dst.ptr_guard().as_ptr(), dst.len());
+        let local = self.parts.iter().skip(self.part).any(|p| overlap(p, dst));
+        let tail = self.part <= 2
+            && spans_overlap(self.tail.ptr_guard().as_ptr(), self.tail.len(), to.0, to.1);
+        local || tail
     }
 
     /// Copies as much as fits into `dst`; returns the bytes copied.
     fn fill(&mut self, dst: &VolatileSlice<'_>) -> usize {
         let mut done = 0;
-        while done < dst.len() {
-            let Some(src) = self.parts.get(self.part).and_then(|p| p.get(self.offset..)) else {
-                break;
-            };
-            let n = src.len().min(dst.len() - done);
-            if let (Ok(d), Some(s)) = (dst.subslice(done, n), src.get(..n)) {
-                d.copy_from(s);
+        while done < dst.len() && self.part < 3 {
+            let left = self.piece_len(self.part) - self.offset;
+            let n = left.min(dst.len() - done);
+            if let Ok(d) = dst.subslice(done, n) {
+                match self.parts.get(self.part) {
+                    Some(p) => {
+                        if let Some(src) = p.get(self.offset..self.offset + n) {
+                            d.copy_from(src);
+                        }
+                    }
+                    None => {
+                        if let Ok(src) = self.tail.subslice(self.offset, n) {
+                            src.copy_to_volatile_slice(d);
+                        }
+                    }
+                }
             }
             done += n;
             self.offset += n;
@@ -401,8 +419,7 @@ impl<'f> FrameSource<'f> {
 
 /// Whether the bytes of `src` and `dst` share an address.
 pub(crate) fn overlap(src: &[u8], dst: &VolatileSlice<'_>) -> bool {
-    let (s, d) = (src.as_ptr() as usize, dst.ptr_guard().as_ptr() as usize);
-    !src.is_empty() && !dst.is_empty() && s < d.wrapping_add(dst.len()) && d < s + src.len()
+    spans_overlap(src.as_ptr(), src.len(), dst.ptr_guard().as_ptr(), dst.len())
 }
 
 /// Writes the virtio-net header describing `info` and `num_buffers` into `slot` (its

@@ -28,10 +28,11 @@ pub struct VhostPortConfig {
     pub mergeable_rx_buffers: bool,
     /// Offer `EVENT_IDX` (notification suppression by ring index).
     pub event_idx: bool,
-    /// Lend frames that lie contiguous in guest memory to the switch instead of copying them
-    /// into the port's own buffer first (one copy instead of two). The accepted hazard: the
-    /// guest can rewrite a frame it sent while the switch reads it (see `rx.rs`). Turn it off
-    /// when flow rules must hold even against a guest that races its own buffers.
+    /// Lend frames that lie contiguous in guest memory to the switch: their first
+    /// `SNAPSHOT_LEN` bytes (every header the switch reads) copied into the port's memory,
+    /// the rest lent in place as a `SharedTail` (one copy guest to guest for the payload).
+    /// Off: every frame is copied whole into the port's own buffer first (one copy more).
+    /// Either way the switch decides on bytes only weft writes.
     pub lend_guest_memory: bool,
     /// The most bytes the receive half keeps in its bounce buffer (frames that are scattered
     /// in guest memory, or all frames when lending is off). At least two maximal frames.

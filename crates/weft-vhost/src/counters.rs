@@ -360,9 +360,11 @@ pub struct QueueStats {
     pub frames: u64,
     /// Their bytes (frames only, virtio-net headers excluded).
     pub bytes: u64,
-    /// Received frames lent to the switch straight from guest memory.
+    /// Received frames lent to the switch from guest memory (their headers copied, the rest
+    /// in place; short frames wholly copied into the snapshot).
     pub lent: u64,
-    /// Received frames copied into the bounce buffer first.
+    /// Received frames copied whole into the bounce buffer first (scattered over several
+    /// buffers, headers reaching past the snapshot, or lending off).
     pub bounced: u64,
     /// Notifications (interrupts) sent to the guest.
     pub notifications: u64,

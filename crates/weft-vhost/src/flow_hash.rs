@@ -17,23 +17,12 @@ const HASHED_PREFIX: usize = 64;
 
 /// The flow hash of `frame` (see the module documentation).
 pub(crate) fn flow_hash(frame: &TxFrame<'_>) -> u32 {
-    let head = frame.head();
-    if head.is_empty() {
+    if frame.head().is_empty() && (frame.tail.is_empty() || frame.body.len() >= HASHED_PREFIX) {
         return flow_hash_bytes(frame.body.get(..HASHED_PREFIX).unwrap_or(frame.body));
     }
     let mut prefix = [0u8; HASHED_PREFIX];
-    let from_head = head.len().min(HASHED_PREFIX);
-    let from_body = (HASHED_PREFIX - from_head).min(frame.body.len());
-    if let (Some(dst), Some(src)) = (prefix.get_mut(..from_head), head.get(..from_head)) {
-        dst.copy_from_slice(src);
-    }
-    if let (Some(dst), Some(src)) = (
-        prefix.get_mut(from_head..from_head + from_body),
-        frame.body.get(..from_body),
-    ) {
-        dst.copy_from_slice(src);
-    }
-    flow_hash_bytes(prefix.get(..from_head + from_body).unwrap_or(&prefix))
+    let n = frame.copy_prefix(&mut prefix);
+    flow_hash_bytes(prefix.get(..n).unwrap_or(&prefix))
 }
 
 /// FNV-1a over the chosen fields, folded so that the low bits mix the high ones.

@@ -28,7 +28,7 @@ fn sources(rx: &mut VhostPortRx) -> Vec<u8> {
     let out = batch
         .descs()
         .iter()
-        .map(|d| rx.frame(d.handle)[11])
+        .map(|d| rx.frame(d.handle).head[11])
         .collect();
     rx.finish();
     out

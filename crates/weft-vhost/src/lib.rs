@@ -72,6 +72,8 @@ mod mq_tests;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
+mod racing_guest_tests;
+#[cfg(test)]
 mod testutil;
 
 pub use config::{ConfigError, VhostPortConfig, MAX_FRAME_LEN, MAX_QUEUE_PAIRS, MAX_QUEUE_SIZE};

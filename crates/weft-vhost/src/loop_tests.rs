@@ -33,7 +33,7 @@ fn bursts_looped_from_transmit_to_receive_ring_arrive_whole_in_order_and_buffers
             let out: Vec<TxFrame<'_>> = batch
                 .descs()
                 .iter()
-                .map(|d| TxFrame::whole(rx.frame(d.handle), d.offload))
+                .map(|d| TxFrame::of(rx.frame(d.handle), d.offload))
                 .collect();
             assert_eq!(tx.transmit(&out), BURST, "round {round}");
         }

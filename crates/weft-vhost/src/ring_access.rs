@@ -33,7 +33,7 @@ mod guest_view;
 mod prefetch;
 mod volatile;
 
-pub(crate) use guest_view::{GuestBytes, GuestView};
+pub(crate) use guest_view::{spans_overlap, GuestBytes, GuestView};
 use prefetch::{
     evict_line, has_clflushopt, has_prefetchw, prefetch, prefetch_ends, prefetch_receive_buffer,
 };

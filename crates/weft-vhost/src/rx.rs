@@ -25,10 +25,10 @@ use std::time::Instant;
 use virtio_queue::QueueT;
 use vmm_sys_util::epoll::Epoll;
 use weft_switch::port::MAX_BATCH;
-use weft_switch::{FrameHandle, PortRx, RxBatch};
+use weft_switch::{FrameHandle, PortRx, RxBatch, RxFrame, SharedTail};
 
 use crate::bounce::Bounce;
-use crate::chain::FrameLoc;
+use crate::chain::{FrameLoc, GuestPtr};
 use crate::config::MAX_QUEUE_PAIRS;
 use crate::counters::QueueFault;
 use crate::device::{DeviceShared, LaneShare};
@@ -39,7 +39,8 @@ use crate::vring::Vring;
 
 pub(crate) use budget::quantum as receive_quantum;
 use budget::Credit;
-use queue::{BatchFrames, RxQueue};
+pub(crate) use queue::SNAPSHOT_LEN;
+use queue::{guest_slice, BatchFrames, RxQueue};
 
 /// The receive half of a vhost-user port (see the module documentation).
 pub struct VhostPortRx {
@@ -68,6 +69,7 @@ impl VhostPortRx {
     pub(crate) fn new(dev: Arc<DeviceShared>, lane: LaneShare) -> Result<Self, VhostError> {
         let batch = BatchFrames {
             frames: Vec::with_capacity(MAX_BATCH),
+            snapshots: BatchFrames::snapshot_room(),
             bounce: Bounce::new(dev.config.effective_bounce_limit()),
             lend: dev.config.lend_guest_memory,
             per_queue: [0; MAX_QUEUE_PAIRS as usize],
@@ -326,35 +328,44 @@ impl PortRx for VhostPortRx {
         }
     }
 
-    fn frame(&self, handle: FrameHandle) -> &[u8] {
-        match self.batch.frames.get(handle.0 as usize) {
+    fn frame(&self, handle: FrameHandle) -> RxFrame<'_> {
+        let h = handle.0 as usize;
+        match self.batch.frames.get(h) {
+            // The usual short frame: its snapshot is all of it.
+            Some((FrameLoc::Guest(_, len), _)) if *len <= SNAPSHOT_LEN => {
+                let at = h * SNAPSHOT_LEN;
+                RxFrame::local(self.batch.snapshots.get(at..at + len).unwrap_or(&[]))
+            }
             Some((FrameLoc::Guest(ptr, len), queue))
                 if self.queues.get(*queue).is_some_and(|q| q.mem.is_some()) =>
             {
+                let at = h * SNAPSHOT_LEN;
+                let head = self
+                    .batch
+                    .snapshots
+                    .get(at..at + SNAPSHOT_LEN)
+                    .unwrap_or(&[]);
                 // SAFETY: `ptr..ptr + len` is one slice of a region of the memory of the
                 // queue the frame came from (`q.mem`), found by the bounds-checked memory
-                // map walk of this batch (`read_tx_chain`), so it is mapped, readable and at
-                // most MAX_FRAME_LEN (< isize::MAX) long, and u8 needs no alignment. `q.mem`
+                // map walk of this batch, so `ptr + SNAPSHOT_LEN..ptr + len` is too. `q.mem`
                 // keeps the mapping alive and changes only in `receive` and `finish`, which
-                // take `&mut self` and so cannot run while the returned slice (borrowing
-                // `self`) lives.
-                //
-                // Accepted hazard: the guest owns this memory and may write it while the
-                // switch reads it (a guest breaking the virtio rule that it must not touch
-                // buffers it made available). Under Rust's model that is a data race on a
-                // shared reference. Its consequences are confined to this frame's values:
-                // the switch reads every header field once into its own flow key and takes
-                // its decision from that snapshot, all indexing is bounds-checked against
-                // lengths kept in our memory, and the bytes delivered may then differ from
-                // those classified — as if the guest had sent another frame. weft itself
-                // never writes over a lent frame: a receive buffer of the same memory that
-                // overlaps it is refused (`chain::overlap`). A deployment whose flow rules
-                // must hold against such a guest turns
-                // `VhostPortConfig::lend_guest_memory` off, and every frame is copied first.
-                unsafe { std::slice::from_raw_parts(ptr.0, *len) }
+                // take `&mut self` and so cannot run while the returned frame (borrowing
+                // `self`) lives. The guest may write these bytes meanwhile: they are only
+                // ever copied (volatile access, or an iovec the kernel copies from), never
+                // read to decide — the switch decides on the snapshot (`head`), which holds
+                // every header it reads (`BatchFrames::lend`).
+                let tail = unsafe {
+                    guest_slice(
+                        GuestPtr(ptr.0.wrapping_add(SNAPSHOT_LEN)),
+                        len - SNAPSHOT_LEN,
+                    )
+                };
+                RxFrame::split(head, SharedTail::new(tail))
             }
-            Some((FrameLoc::Bounce(start, len), _)) => self.batch.bounce.get(*start, *len),
-            _ => &[],
+            Some((FrameLoc::Bounce(start, len), _)) => {
+                RxFrame::local(self.batch.bounce.get(*start, *len))
+            }
+            _ => RxFrame::default(),
         }
     }
 

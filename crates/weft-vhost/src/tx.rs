@@ -412,7 +412,7 @@ impl VhostPortTx {
                 Put::Dropped(FrameDrop::FrameTooLong)
             } else if features.guest_may_receive(&f.offload) {
                 w.credit = w.credit.saturating_add(budget::allowance(f.len()));
-                w.put(f.head(), f.body, &f.offload)
+                w.put(f)
             } else {
                 // The frame's allowance covers all its segments.
                 w.credit = w.credit.saturating_add(budget::allowance(f.len()));

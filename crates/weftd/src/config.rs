@@ -272,8 +272,9 @@ pub struct VhostConfig {
     /// The most guest memory one vhost-user port may map, in GiB (1 to 131072, default
     /// 1024: 1 TiB). A frontend's larger memory table is refused.
     pub max_guest_memory_gib: Bounded<1, 131_072>,
-    /// Lend a guest's contiguous frames to the switch in place (one copy guest to guest),
-    /// or copy each into weftd's memory first (default true; see `docs/SECURITY.md`).
+    /// Lend the rest of a guest's contiguous frames to the switch in place, their headers
+    /// copied (one copy guest to guest), or copy each whole into weftd's memory first
+    /// (default true; see `docs/SECURITY.md`).
     pub lend_guest_memory: bool,
 }
 

@@ -8,7 +8,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use weft_switch::{FrameHandle, PortCaps, PortRx, PortTx, RxBatch, RxDesc, TxFrame};
+use weft_switch::{FrameHandle, PortCaps, PortRx, PortTx, RxBatch, RxDesc, RxFrame, TxFrame};
 
 use super::conn::{lock, Shared};
 use super::framing::{DecodeRules, Decoded, Reassembler};
@@ -118,14 +118,16 @@ impl PortRx for TcpLinkRx {
         self.shared().stats.rx_frames(accepted);
     }
 
-    fn frame(&self, handle: FrameHandle) -> &[u8] {
+    fn frame(&self, handle: FrameHandle) -> RxFrame<'_> {
         let Ok(i) = usize::try_from(handle.0) else {
-            return &[];
+            return RxFrame::default();
         };
-        self.lent
-            .get(i)
-            .and_then(|r| self.reasm.bytes().get(r.clone()))
-            .unwrap_or(&[])
+        RxFrame::local(
+            self.lent
+                .get(i)
+                .and_then(|r| self.reasm.bytes().get(r.clone()))
+                .unwrap_or(&[]),
+        )
     }
 
     fn finish(&mut self) {

@@ -316,7 +316,8 @@ fn a_udp_super_frame_crosses_in_one_segmented_send_and_is_merged_back_on_receive
         for d in batch.descs() {
             // A merged super-frame is cut as its destination would cut it.
             let mut cut =
-                weft_packet::gso::Segmenter::new(brx.frame(d.handle), &d.offload, 1514).unwrap();
+                weft_packet::gso::Segmenter::new(brx.frame(d.handle).head, &d.offload, 1514)
+                    .unwrap();
             while let Some(n) = cut.next_segment(&mut out) {
                 let inner = &out[..n.unwrap()];
                 let h = etherparse::PacketHeaders::from_ethernet_slice(inner).unwrap();
@@ -375,7 +376,8 @@ fn a_tcp_super_frame_crosses_in_one_segmented_send_and_is_received_coalesced() {
         let mut batch = RxBatch::new(64);
         brx.receive(&mut batch);
         for d in batch.descs() {
-            let h = etherparse::PacketHeaders::from_ethernet_slice(brx.frame(d.handle)).unwrap();
+            let h =
+                etherparse::PacketHeaders::from_ethernet_slice(brx.frame(d.handle).head).unwrap();
             joined.extend_from_slice(h.payload.slice());
             offloads.push(d.offload);
         }

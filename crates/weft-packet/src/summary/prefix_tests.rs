@@ -770,6 +770,24 @@ proptest! {
     }
 
     #[test]
+    fn headers_fit_exactly_when_parse_prefix_decides(
+        plan in arb_plan(),
+        cut in any::<Index>(),
+        extra in any::<Index>(),
+    ) {
+        let frame = render(&plan);
+        let len = cut.index(frame.len() + 1);
+        for k in [0, 14, 22, 64, 85, 86, 87, 128, extra.index(len + 1)] {
+            let prefix = &frame[..k.min(len)];
+            prop_assert_eq!(
+                FrameSummary::headers_fit(prefix, len),
+                FrameSummary::parse_prefix(prefix, len).is_some(),
+                "prefix {} of {}", prefix.len(), len
+            );
+        }
+    }
+
+    #[test]
     fn bytes_past_frame_len_are_ignored_for_any_frame(plan in arb_plan(), cut in any::<Index>()) {
         let frame = render(&plan);
         let len = cut.index(frame.len() + 1);

@@ -140,7 +140,7 @@ impl weft_switch::PortRx for PolledPort {
     fn receive(&mut self, batch: &mut weft_switch::RxBatch) {
         self.inner.receive(batch);
     }
-    fn frame(&self, handle: weft_switch::FrameHandle) -> &[u8] {
+    fn frame(&self, handle: weft_switch::FrameHandle) -> weft_switch::RxFrame<'_> {
         self.inner.frame(handle)
     }
     fn finish(&mut self) {

@@ -211,10 +211,10 @@ impl Switch {
         // and verdict, and nothing to learn; the steps below would find just that.
         let mut previous = None;
         for i in 0..n {
-            let frame: &[u8] = frames[i];
+            let frame = frames[i];
             rx_bytes += frame.len() as u64;
             let offload = &descs[i].offload;
-            let words = l2_words(frame);
+            let words = l2_words(frame.head);
             if words.is_some() && words == previous && !offload.needs_csum && !offload.is_gso() {
                 metas[i] = PacketMeta::UNTAGGED;
                 verdicts[i] = verdicts[i - 1];
@@ -287,9 +287,8 @@ impl Switch {
             .zip(s.meta.iter_mut())
             .zip(s.verdicts.iter_mut())
         {
-            let frame: &[u8] = frame;
             rx_bytes += frame.len() as u64;
-            *verdict = match read_key(in_port, frame, desc.offload, &ingress, meta) {
+            *verdict = match read_key(in_port, *frame, desc.offload, &ingress, meta) {
                 Ok(k) => {
                     *key = k;
                     Verdict::Pending

@@ -10,7 +10,7 @@ use crate::counters::{BatchDrops, DropReason};
 use crate::decision::{Output, Target, VlanState};
 use arrayvec::ArrayVec;
 
-use crate::port::{PortCaps, RxDesc, TxFrame};
+use crate::port::{PortCaps, RxDesc, RxFrame, TxFrame};
 use crate::types::{PortId, Timestamp, MAX_PORTS};
 
 use super::classify::Verdict;
@@ -141,8 +141,10 @@ impl Switch {
                 Verdict::Multi(k) => {
                     let d = &scratch.multi[usize::from(k)];
                     if d.to_controller
-                        && !upcalls
-                            .offer(&scratch.keys[i], frames.get(i).copied().unwrap_or_default())
+                        && !upcalls.offer(
+                            &scratch.keys[i],
+                            &frames.get(i).copied().unwrap_or_default(),
+                        )
                     {
                         in_drops.note(DropReason::UpcallQueueFull, 1);
                     }
@@ -341,7 +343,7 @@ impl<'c, 'a> Outbox<'c, 'a> {
         &mut self,
         slot: &mut PortSlot,
         slow: &mut SlowBuffers,
-        frame: &'a [u8],
+        frame: RxFrame<'a>,
         meta: &super::classify::PacketMeta,
         offload: OffloadInfo,
         egress: Egress,
@@ -372,14 +374,14 @@ impl<'c, 'a> Outbox<'c, 'a> {
             // more per packet (callgrind, loop_tests).
             let l3_offset = meta.l3_offset();
             if fits(&slot.caps, frame.len(), &offload, l3_offset) {
-                self.push(slot, TxFrame::whole(frame, offload));
+                self.push(slot, TxFrame::of(frame, offload));
                 return true;
             }
-            let tx = TxFrame::whole(frame, offload);
+            let tx = TxFrame::of(frame, offload);
             return self.queue_slow(slot, slow, tx, l3_offset);
         }
         let body_offset = meta.body_offset();
-        let (Some(macs), Some(body)) = (frame.get(..12), frame.get(body_offset..)) else {
+        let (Some(macs), Some(body)) = (frame.head.get(..12), frame.head.get(body_offset..)) else {
             self.drops.note(DropReason::Malformed, 1);
             return false;
         };
@@ -414,7 +416,7 @@ impl<'c, 'a> Outbox<'c, 'a> {
             return false;
         };
         let l3_offset = meta.l3_offset() - body_offset + head_len;
-        let tx = TxFrame::with_head(&head[..head_len], body, offload);
+        let tx = TxFrame::with_head(&head[..head_len], body, offload).with_tail(frame.tail);
         self.queue(slot, slow, tx, l3_offset)
     }
 
@@ -482,7 +484,7 @@ fn count_tx(slot: &PortSlot, frames: &[TxFrame<'_>], bytes: u64, now: Timestamp)
         if direction.takes(CaptureDirection::Out) {
             let mut w = buffer.writer();
             for f in frames {
-                w.push(now, CaptureDirection::Out, [f.head(), f.body]);
+                w.push(now, CaptureDirection::Out, [f.head(), f.body], f.tail);
             }
         }
     }

@@ -21,6 +21,8 @@ mod peers;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
+mod split_frame_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod too_big_tests;
@@ -34,7 +36,9 @@ use crate::counters::{DropCounters, PortCounters};
 use crate::fdb::{Fdb, FdbConfig, FdbError};
 use crate::flow_cache::{FlowCache, FlowCacheStats};
 use crate::flow_table::{FlowError, FlowRule, FlowTable, RuleId};
-use crate::port::{PortCaps, PortHalves, PortRx, PortTx, RxBatch, DEFAULT_BATCH, MAX_BATCH};
+use crate::port::{
+    PortCaps, PortHalves, PortRx, PortTx, RxBatch, RxFrame, DEFAULT_BATCH, MAX_BATCH,
+};
 use crate::types::{PortId, Timestamp, MAX_PORTS};
 use crate::upcall::{Upcall, UpcallQueue, UpcallStats};
 use crate::vlan::PortVlanMode;
@@ -42,7 +46,7 @@ use crate::vlan::PortVlanMode;
 pub use classify::BatchScratch;
 
 /// The bytes of the frames of one batch, in arrival order.
-pub(crate) type Frames<'a> = ArrayVec<&'a [u8], MAX_BATCH>;
+pub(crate) type Frames<'a> = ArrayVec<RxFrame<'a>, MAX_BATCH>;
 
 /// Settings of one switch.
 #[derive(Debug, Clone)]
@@ -553,7 +557,7 @@ impl Switch {
             if direction.takes(CaptureDirection::In) {
                 let mut w = buffer.writer();
                 for frame in frames {
-                    w.push(now, CaptureDirection::In, [&[], frame]);
+                    w.push(now, CaptureDirection::In, [&[], frame.head], frame.tail);
                 }
             }
         }

@@ -27,16 +27,16 @@ const IP6_DST: [u8; 16] = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
 const SEQ: u32 = 0xffff_f000;
 /// Segment sizes the tests ask for: a common IPv4 MSS (with TCP timestamps) and the IPv6
 /// maximum at a 1500-byte MTU without options.
-const MSS4: u16 = 1448;
+pub(super) const MSS4: u16 = 1448;
 const MSS6: u16 = 1440;
 const PAYLOAD: usize = 20_000;
 /// The longest untagged frame a 1500-byte MTU allows.
-const MAX_UNTAGGED_1500: usize = 1514;
+pub(super) const MAX_UNTAGGED_1500: usize = 1514;
 
 // ---- Frames. ----
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Ip {
+pub(super) enum Ip {
     V4,
     V6,
 }
@@ -151,7 +151,7 @@ fn tso_kind(ip: Ip) -> GsoKind {
 }
 
 /// A TCP super-frame of `PAYLOAD` bytes at the MSS of a 1500-byte MTU.
-fn tcp_superframe(ip: Ip) -> (Vec<u8>, OffloadInfo) {
+pub(super) fn tcp_superframe(ip: Ip) -> (Vec<u8>, OffloadInfo) {
     offloaded(ip, L4::Tcp, PAYLOAD, tso_kind(ip), mss(ip))
 }
 
@@ -269,7 +269,7 @@ fn parse(frame: &[u8], check_l4: bool) -> Parsed {
 /// no longer than `max_len`, without offload work left; IPv4 identifications counting up,
 /// TCP sequence numbers contiguous, FIN and PSH on the last segment only; the payloads put
 /// back together are the original's.
-fn check_segments(
+pub(super) fn check_segments(
     original: &[u8],
     segments: &[(Vec<u8>, OffloadInfo)],
     segment_payload: usize,

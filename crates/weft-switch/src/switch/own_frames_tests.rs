@@ -48,12 +48,14 @@ impl PortRx for OwnThenReceived {
             pushed.unwrap();
         }
     }
-    fn frame(&self, handle: FrameHandle) -> &[u8] {
+    fn frame(&self, handle: FrameHandle) -> crate::port::RxFrame<'_> {
         let i = handle.0 as usize;
-        self.own
-            .get(i)
-            .or_else(|| self.received.get(i - self.own.len()))
-            .map_or(&[], Vec::as_slice)
+        crate::port::RxFrame::local(
+            self.own
+                .get(i)
+                .or_else(|| self.received.get(i - self.own.len()))
+                .map_or(&[][..], Vec::as_slice),
+        )
     }
     fn finish(&mut self) {}
 }

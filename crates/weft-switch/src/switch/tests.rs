@@ -638,7 +638,7 @@ impl crate::port::PortRx for PeersSeen {
     fn receive(&mut self, batch: &mut crate::port::RxBatch) {
         self.inner.receive(batch);
     }
-    fn frame(&self, handle: crate::port::FrameHandle) -> &[u8] {
+    fn frame(&self, handle: crate::port::FrameHandle) -> crate::port::RxFrame<'_> {
         self.inner.frame(handle)
     }
     fn finish(&mut self) {

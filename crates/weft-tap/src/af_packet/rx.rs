@@ -4,7 +4,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
 use weft_packet::OffloadInfo;
-use weft_switch::{FrameHandle, PortRx, RxBatch, RxDesc};
+use weft_switch::{FrameHandle, PortRx, RxBatch, RxDesc, RxFrame};
 
 use crate::ring::{
     BlockHeader, PacketHeader, RxRing, TP_STATUS_VLAN_TPID_VALID, TP_STATUS_VLAN_VALID,
@@ -191,11 +191,13 @@ impl PortRx for AfPacketRx {
         }
     }
 
-    fn frame(&self, handle: FrameHandle) -> &[u8] {
-        self.frames
-            .get(handle.0 as usize)
-            .and_then(|&(offset, len)| self.ring.bytes(offset, len))
-            .unwrap_or(&[])
+    fn frame(&self, handle: FrameHandle) -> RxFrame<'_> {
+        RxFrame::local(
+            self.frames
+                .get(handle.0 as usize)
+                .and_then(|&(offset, len)| self.ring.bytes(offset, len))
+                .unwrap_or(&[]),
+        )
     }
 
     fn finish(&mut self) {

@@ -38,27 +38,14 @@ impl AfPacketTx {
     fn send_burst(&self, frames: &[TxFrame<'_>]) -> usize {
         let n = frames.len().min(TX_BATCH);
         let frames = &frames[..n];
-        let empty = libc::iovec {
-            iov_base: std::ptr::null_mut(),
-            iov_len: 0,
-        };
         let mut headers = [[0u8; TAP_HDR_LEN]; TX_BATCH];
         for (h, f) in headers.iter_mut().zip(frames) {
             *h = vnet::tx_header(&f.offload);
         }
-        let mut iovs = [[empty; 3]; TX_BATCH];
+        let mut iovs = [[sys::EMPTY_IOVEC; sys::FRAME_IOVECS]; TX_BATCH];
         let mut iov_lens = [0usize; TX_BATCH];
         for (((iov, len), h), f) in iovs.iter_mut().zip(&mut iov_lens).zip(&headers).zip(frames) {
-            iov[0] = iovec(&h[..PACKET_HDR_LEN]);
-            let head = f.head();
-            *len = if head.is_empty() {
-                iov[1] = iovec(f.body);
-                2
-            } else {
-                iov[1] = iovec(head);
-                iov[2] = iovec(f.body);
-                3
-            };
+            *len = sys::frame_iovecs(&h[..PACKET_HDR_LEN], f, iov);
         }
         // SAFETY: mmsghdr is a plain C struct for which all-zero (null pointers, zero
         // lengths) is a valid value.
@@ -96,14 +83,6 @@ impl AfPacketTx {
         self.stats
             .tx_csum_partial
             .add(frames.iter().filter(|f| f.offload.needs_csum).count() as u64);
-    }
-}
-
-/// An iovec over `bytes` (the kernel only reads through it on send).
-fn iovec(bytes: &[u8]) -> libc::iovec {
-    libc::iovec {
-        iov_base: bytes.as_ptr().cast_mut().cast(),
-        iov_len: bytes.len(),
     }
 }
 

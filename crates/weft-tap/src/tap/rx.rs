@@ -5,7 +5,7 @@ use std::io::{self, Read};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 
-use weft_switch::{FrameHandle, PortRx, RxBatch, RxDesc};
+use weft_switch::{FrameHandle, PortRx, RxBatch, RxDesc, RxFrame};
 
 use crate::stats::{PortDrop, PortStats};
 use crate::vnet::{self, TAP_HDR_LEN};
@@ -110,15 +110,17 @@ impl PortRx for TapRx {
         self.stats.rx_csum_partial.add(partial);
     }
 
-    fn frame(&self, handle: FrameHandle) -> &[u8] {
+    fn frame(&self, handle: FrameHandle) -> RxFrame<'_> {
         let index = handle.0 as usize;
         let Some(&len) = self.lens.get(index) else {
-            return &[];
+            return RxFrame::default();
         };
         let start = index * RX_BUF_STRIDE;
-        self.arena
-            .get(start + TAP_HDR_LEN..start + len)
-            .unwrap_or(&[])
+        RxFrame::local(
+            self.arena
+                .get(start + TAP_HDR_LEN..start + len)
+                .unwrap_or(&[]),
+        )
     }
 
     fn finish(&mut self) {

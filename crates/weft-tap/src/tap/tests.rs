@@ -39,8 +39,8 @@ fn received_frames_come_out_without_their_header() {
     let mut batch = RxBatch::new(8);
     rx.receive(&mut batch);
     assert_eq!(batch.len(), 2);
-    assert_eq!(rx.frame(batch.descs()[0].handle), &frame(60, 1)[..]);
-    assert_eq!(rx.frame(batch.descs()[1].handle), &frame(1514, 2)[..]);
+    assert_eq!(rx.frame(batch.descs()[0].handle).head, &frame(60, 1)[..]);
+    assert_eq!(rx.frame(batch.descs()[1].handle).head, &frame(1514, 2)[..]);
     assert!(rx.frame(FrameHandle(7)).is_empty());
     rx.finish();
     assert!(rx.frame(batch.descs()[0].handle).is_empty());
@@ -87,7 +87,7 @@ fn bad_frames_are_dropped_and_counted_by_reason() {
     let mut batch = RxBatch::new(8);
     rx.receive(&mut batch);
     assert_eq!(batch.len(), 1);
-    assert_eq!(rx.frame(batch.descs()[0].handle), &frame(100, 6)[..]);
+    assert_eq!(rx.frame(batch.descs()[0].handle).head, &frame(100, 6)[..]);
     let s = stats.snapshot();
     assert_eq!(s.drops(PortDrop::Truncated), 2);
     assert_eq!(s.drops(PortDrop::Oversize), 1);
@@ -107,7 +107,7 @@ fn receive_stops_at_its_buffer_count_and_resumes_after_finish() {
         rx.receive(&mut batch);
         assert!(batch.len() <= 2);
         for d in batch.descs() {
-            seen.push(rx.frame(d.handle)[20]);
+            seen.push(rx.frame(d.handle).head[20]);
         }
         rx.finish();
     }

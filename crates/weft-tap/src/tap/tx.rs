@@ -1,13 +1,15 @@
-//! The transmit half of a TAP queue: one `writev` per frame (header, new head, body where it
-//! lies; nothing is copied in user space).
+//! The transmit half of a TAP queue: one `writev` per frame (header, new head, body and
+//! tail where they lie; nothing is copied in user space).
 
 use std::fs::File;
-use std::io::{self, IoSlice, Write};
+use std::io;
+use std::os::fd::AsFd;
 use std::sync::Arc;
 
 use weft_switch::{PortCaps, PortTx, TxFrame};
 
 use crate::stats::{PortDrop, PortStats};
+use crate::sys;
 use crate::vnet::{self, TAP_HDR_LEN};
 
 /// The transmit half of a TAP queue.
@@ -32,23 +34,10 @@ impl TapTx {
     /// Writes one frame. `Ok(false)`: the kernel has no room now.
     fn write_frame(&self, frame: &TxFrame<'_>) -> Result<bool, io::Error> {
         let header = vnet::tx_header(&frame.offload);
-        let head = frame.head();
-        let with_head = [
-            IoSlice::new(&header[..TAP_HDR_LEN]),
-            IoSlice::new(head),
-            IoSlice::new(frame.body),
-        ];
-        let without_head = [
-            IoSlice::new(&header[..TAP_HDR_LEN]),
-            IoSlice::new(frame.body),
-        ];
-        let iov: &[IoSlice<'_>] = if head.is_empty() {
-            &without_head
-        } else {
-            &with_head
-        };
+        let mut iov = [sys::EMPTY_IOVEC; sys::FRAME_IOVECS];
+        let n = sys::frame_iovecs(&header[..TAP_HDR_LEN], frame, &mut iov);
         loop {
-            match (&*self.file).write_vectored(iov) {
+            match sys::writev(self.file.as_fd(), &iov[..n]) {
                 Ok(_) => return Ok(true),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if super::is_would_block(&e) => return Ok(false),

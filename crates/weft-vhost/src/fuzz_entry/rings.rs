@@ -345,7 +345,7 @@ pub fn guest_rings(data: &[u8]) -> GuestRun {
                 .map(|d| {
                     let frame = rx.frame(d.handle);
                     assert!(frame.len() <= MAX_FRAME_LEN, "a {} B frame", frame.len());
-                    TxFrame::whole(frame, d.offload)
+                    TxFrame::of(frame, d.offload)
                 })
                 .collect();
             let sent = tx.transmit(&frames);

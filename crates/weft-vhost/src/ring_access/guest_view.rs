@@ -10,6 +10,8 @@ use vm_memory::{
     VolatileSlice,
 };
 
+use weft_switch::SharedTail;
+
 use super::prefetch::{prefetch_ends, prefetch_receive_buffer};
 use super::volatile::{read_guest, write_guest};
 
@@ -102,6 +104,13 @@ impl<'m> GuestView<'m> {
     }
 }
 
+/// Whether `a_len` bytes at `a` and `b_len` bytes at `b` share an address.
+#[inline(always)]
+pub(crate) fn spans_overlap(a: *const u8, a_len: usize, b: *const u8, b_len: usize) -> bool {
+    let (a, b) = (a as usize, b as usize);
+    a_len != 0 && b_len != 0 && a < b.wrapping_add(b_len) && b < a.wrapping_add(a_len)
+}
+
 /// Bytes of guest memory inside one mapped region, written with one bounds check per
 /// write and a plain copy (what `VolatileSlice::copy_from` does for more than eight bytes,
 /// without its chain of checked sub-slices).
@@ -157,8 +166,7 @@ impl GuestBytes<'_> {
     /// lie under a receive buffer of the same memory: copying it there must not happen).
     #[inline]
     pub(crate) fn overlaps(&self, src: &[u8]) -> bool {
-        let (s, d) = (src.as_ptr() as usize, self.ptr as usize);
-        !src.is_empty() && self.len != 0 && s < d.wrapping_add(self.len) && d < s + src.len()
+        spans_overlap(src.as_ptr(), src.len(), self.ptr, self.len)
     }
 
     /// Copies `src` to `offset`. False (nothing written) when it does not fit or overlaps
@@ -173,6 +181,26 @@ impl GuestBytes<'_> {
         // is within them (checked above), and `src` does not overlap them (checked above).
         unsafe {
             core::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(offset), src.len());
+        }
+        true
+    }
+
+    /// Copies `src` (bytes of some guest's memory, as a frame's tail) to `offset`. False
+    /// (nothing written) when it does not fit or overlaps these bytes.
+    #[inline]
+    pub(crate) fn write_shared(&self, offset: usize, src: &SharedTail<'_>) -> bool {
+        let (from, len) = (src.as_ptr(), src.len());
+        let fits = offset <= self.len && len <= self.len - offset;
+        if !fits || spans_overlap(from, len, self.ptr, self.len) {
+            return false;
+        }
+        // SAFETY: `ptr` is valid for `len` bytes (`GuestView::bytes`) and `offset + len` is
+        // within them (checked above); `from` is valid for reading `len` bytes for the
+        // tail's lifetime (a `VolatileSlice` over mapped memory), and the two ranges do not
+        // overlap (checked above). A raw copy, no reference formed: the source guest may
+        // write its bytes meanwhile, which changes only what this frame carries.
+        unsafe {
+            core::ptr::copy_nonoverlapping(from, self.ptr.add(offset), len);
         }
         true
     }

@@ -1,13 +1,14 @@
 //! The common transmit chains taken a group at a time: one readable descriptor holding a
-//! 12-byte header and the frame, lent to the switch in place.
+//! 12-byte header and the frame, lent to the switch (its first bytes copied, the rest in
+//! place: `BatchFrames::lend`).
 //!
 //! Why in groups: taken one at a time, each chain paid for its own look ahead (reading the
 //! available ring and a descriptor several chains on, to prefetch), three pushes and a
 //! header check. In stages over a group — heads and descriptors, then the headers, then the
 //! frames into the batch together — each stage is a short loop of independent loads, so the
 //! processor overlaps their misses by itself, the prefetches are for addresses already
-//! known, and a group whose headers all ask for nothing (the usual one) goes into the batch
-//! with one room check. A chain that is not plain ends the group; the general walk
+//! known, and a group whose headers all ask for nothing (the usual one) has no header
+//! parsed. A chain that is not plain ends the group; the general walk
 //! (`queue.rs`) takes it.
 
 use weft_packet::{virtio_net, OffloadInfo};
@@ -30,6 +31,8 @@ pub(super) struct GroupTaken {
     pub(super) chains: usize,
     /// Frames put in the batch.
     pub(super) frames: usize,
+    /// Of them, frames copied whole (their headers reach past the snapshot).
+    pub(super) bounced: usize,
     pub(super) bytes: u64,
     /// The reason of the last frame dropped, for the rate-limited log.
     pub(super) last_drop: Option<FrameDrop>,
@@ -104,54 +107,96 @@ impl RxQueue {
         let buffers = buffers.get(..plain).unwrap_or_default();
         let heads = heads.get(..plain).unwrap_or_default();
         // The usual group: every header asks for nothing (`flags` and `gso_type` zero; every
-        // other field then means nothing), or is not read. Its frames go in together.
-        if headers_unread || buffers.iter().all(|b| b.read_u16_le(0) == Some(0)) {
+        // other field then means nothing), or is not read. Its frames are snapshot, then go
+        // into the batch together.
+        let plain_headers = headers_unread || buffers.iter().all(|b| b.read_u16_le(0) == Some(0));
+        if plain_headers && to.batch.room() >= plain {
             let first = to.frames.frames.len();
-            let handles = (first..first + plain).map(|h| u32::try_from(h).unwrap_or(u32::MAX));
+            let bounce_mark = to.frames.bounce.used();
+            let mut locs = [FrameLoc::Bounce(0, 0); GROUP];
+            let mut n = 0;
+            for (loc, bytes) in locs.iter_mut().zip(buffers) {
+                let (at, len) = bytes.after(virtio_net::HEADER_LEN);
+                match to.frames.snapshot(first + n, GuestPtr(at), len) {
+                    Ok(Some(l)) => *loc = l,
+                    // No room to copy a frame whose headers reach past its snapshot (or, which
+                    // cannot be, past the batch): it and the chains after it go back.
+                    _ => break,
+                }
+                n += 1;
+            }
+            let handles = (first..first + n).map(|h| u32::try_from(h).unwrap_or(u32::MAX));
             let descs = handles.map(|h| RxDesc {
                 handle: FrameHandle(h),
                 offload: OffloadInfo::default(),
             });
             if to.batch.extend_exact(descs) {
-                self.heads.extend_from_slice(heads);
+                for _ in n..plain {
+                    cursor.back();
+                }
+                let locs = locs.get(..n).unwrap_or_default();
+                self.heads
+                    .extend_from_slice(heads.get(..n).unwrap_or_default());
                 let index = to.index;
-                to.frames.frames.extend(buffers.iter().map(|b| {
-                    let (at, len) = b.after(virtio_net::HEADER_LEN);
-                    (FrameLoc::Guest(GuestPtr(at), len), index)
-                }));
-                taken.frames = plain;
+                to.frames.frames.extend(locs.iter().map(|l| (*l, index)));
+                taken.chains = n;
+                taken.stopped |= n < plain;
+                taken.frames = n;
+                taken.bounced = locs
+                    .iter()
+                    .filter(|l| matches!(l, FrameLoc::Bounce(..)))
+                    .count();
                 taken.bytes = buffers
                     .iter()
+                    .take(n)
                     .map(|b| (b.len() - virtio_net::HEADER_LEN) as u64)
                     .sum();
                 return taken;
             }
+            to.frames.bounce.truncate(bounce_mark);
         }
-        for (bytes, head) in buffers.iter().zip(heads) {
-            self.heads.push(*head);
+        for (k, (bytes, head)) in buffers.iter().zip(heads).enumerate() {
             let (at, frame_len) = bytes.after(virtio_net::HEADER_LEN);
-            let offload = match bytes.read_u16_le(0) {
-                Some(0) => Ok(OffloadInfo::default()),
-                _ => bytes
-                    .read_array::<{ virtio_net::HEADER_LEN }>()
-                    .ok_or(FrameDrop::FrameTooShort)
-                    .and_then(|header| admit_header(&header, frame_len, to.features)),
-            };
-            let pushed = offload.and_then(|offload| {
-                let loc = FrameLoc::Guest(GuestPtr(at), frame_len);
-                // Fails only when the caller asked for more than the room.
-                if to.frames.push(to.batch, loc, offload, to.index) {
-                    taken.frames += 1;
-                    taken.bytes += frame_len as u64;
-                    Ok(())
-                } else {
-                    Err(FrameDrop::FrameTooShort)
+            let offload = if plain_headers {
+                Ok(OffloadInfo::default())
+            } else {
+                match bytes.read_u16_le(0) {
+                    Some(0) => Ok(OffloadInfo::default()),
+                    _ => bytes
+                        .read_array::<{ virtio_net::HEADER_LEN }>()
+                        .ok_or(FrameDrop::FrameTooShort)
+                        .and_then(|header| admit_header(&header, frame_len, to.features)),
                 }
+            };
+            let outcome = offload.map(|offload| {
+                to.frames
+                    .lend(to.batch, GuestPtr(at), frame_len, offload, to.index)
             });
-            if let Err(reason) = pushed {
-                counters.dropped(reason);
-                taken.last_drop = Some(reason);
-            }
+            let reason = match outcome {
+                Ok(Ok(Some(loc))) => {
+                    self.heads.push(*head);
+                    taken.frames += 1;
+                    taken.bounced += usize::from(matches!(loc, FrameLoc::Bounce(..)));
+                    taken.bytes += frame_len as u64;
+                    continue;
+                }
+                Ok(Err(_)) => {
+                    // No room to copy a frame whose headers reach past its snapshot: this
+                    // chain and the ones after it go back, for the next batch.
+                    for _ in k..buffers.len() {
+                        cursor.back();
+                    }
+                    taken.chains = k;
+                    taken.stopped = true;
+                    break;
+                }
+                // Fails only when the caller asked for more than the room.
+                Ok(Ok(None)) => FrameDrop::FrameTooShort,
+                Err(reason) => reason,
+            };
+            self.heads.push(*head);
+            counters.dropped(reason);
+            taken.last_drop = Some(reason);
         }
         taken
     }

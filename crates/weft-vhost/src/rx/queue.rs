@@ -4,13 +4,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use virtio_queue::QueueT;
-use vm_memory::GuestAddress;
+use vm_memory::{GuestAddress, VolatileSlice};
 use weft_packet::{virtio_net, OffloadInfo, VirtioNetHeader};
 use weft_switch::port::MAX_BATCH;
 use weft_switch::{FrameHandle, RxBatch, RxDesc};
 
 use crate::bounce::Bounce;
-use crate::chain::{read_tx_chain, ChainError, FrameLoc, TableRef};
+use crate::chain::{read_tx_chain, ChainError, FrameLoc, GuestPtr, TableRef};
 use crate::config::MAX_QUEUE_PAIRS;
 use crate::counters::{FrameDrop, QueueFault};
 use crate::dispatch::Dispatch;
@@ -41,10 +41,18 @@ pub(super) fn admit_header(
     }
 }
 
+/// The bytes of a lent frame copied into weft's memory: everything the switch reads to
+/// decide (the Ethernet header and tags, IPv4 with any options or IPv6 with short extension
+/// headers, and the L4 ports) lies within them; a frame whose headers reach further is
+/// copied whole. The rest stays in the guest's memory as the frame's tail.
+pub(crate) const SNAPSHOT_LEN: usize = 128;
+
 /// Where the frames of the current batch are, whichever queue they came from.
 pub(super) struct BatchFrames {
     /// Each frame handed to the switch (indexed by handle) and the queue it came from.
     pub(super) frames: Vec<(FrameLoc, usize)>,
+    /// Lent frames' first [`SNAPSHOT_LEN`] bytes, frame `h` at `h * SNAPSHOT_LEN`.
+    pub(super) snapshots: Vec<u8>,
     pub(super) bounce: Bounce,
     pub(super) lend: bool,
     /// Frames each queue put in this batch (for its batch-size histogram).
@@ -53,7 +61,82 @@ pub(super) struct BatchFrames {
     pub(super) credit: Credit,
 }
 
+/// The `len` bytes at `ptr` in guest memory.
+///
+/// # Safety
+/// `ptr..ptr + len` must lie inside one mapped region of guest memory that stays mapped
+/// for `'m`.
+pub(crate) unsafe fn guest_slice<'m>(ptr: GuestPtr, len: usize) -> VolatileSlice<'m> {
+    // SAFETY: the caller's promise: mapped for `'m`, so volatile access to it is sound
+    // whatever the guest writes.
+    unsafe { VolatileSlice::new(ptr.0.cast_mut(), len) }
+}
+
 impl BatchFrames {
+    /// Room for a whole batch's snapshots, allocated once (zeroed pages: only the part a
+    /// batch writes becomes resident).
+    pub(super) fn snapshot_room() -> Vec<u8> {
+        vec![0; MAX_BATCH * SNAPSHOT_LEN]
+    }
+
+    /// Hands a frame lying contiguous in guest memory (`len` bytes at `ptr`, inside one
+    /// region of the memory of the queue at place `index`, which stays mapped until the
+    /// batch is finished) to the switch's batch: its first [`SNAPSHOT_LEN`] bytes copied
+    /// into weft's memory, the rest lent; the whole frame copied into the bounce buffer when
+    /// the headers the switch reads reach past the snapshot. `Ok(Some(loc))`: in the batch,
+    /// at `loc`; `Ok(None)` when the batch is full; `Err(NoRoom)` when the bounce buffer is,
+    /// and the chain must wait for the next batch.
+    #[inline(always)]
+    pub(super) fn lend(
+        &mut self,
+        batch: &mut RxBatch,
+        ptr: GuestPtr,
+        len: usize,
+        offload: OffloadInfo,
+        index: usize,
+    ) -> Result<Option<FrameLoc>, ChainError> {
+        let Some(loc) = self.snapshot(self.frames.len(), ptr, len)? else {
+            return Ok(None);
+        };
+        if self.push(batch, loc, offload, index) {
+            return Ok(Some(loc));
+        }
+        if let FrameLoc::Bounce(start, _) = loc {
+            self.bounce.truncate(start);
+        }
+        Ok(None)
+    }
+
+    /// The snapshot of the frame that will have handle `h` (see [`BatchFrames::lend`], whose
+    /// promise the caller makes too): where the switch will find it, `None` past the batch's
+    /// room, `Err(NoRoom)` when it must be copied whole and the bounce buffer is full.
+    #[inline(always)]
+    pub(super) fn snapshot(
+        &mut self,
+        h: usize,
+        ptr: GuestPtr,
+        len: usize,
+    ) -> Result<Option<FrameLoc>, ChainError> {
+        let at = h * SNAPSHOT_LEN;
+        let taken = len.min(SNAPSHOT_LEN);
+        let Some(slot) = self.snapshots.get_mut(at..at + taken) else {
+            return Ok(None);
+        };
+        // SAFETY: `ptr..ptr + len` is mapped guest memory that stays mapped until the batch
+        // is finished (the caller's promise), so its first `taken` bytes are readable; `slot`
+        // is weft's own memory, `taken` bytes long, so the two do not overlap. A raw copy,
+        // no reference formed: the guest may write meanwhile, and the snapshot is then
+        // whatever the copy read — the bytes the switch decides on and delivers.
+        unsafe { core::ptr::copy_nonoverlapping(ptr.0, slot.as_mut_ptr(), taken) };
+        if len <= SNAPSHOT_LEN || weft_packet::FrameSummary::headers_fit(slot, len) {
+            return Ok(Some(FrameLoc::Guest(ptr, len)));
+        }
+        let start = self.bounce.used();
+        // SAFETY: as above.
+        self.bounce.append(&unsafe { guest_slice(ptr, len) })?;
+        Ok(Some(FrameLoc::Bounce(start, len)))
+    }
+
     /// Hands the frame at `loc` (from the queue at place `index`) to the switch's batch
     /// with `offload`; false when the batch is full (the caller keeps within its room, so
     /// this is a frame to drop rather than lose).
@@ -230,7 +313,8 @@ impl RxQueue {
                         taken += group.chains;
                         room -= group.frames;
                         bytes += group.bytes;
-                        lent += group.frames as u64;
+                        lent += (group.frames - group.bounced) as u64;
+                        bounced += group.bounced as u64;
                         last_drop = group.last_drop.or(last_drop);
                         if !group.stopped {
                             // The group took all it could: the ring is empty, or more
@@ -284,20 +368,30 @@ impl RxQueue {
                         }
                     };
                     let header = read.header.get(..hdr_len).unwrap_or(&read.header);
-                    let refused = match admit_header(header, read.len, features) {
-                        Ok(info) => {
-                            if frames.push(batch, read.loc, info, index) {
-                                room -= 1;
-                                bytes += read.len as u64;
-                                match read.loc {
-                                    FrameLoc::Guest(..) => lent += 1,
-                                    FrameLoc::Bounce(..) => bounced += 1,
-                                }
-                                None
-                            } else {
-                                // Cannot happen (room was checked): drop rather than lose it.
-                                Some(FrameDrop::FrameTooShort)
+                    let pushed =
+                        admit_header(header, read.len, features).map(|info| match read.loc {
+                            FrameLoc::Guest(ptr, len) => frames.lend(batch, ptr, len, info, index),
+                            loc => Ok(frames.push(batch, loc, info, index).then_some(loc)),
+                        });
+                    let refused = match pushed {
+                        Ok(Ok(Some(loc))) => {
+                            room -= 1;
+                            bytes += read.len as u64;
+                            match loc {
+                                FrameLoc::Guest(..) => lent += 1,
+                                FrameLoc::Bounce(..) => bounced += 1,
                             }
+                            None
+                        }
+                        // Cannot happen (room was checked): drop rather than lose it.
+                        Ok(Ok(None)) => Some(FrameDrop::FrameTooShort),
+                        Ok(Err(_)) => {
+                            // No room to copy its headers: the chain waits for the next batch.
+                            cursor.back();
+                            taken -= 1;
+                            frames.credit.read_not_taken();
+                            self.heads.pop();
+                            break;
                         }
                         Err(reason) => Some(reason),
                     };

@@ -17,6 +17,7 @@ use super::tests::{assert_traffic, socket_path, wait_for, Guest};
 use super::*;
 use crate::memory::sigbus::{self, SigbusGuard};
 use crate::memory::MemoryRefusal;
+use crate::rx::SNAPSHOT_LEN;
 use crate::testutil::{ether_frame, memfd, GUEST_MEM};
 
 const VA: u64 = 0x7f00_0000_0000;
@@ -209,8 +210,9 @@ fn in_child_process(name: &str, body: impl FnOnce()) {
 /// The data path takes a frame lent from the frontend's memory and holds it; the frontend
 /// lets go of that memory (`let_go`, which returns how many regions stay guarded while
 /// the frame is held) and cuts the file away; then the held frame is read and
-/// finished. Zeros where the pages were, a SIGBUS caught and counted — not a dead process —
-/// and the guard leaves with the data path's hold. Without the guard living as long as the
+/// finished. Its head was copied when it was received; its tail, still lent, reads as
+/// zeros where the pages were, a SIGBUS caught and counted — not a dead process — and the
+/// guard leaves with the data path's hold. Without the guard living as long as the
 /// mapping, the process dies of SIGBUS here.
 fn held_frame_survives_truncation(
     tag: &str,
@@ -223,13 +225,14 @@ fn held_frame_survives_truncation(
     guest.start();
     assert!(port.wait_running(Duration::from_secs(5)));
     assert_eq!(sigbus::guarded_regions(), 1, "the frontend's table");
-    let frame = ether_frame(1, 2, 100, 7);
+    // Longer than the snapshot, so that part of it stays lent from the guest's memory.
+    let frame = ether_frame(1, 2, 1000, 7);
     guest.txq.send(&[0; 12], &frame, &[]);
     let mut batch = RxBatch::new(8);
     rx.receive(&mut batch);
     assert_eq!(batch.len(), 1);
     let handle = batch.descs()[0].handle;
-    assert_eq!(rx.frame(handle), &frame[..]);
+    assert_eq!(rx.frame(handle).to_vec(), frame[..]);
 
     let file = guest.file.try_clone().unwrap();
     let mut guest = Some(guest);
@@ -242,7 +245,16 @@ fn held_frame_survives_truncation(
     file.set_len(0).unwrap();
 
     let before = sigbus::handled();
-    assert!(rx.frame(handle).iter().all(|b| *b == 0));
+    let held = rx.frame(handle).to_vec();
+    assert_eq!(
+        held[..SNAPSHOT_LEN],
+        frame[..SNAPSHOT_LEN],
+        "the head was copied"
+    );
+    assert!(
+        held[SNAPSHOT_LEN..].iter().all(|b| *b == 0),
+        "the tail reads as zeros"
+    );
     assert!(sigbus::handled() > before, "the fault was caught");
     rx.finish();
     // The next batch lets go of the old memory: its guard leaves with its mapping.

@@ -75,7 +75,7 @@ impl RingWriter<'_, '_> {
         self.descriptors += found;
         let mut done = 0;
         for (f, bytes) in frames.iter().zip(&buffers).take(found) {
-            if !self.write_whole(bytes, f.head(), f.body, &f.offload) {
+            if !self.write_whole(bytes, f) {
                 break;
             }
             done += 1;

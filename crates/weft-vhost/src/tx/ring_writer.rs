@@ -70,13 +70,13 @@ pub(super) struct RingWriter<'q, 'm> {
 }
 
 impl RingWriter<'_, '_> {
-    /// Writes `head` + `body` behind a header saying `info` into as many chains as it
+    /// Writes `frame` behind a header saying its offloads into as many chains as it
     /// takes (one without mergeable buffers); on failure gives the chains back.
     #[inline(always)]
-    pub(super) fn put(&mut self, head: &[u8], body: &[u8], info: &OffloadInfo) -> Put {
+    pub(super) fn put(&mut self, frame: &TxFrame<'_>) -> Put {
         let hdr_len = self.hdr_len;
         // The frame written now stands for the one that will reach the chain prefetched.
-        let span = hdr_len + head.len() + body.len();
+        let span = hdr_len + frame.len();
         self.ring.prefetch_ahead(
             self.view,
             &self.cursor,
@@ -92,26 +92,19 @@ impl RingWriter<'_, '_> {
         let Some(first_head) = self.cursor.next_head(&self.ring) else {
             return Put::NoBuffers;
         };
-        if self.put_in_one_buffer(first_head, hdr_len, head, body, info) {
+        if self.put_in_one_buffer(first_head, hdr_len, frame) {
             self.spend(1);
             return Put::Done;
         }
-        self.put_in_chains(first_head, span, head, body, info)
+        self.put_in_chains(first_head, span, frame)
     }
 
     /// The general path of [`RingWriter::put`], from chain `first_head` (already taken)
     /// on: the frame over as many chains as it takes.
     #[inline(never)]
-    fn put_in_chains(
-        &mut self,
-        first_head: u16,
-        span: usize,
-        head: &[u8],
-        body: &[u8],
-        info: &OffloadInfo,
-    ) -> Put {
+    fn put_in_chains(&mut self, first_head: u16, span: usize, frame: &TxFrame<'_>) -> Put {
         let hdr_len = self.hdr_len;
-        let mut src = FrameSource::new(head, body);
+        let mut src = FrameSource::new(frame);
         let first = self.used.len();
         let mut header = None;
         let mut taken = Some(first_head);
@@ -184,10 +177,10 @@ impl RingWriter<'_, '_> {
         if let Some(slot) = header {
             // `slot` is the `hdr_len` bytes the chain walk kept for the header (a 10-byte
             // legacy header has no num_buffers; the 12-byte one always does).
-            slot.write(&offload_for_guest(*info, self.features), buffers);
+            slot.write(&offload_for_guest(frame.offload, self.features), buffers);
         }
         self.delivered += 1;
-        self.bytes += (head.len() + body.len()) as u64;
+        self.bytes += frame.len() as u64;
         Put::Done
     }
 
@@ -195,28 +188,21 @@ impl RingWriter<'_, '_> {
     /// write-only buffer that takes header and frame whole. False (nothing used) otherwise,
     /// for [`RingWriter::put_in_chains`].
     #[inline(always)]
-    fn put_in_one_buffer(
-        &mut self,
-        chain_head: u16,
-        hdr_len: usize,
-        head: &[u8],
-        body: &[u8],
-        info: &OffloadInfo,
-    ) -> bool {
-        let total = hdr_len + head.len() + body.len();
+    fn put_in_one_buffer(&mut self, chain_head: u16, hdr_len: usize, frame: &TxFrame<'_>) -> bool {
+        let total = hdr_len + frame.len();
         if hdr_len != virtio_net::HEADER_LEN {
             return false;
         }
         let Some(dst) = self.one_buffer(chain_head, total) else {
             return false;
         };
-        if !self.write_whole(&dst, head, body, info) {
+        if !self.write_whole(&dst, frame) {
             return false;
         }
         let len = u32::try_from(total).unwrap_or(u32::MAX);
         self.used.push((chain_head, len));
         self.delivered += 1;
-        self.bytes += (head.len() + body.len()) as u64;
+        self.bytes += frame.len() as u64;
         true
     }
 }
@@ -246,17 +232,14 @@ impl<'m> RingWriter<'_, 'm> {
             .flatten()
     }
 
-    /// Writes a 12-byte header saying `info` (one buffer), then `head` and `body`, into
-    /// `dst`. False when `body` overlaps `dst` (nothing of the frame written then; the
-    /// general walk drops it and counts why) — the head is the switch's own bytes.
+    /// Writes a 12-byte header saying the frame's offloads (one buffer), then its head, body
+    /// and tail, into `dst`. False when the body or the tail (bytes of some guest's memory)
+    /// overlaps `dst`: the buffer is not used then (whatever was copied into it is the
+    /// device's to overwrite), and the general walk drops the frame and counts why. The
+    /// head is the switch's own bytes.
     #[inline(always)]
-    pub(super) fn write_whole(
-        &self,
-        dst: &GuestBytes<'_>,
-        head: &[u8],
-        body: &[u8],
-        info: &OffloadInfo,
-    ) -> bool {
+    pub(super) fn write_whole(&self, dst: &GuestBytes<'_>, frame: &TxFrame<'_>) -> bool {
+        let (head, body, info) = (frame.head(), frame.body, &frame.offload);
         let hdr_len = virtio_net::HEADER_LEN;
         // The usual frame's header without building it field by field: what
         // `offload_for_guest` leaves of it, written out here (normalising first and then
@@ -266,7 +249,9 @@ impl<'m> RingWriter<'_, 'm> {
         } else {
             virtio_net::plain_header_words(info.data_valid && self.features.guest_csum(), 1)
         };
-        dst.write(hdr_len + head.len(), body)
+        let body_at = hdr_len + head.len();
+        dst.write(body_at, body)
+            && (frame.tail.is_empty() || dst.write_shared(body_at + body.len(), &frame.tail))
             && (head.is_empty() || dst.write(hdr_len, head))
             && dst.store_header(header)
     }
@@ -305,7 +290,7 @@ impl SoftwareOffload {
             let Some(segment) = next.ok().and_then(|n| self.segment.get(..n)) else {
                 return Put::Dropped(FrameDrop::OffloadFailed);
             };
-            match w.put(&[], segment, &OffloadInfo::default()) {
+            match w.put(&TxFrame::whole(segment, OffloadInfo::default())) {
                 Put::Done => {}
                 other => return other,
             }

@@ -439,7 +439,7 @@ fn a_receive_buffer_over_the_frame_it_would_take_is_refused_and_counted() {
         .unwrap();
     let mut batch = RxBatch::new(8);
     rx.receive(&mut batch);
-    let lent = TxFrame::whole(rx.frame(batch.descs()[0].handle), batch.descs()[0].offload);
+    let lent = TxFrame::of(rx.frame(batch.descs()[0].handle), batch.descs()[0].offload);
     // One buffer right over the lent frame (the one-buffer path), then a small buffer
     // followed by one over the frame's end (the mergeable walk, refused midway).
     rig.rxq.add_chain(&[(d.addr().0, 2048, true)]);

@@ -5,6 +5,7 @@ use weft_packet::{EthernetFrame, FrameSummary, L3Summary, L4Summary, MacAddr, Of
 
 use crate::counters::DropReason;
 use crate::flow_key::FlowKey;
+use crate::port::RxFrame;
 use crate::types::{PortId, VlanId};
 use crate::vlan::{Ingress, PortVlanMode};
 
@@ -116,12 +117,15 @@ fn unreadable(meta: &mut PacketMeta) -> DropReason {
 /// Stage 1 of the bridge loop: destination, source and VLAN.
 #[inline(always)]
 pub(super) fn read_l2(
-    frame: &[u8],
+    frame: RxFrame<'_>,
     offload: OffloadInfo,
     ingress: &PortIngress<'_>,
     meta: &mut PacketMeta,
 ) -> Result<(MacAddr, MacAddr, VlanId), DropReason> {
-    let (Ok(eth), Ok(stack)) = (EthernetFrame::new_checked(frame), VlanStack::parse(frame)) else {
+    // Read from the head only: the tags lie within the first 22 bytes, which every port's
+    // head holds (a port lends a tail only after a head of at least that).
+    let head = frame.head;
+    let (Ok(eth), Ok(stack)) = (EthernetFrame::new_checked(head), VlanStack::parse(head)) else {
         return Err(unreadable(meta));
     };
     let src = eth.src_addr();
@@ -132,7 +136,7 @@ pub(super) fn read_l2(
 /// Stage 1 of the flow loop: the whole key. On a drop, the key read so far and the reason.
 pub(super) fn read_key(
     in_port: PortId,
-    frame: &[u8],
+    frame: RxFrame<'_>,
     offload: OffloadInfo,
     ingress: &PortIngress<'_>,
     meta: &mut PacketMeta,
@@ -141,7 +145,14 @@ pub(super) fn read_key(
         in_port,
         ..FlowKey::default()
     };
-    let (Ok(sum), Ok(stack)) = (FrameSummary::parse(frame), VlanStack::parse(frame)) else {
+    // The headers are read from the head alone; a frame whose headers would run into its
+    // shared tail cannot be classified from bytes only weft writes, and is dropped (ports
+    // copy such frames whole, so this is a port's bug, not a guest's doing).
+    let head = frame.head;
+    let (Some(Ok(sum)), Ok(stack)) = (
+        FrameSummary::parse_prefix(head, frame.len()),
+        VlanStack::parse(head),
+    ) else {
         return Err((key, unreadable(meta)));
     };
     key.dst_mac = sum.dst;

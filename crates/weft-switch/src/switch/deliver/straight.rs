@@ -103,11 +103,11 @@ fn send_batch(
                 && !offload.is_gso()
                 && frame.len() <= limit
             {
-                out.push(slot, TxFrame::whole(frame, offload));
+                out.push(slot, TxFrame::of(*frame, offload));
                 continue;
             }
         }
-        out.emit(slot, &mut ds.slow, frame, meta, offload, egress);
+        out.emit(slot, &mut ds.slow, *frame, meta, offload, egress);
     }
     out.flush(slot);
     out.drops.flush(&slot.counters.drops);

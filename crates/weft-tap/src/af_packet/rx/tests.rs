@@ -159,7 +159,7 @@ fn receive_all(rx: &mut AfPacketRx, room: usize) -> Vec<u8> {
     let firsts = batch
         .descs()
         .iter()
-        .map(|d| rx.frame(d.handle)[20])
+        .map(|d| rx.frame(d.handle).head[20])
         .collect();
     rx.finish();
     firsts
@@ -201,7 +201,7 @@ fn frames_stay_readable_until_finish_even_across_receives() {
     let mut c = RxBatch::new(8);
     rx.receive(&mut c);
     assert!(c.is_empty());
-    assert_eq!(rx.frame(a.descs()[0].handle)[20], 1);
+    assert_eq!(rx.frame(a.descs()[0].handle).head[20], 1);
     rx.finish();
     assert!(rx.frame(a.descs()[0].handle).is_empty());
 }
