@@ -18,6 +18,7 @@ pub mod decap;
 pub mod encap;
 pub mod error;
 mod fdb_handle;
+#[cfg(any(test, fuzzing))]
 #[doc(hidden)]
 pub mod fuzz_entry;
 pub mod gro;

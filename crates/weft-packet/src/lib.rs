@@ -11,6 +11,7 @@ pub mod arp;
 pub mod checksum;
 pub mod error;
 pub mod ethernet;
+#[cfg(any(test, fuzzing))]
 #[doc(hidden)]
 pub mod fuzz_entry;
 pub mod gso;

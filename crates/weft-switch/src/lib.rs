@@ -17,6 +17,7 @@ pub mod flow_cache;
 pub mod flow_key;
 pub mod flow_match;
 pub mod flow_table;
+#[cfg(any(test, fuzzing))]
 #[doc(hidden)]
 pub mod fuzz_entry;
 pub mod lanes;

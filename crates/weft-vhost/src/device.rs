@@ -184,6 +184,7 @@ pub(crate) struct LaneShare {
 
 impl LaneShare {
     /// The whole port, for a switch with one lane.
+    #[cfg(any(test, fuzzing))]
     pub(crate) const WHOLE: LaneShare = LaneShare { index: 0, lanes: 1 };
 
     pub(crate) fn owns(self, pair: usize) -> bool {

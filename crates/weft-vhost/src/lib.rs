@@ -45,6 +45,7 @@ mod error;
 mod fds;
 mod features;
 mod flow_hash;
+#[cfg(any(test, fuzzing))]
 #[doc(hidden)]
 pub mod fuzz_entry;
 mod memory;

@@ -37,6 +37,7 @@ use crate::error::VhostError;
 use crate::fds::drain;
 use crate::vring::Vring;
 
+#[cfg(any(test, fuzzing))]
 pub(crate) use budget::quantum as receive_quantum;
 use budget::Credit;
 pub(crate) use queue::SNAPSHOT_LEN;

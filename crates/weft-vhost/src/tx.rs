@@ -45,6 +45,7 @@ mod budget;
 mod plain_group;
 mod ring_writer;
 
+#[cfg(any(test, fuzzing))]
 pub(crate) use budget::allowance as transmit_allowance;
 use ring_writer::{Put, RingWriter, SoftwareOffload};
 

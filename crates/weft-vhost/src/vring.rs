@@ -57,6 +57,7 @@ impl RingLayout {
     /// A ring of `size` entries laid out as drivers commonly do, from index 0: the
     /// descriptor table at `base`, the available ring right after it, the used ring after
     /// that on the next 4-byte boundary (the alignments of virtio 1.x §2.7).
+    #[cfg(any(test, fuzzing))]
     pub(crate) fn contiguous(base: u64, size: u16) -> RingLayout {
         let n = u64::from(size);
         let avail = base + 16 * n;

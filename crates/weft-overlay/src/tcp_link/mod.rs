@@ -34,6 +34,8 @@
 pub mod auth;
 mod conn;
 pub mod framing;
+#[cfg(any(test, fuzzing))]
+#[doc(hidden)]
 pub mod fuzz_entry;
 mod halves;
 mod handshake;
