@@ -59,23 +59,7 @@ mod tx;
 mod vring;
 
 #[cfg(test)]
-mod group_tests;
-#[cfg(test)]
-mod hostile_neighbour_tests;
-#[cfg(test)]
-mod lane_tests;
-#[cfg(test)]
-mod loop_tests;
-#[cfg(test)]
-mod mock_driver_tests;
-#[cfg(test)]
-mod mq_tests;
-#[cfg(test)]
-mod proptests;
-#[cfg(test)]
-mod racing_guest_tests;
-#[cfg(test)]
-mod testutil;
+mod tests;
 
 pub use config::{ConfigError, VhostPortConfig, MAX_FRAME_LEN, MAX_QUEUE_PAIRS, MAX_QUEUE_SIZE};
 pub use counters::{batch_bucket, FrameDrop, QueueFault, QueueStats, BATCH_BUCKETS};

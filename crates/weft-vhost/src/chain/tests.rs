@@ -3,8 +3,8 @@
 
 use crate::config::VhostPortConfig;
 use crate::counters::{FrameDrop, QueueFault};
-use crate::testutil::net_header as header;
-use crate::testutil::{all_features, ether_frame, Rig, GUEST_MEM, INDIRECT, NEXT, WRITE};
+use crate::tests::testutil::net_header as header;
+use crate::tests::testutil::{all_features, ether_frame, Rig, GUEST_MEM, INDIRECT, NEXT, WRITE};
 use crate::vring::TX_QUEUE;
 use vm_memory::{Bytes, GuestAddress};
 use weft_packet::virtio_net::{flags, gso_type};

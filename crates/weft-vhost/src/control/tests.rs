@@ -7,7 +7,7 @@ use super::*;
 use crate::config::VhostPortConfig;
 use crate::device::LaneShare;
 use crate::rx::VhostPortRx;
-use crate::testutil::{ether_frame, memfd, GuestRing, GUEST_MEM};
+use crate::tests::testutil::{ether_frame, memfd, GuestRing, GUEST_MEM};
 use crate::tx::VhostPortTx;
 use crate::vring::{RX_QUEUE, TX_QUEUE};
 use vhost::vhost_user::message::VhostUserVirtioFeatures;

@@ -10,7 +10,7 @@ use weft_switch::{PortRx, RxBatch};
 use crate::config::VhostPortConfig;
 use crate::modes::DispatchMode;
 use crate::rx::VhostPortRx;
-use crate::testutil::{all_features, ether_frame, Rig};
+use crate::tests::testutil::{all_features, ether_frame, Rig};
 
 const HDR0: [u8; 12] = [0; 12];
 const NO_NOTIFY: u16 = 1;

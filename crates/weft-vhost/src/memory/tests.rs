@@ -1,5 +1,5 @@
 use super::*;
-use crate::testutil::memfd;
+use crate::tests::testutil::memfd;
 use vm_memory::{Bytes, GuestMemoryBackend};
 
 fn region(gpa: u64, size: u64, va: u64, off: u64) -> RegionDesc {

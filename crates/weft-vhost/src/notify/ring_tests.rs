@@ -9,7 +9,7 @@ use weft_switch::{PortRx, PortTx, RxBatch, TxFrame};
 use crate::config::VhostPortConfig;
 use crate::modes::{DispatchMode, NotifyPolicy};
 use crate::rx::VhostPortRx;
-use crate::testutil::{all_features, ether_frame, Rig};
+use crate::tests::testutil::{all_features, ether_frame, Rig};
 use crate::tx::VhostPortTx;
 
 fn rig(notify: NotifyPolicy, event_idx: bool) -> (Rig, VhostPortRx, VhostPortTx) {

@@ -9,7 +9,7 @@ use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 
 use super::{GuestView, SplitRing};
 use crate::counters::QueueFault;
-use crate::testutil::{INDIRECT, NEXT, WRITE};
+use crate::tests::testutil::{INDIRECT, NEXT, WRITE};
 
 /// Two regions with a hole between them: a buffer or table reaching into the hole is
 /// outside guest memory for both walks.

@@ -1,7 +1,7 @@
 use super::*;
 use crate::config::VhostPortConfig;
 use crate::features::Features;
-use crate::testutil::{all_features, ether_frame, readable, Rig};
+use crate::tests::testutil::{all_features, ether_frame, readable, Rig};
 use virtio_bindings::bindings::virtio_config::VIRTIO_F_VERSION_1;
 use virtio_bindings::bindings::virtio_net::{
     VIRTIO_NET_F_CSUM, VIRTIO_NET_F_HOST_TSO4, VIRTIO_NET_F_HOST_TSO6,

@@ -18,7 +18,7 @@ use super::*;
 use crate::memory::sigbus::{self, SigbusGuard};
 use crate::memory::MemoryRefusal;
 use crate::rx::SNAPSHOT_LEN;
-use crate::testutil::{ether_frame, memfd, GUEST_MEM};
+use crate::tests::testutil::{ether_frame, memfd, GUEST_MEM};
 
 const VA: u64 = 0x7f00_0000_0000;
 const TIB: u64 = 1 << 40;

@@ -10,7 +10,7 @@ use std::os::unix::net::UnixStream;
 
 use super::tests::{socket_path, Guest};
 use super::*;
-use crate::testutil::ether_frame;
+use crate::tests::testutil::ether_frame;
 use crate::vring::TX_QUEUE;
 use weft_switch::{PortRx, RxBatch};
 

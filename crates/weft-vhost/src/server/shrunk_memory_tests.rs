@@ -4,7 +4,7 @@
 use super::tests::{assert_traffic, socket_path, wait_for, Guest};
 use super::*;
 use crate::counters::QueueFault;
-use crate::testutil::ether_frame;
+use crate::tests::testutil::ether_frame;
 use crate::vring::{RX_QUEUE, TX_QUEUE};
 use weft_packet::OffloadInfo;
 use weft_switch::{PortRx, PortTx, RxBatch, TxFrame};

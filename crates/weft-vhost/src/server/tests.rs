@@ -4,7 +4,7 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::AtomicUsize;
 
 use super::*;
-use crate::testutil::{ether_frame, memfd, GuestRing, GUEST_MEM};
+use crate::tests::testutil::{ether_frame, memfd, GuestRing, GUEST_MEM};
 use crate::vring::{RX_QUEUE, TX_QUEUE};
 use vhost::vhost_user::message::{VhostUserHeaderFlag, VhostUserProtocolFeatures};
 use vhost::vhost_user::{Frontend, VhostUserFrontend};

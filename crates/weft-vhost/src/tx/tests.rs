@@ -2,7 +2,7 @@ use super::*;
 use crate::config::VhostPortConfig;
 use crate::counters::FrameDrop;
 use crate::features::Features;
-use crate::testutil::{all_features, ether_frame, tcp4_frame, tcp4_offload, Rig};
+use crate::tests::testutil::{all_features, ether_frame, tcp4_frame, tcp4_offload, Rig};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use virtio_bindings::bindings::virtio_config::VIRTIO_F_VERSION_1;

@@ -8,7 +8,7 @@ use vm_memory::{Bytes, GuestAddress};
 
 use super::*;
 use crate::memory::{GuestMemoryTable, RegionDesc, DEFAULT_MAX_GUEST_MEMORY};
-use crate::testutil::memfd;
+use crate::tests::testutil::memfd;
 
 fn one_region(size: u64) -> [RegionDesc; 1] {
     [RegionDesc {

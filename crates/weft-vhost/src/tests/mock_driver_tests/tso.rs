@@ -6,7 +6,7 @@ use weft_packet::OffloadInfo;
 use weft_switch::{PortTx as _, TxFrame};
 
 use super::{features, guest_memory, header_of, MockRig};
-use crate::testutil::{net_header, tcp4_frame, tcp4_offload};
+use crate::tests::testutil::{net_header, tcp4_frame, tcp4_offload};
 
 /// Ethernet, IPv4 and TCP headers.
 const HEADERS: usize = 54;

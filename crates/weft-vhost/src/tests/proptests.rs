@@ -8,7 +8,7 @@ use weft_packet::OffloadInfo;
 use weft_switch::{PortRx, PortTx, RxBatch, TxFrame};
 
 use crate::config::{VhostPortConfig, MAX_FRAME_LEN};
-use crate::testutil::{all_features, ether_frame, GuestRing, Rig, GUEST_MEM, NEXT, WRITE};
+use crate::tests::testutil::{all_features, ether_frame, GuestRing, Rig, GUEST_MEM, NEXT, WRITE};
 
 /// Where the test guest keeps well-formed frames: 128-byte slots, each a zero virtio-net
 /// header followed by a frame.

@@ -12,7 +12,7 @@ use super::{guest_memory, Driver, MockRig, HDR0, MOCK_INDIRECT};
 use crate::config::{VhostPortConfig, MAX_FRAME_LEN};
 use crate::counters::{FrameDrop, QueueFault};
 use crate::ring_access::MAX_CHAIN_DESCRIPTORS;
-use crate::testutil::{all_features, ether_frame, Rig, INDIRECT, NEXT, WRITE};
+use crate::tests::testutil::{all_features, ether_frame, Rig, INDIRECT, NEXT, WRITE};
 
 /// The cap as a count.
 const CAP: usize = MAX_CHAIN_DESCRIPTORS as usize;

@@ -12,7 +12,7 @@ use super::{
     MOCK_INDIRECT,
 };
 use crate::counters::FrameDrop;
-use crate::testutil::{ether_frame, INDIRECT, NEXT, WRITE};
+use crate::tests::testutil::{ether_frame, INDIRECT, NEXT, WRITE};
 
 #[test]
 fn frames_a_mock_driver_sends_reach_the_switch_whole_and_return_in_order() {

@@ -13,7 +13,7 @@ use weft_switch::{PortRx, PortTx, RxBatch, TxFrame};
 
 use crate::config::VhostPortConfig;
 use crate::counters::FrameDrop;
-use crate::testutil::{all_features, ether_frame, net_header, GuestRing, Rig};
+use crate::tests::testutil::{all_features, ether_frame, net_header, GuestRing, Rig};
 
 /// A chain the guest transmits, by kind.
 #[derive(Debug, Clone)]

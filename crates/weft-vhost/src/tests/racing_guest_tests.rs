@@ -17,7 +17,7 @@ use weft_switch::{
 
 use crate::config::VhostPortConfig;
 use crate::rx::SNAPSHOT_LEN;
-use crate::testutil::{all_features, ether_frame, tcp4_frame, Rig};
+use crate::tests::testutil::{all_features, ether_frame, tcp4_frame, Rig};
 
 const HDR0: [u8; 12] = [0; 12];
 /// Where the TCP destination port of a [`tcp4_frame`] lies.

@@ -10,7 +10,7 @@ use weft_switch::{PortRx, PortTx, RxBatch, TxFrame};
 use crate::config::VhostPortConfig;
 use crate::counters::QueueFault;
 use crate::rx::VhostPortRx;
-use crate::testutil::{all_features, ether_frame, readable, Rig};
+use crate::tests::testutil::{all_features, ether_frame, readable, Rig};
 use crate::tx::VhostPortTx;
 
 const HDR0: [u8; 12] = [0; 12];

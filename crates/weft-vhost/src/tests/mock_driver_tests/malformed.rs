@@ -15,7 +15,7 @@ use super::{
     features, guest_memory, Driver, MockRig, HDR0, LOW_MEM, MOCK_INDIRECT, SIZE, UNMAPPED,
 };
 use crate::counters::{FrameDrop, QueueFault};
-use crate::testutil::{ether_frame, net_header as header, INDIRECT, NEXT, WRITE};
+use crate::tests::testutil::{ether_frame, net_header as header, INDIRECT, NEXT, WRITE};
 
 /// Which of the guest's queues a case breaks.
 #[derive(Debug, Clone, Copy)]

@@ -18,7 +18,7 @@ use weft_switch::{PortId, PortOptions, Switch, SwitchConfig, Timestamp};
 use crate::config::VhostPortConfig;
 use crate::counters::FrameDrop;
 use crate::ring_access::MAX_CHAIN_DESCRIPTORS;
-use crate::testutil::{all_features, ether_frame, Rig, INDIRECT, NEXT};
+use crate::tests::testutil::{all_features, ether_frame, Rig, INDIRECT, NEXT};
 
 /// A busy healthy port's burst: the switch's whole batch.
 const BURST: usize = weft_switch::port::DEFAULT_BATCH;

@@ -7,7 +7,7 @@
 use weft_switch::{PortRx, PortTx, RxBatch, TxFrame};
 
 use crate::config::VhostPortConfig;
-use crate::testutil::{all_features, ether_frame, Rig};
+use crate::tests::testutil::{all_features, ether_frame, Rig};
 
 const BURST: usize = 64;
 const BURSTS: usize = 400;

@@ -34,7 +34,7 @@ use crate::counters::{QueueFault, QueueStats};
 use crate::device::{DeviceShared, LaneShare, RingStart};
 use crate::features::Features;
 use crate::rx::VhostPortRx;
-use crate::testutil::{all_features, ether_frame, NEXT, WRITE};
+use crate::tests::testutil::{all_features, ether_frame, NEXT, WRITE};
 use crate::tx::VhostPortTx;
 use crate::vring::{RingLayout, RX_QUEUE, TX_QUEUE};
 
