@@ -236,12 +236,12 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
         let len = usize::from(self.payload_len());
         let after_header = self.buffer.as_ref().get(HEADER_LEN..).unwrap_or(&[]);
         let held = after_header.get(..len).unwrap_or(after_header);
-        walk_extension_headers(self.next_header(), HeldPayload { held, len }).ok()
+        walk_extension_headers(self.next_header(), Held { held, len }).ok()
     }
 }
 
 /// The payload bytes the extension-header walk reads: the whole payload (a slice), or the
-/// first bytes of a longer one ([`HeldPayload`]). One walk serves both, so the prefix walk
+/// first bytes of a longer one ([`Held`]). One walk serves both, so the prefix walk
 /// can only agree with the whole one or give up.
 trait PayloadBytes<'a>: Copy {
     /// Why a byte within the payload cannot be read: uninhabited for a whole payload.
@@ -269,17 +269,18 @@ impl<'a> PayloadBytes<'a> for &'a [u8] {
     }
 }
 
-/// The first bytes (`held`) of a payload of `len` bytes; `held.len() <= len`.
+/// The first bytes (`held`) of something `len` bytes long (an IPv6 payload here, a whole
+/// frame in `summary.rs`); `held.len() <= len`.
 #[derive(Clone, Copy)]
-struct HeldPayload<'a> {
-    held: &'a [u8],
-    len: usize,
+pub(crate) struct Held<'a> {
+    pub(crate) held: &'a [u8],
+    pub(crate) len: usize,
 }
 
-/// A byte the walk needs is beyond the bytes held.
-struct NotHeld;
+/// A byte the walk or parse needs is beyond the bytes held.
+pub(crate) struct NotHeld;
 
-impl<'a> PayloadBytes<'a> for HeldPayload<'a> {
+impl<'a> PayloadBytes<'a> for Held<'a> {
     type Missing = NotHeld;
     fn len(self) -> usize {
         self.len

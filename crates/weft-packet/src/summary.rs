@@ -20,7 +20,7 @@ use crate::arp::{ArpOperation, ArpPacket};
 use crate::error::{ParseError, Result};
 use crate::ethernet::{ethertype, EthernetFrame, MacAddr};
 use crate::ipv4::{protocol, Ipv4Packet};
-use crate::ipv6::{Ipv6Packet, Ipv6UpperLayer};
+use crate::ipv6::{Held, Ipv6Packet, Ipv6UpperLayer, NotHeld};
 use crate::vlan::{VlanStack, VlanTci};
 
 /// Where a packet stands with respect to IP fragmentation.
@@ -163,7 +163,7 @@ impl FrameSummary {
             Err(ParseError::Truncated { .. }) if held.len() < frame_len => return None,
             Err(err) => return Some(Err(err)),
         };
-        let head = Head {
+        let head = Held {
             held,
             len: frame_len,
         };
@@ -234,7 +234,7 @@ impl FrameSummary {
 
     /// L3 and L4, the part [`parse`](Self::parse) and [`parse_prefix`](Self::parse_prefix)
     /// share: every byte read comes from `frame.held()` after a `need` covering it and every
-    /// length checked is `real_len`, so over a [`Head`] it agrees with the whole frame or stops
+    /// length checked is `real_len`, so over a [`Held`] (a frame's snapshot) it agrees with the whole frame or stops
     /// with `Missing` before reading past the snapshot.
     #[inline(always)]
     fn parse_l3<'a, B: Bytes<'a>>(&mut self, frame: B) -> core::result::Result<(), B::Missing> {
@@ -377,7 +377,7 @@ fn arp_summary<'a, B: Bytes<'a>>(l3: B) -> core::result::Result<L3Summary, B::Mi
 }
 
 /// The bytes the summary reads: a whole frame ([`Whole`]) or the head of a longer one
-/// ([`Head`]). [`FrameSummary::parse`] and [`FrameSummary::parse_prefix`] run the same code
+/// ([`Held`] (a frame's snapshot)). [`FrameSummary::parse`] and [`FrameSummary::parse_prefix`] run the same code
 /// over either, so the prefix parse can only agree with the whole one or give up.
 trait Bytes<'a>: Copy {
     /// Why a byte the parse needs cannot be read: uninhabited for a whole frame.
@@ -443,41 +443,31 @@ impl<'a> Bytes<'a> for Whole<'a> {
     }
 }
 
-/// The first bytes (`held`) of a frame of `len` bytes; `held.len() <= len`.
-#[derive(Clone, Copy)]
-struct Head<'a> {
-    held: &'a [u8],
-    len: usize,
-}
-
-/// A byte the parse needs lies past the snapshot.
-struct NeedsWholeFrame;
-
-impl<'a> Bytes<'a> for Head<'a> {
-    type Missing = NeedsWholeFrame;
+impl<'a> Bytes<'a> for Held<'a> {
+    type Missing = NotHeld;
     fn held(self) -> &'a [u8] {
         self.held
     }
     fn real_len(self) -> usize {
         self.len
     }
-    fn need(self, end: usize) -> core::result::Result<(), NeedsWholeFrame> {
+    fn need(self, end: usize) -> core::result::Result<(), NotHeld> {
         if self.held.len() >= end.min(self.len) {
             Ok(())
         } else {
-            Err(NeedsWholeFrame)
+            Err(NotHeld)
         }
     }
     fn skip(self, n: usize) -> Self {
-        Head {
+        Held {
             held: self.held.get(n..).unwrap_or(&[]),
             len: self.len.saturating_sub(n),
         }
     }
     fn upper_layer(
         packet: &Ipv6Packet<&'a [u8]>,
-    ) -> core::result::Result<Result<Ipv6UpperLayer>, NeedsWholeFrame> {
-        packet.upper_layer_prefix().ok_or(NeedsWholeFrame)
+    ) -> core::result::Result<Result<Ipv6UpperLayer>, NotHeld> {
+        packet.upper_layer_prefix().ok_or(NotHeld)
     }
 }
 
