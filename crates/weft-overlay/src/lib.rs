@@ -15,6 +15,7 @@
 
 pub mod config;
 pub mod decap;
+pub mod device;
 pub mod encap;
 pub mod error;
 mod fdb_handle;
@@ -44,6 +45,7 @@ mod tests;
 
 pub use config::VxlanConfig;
 pub use decap::{decapsulate, DecapRules};
+pub use device::{tcp_link_device, vxlan_device, TcpLinkDevice, VxlanDevice};
 pub use error::OverlayError;
 pub use fdb_handle::RemoteFdbHandle;
 pub use port::{SocketPaths, VxlanPort, MAX_SUPER_FRAME};

@@ -41,8 +41,9 @@ pub use flow_table::{
     Action, ActionList, FlowError, FlowRule, FlowTable, RuleId, RuleStats, MAX_ACTIONS,
 };
 pub use port::{
-    FrameHandle, PortCaps, PortHalves, PortRx, PortTx, RxBatch, RxDesc, RxFrame, SharedTail,
-    TxFrame,
+    CounterClass, CounterSource, DeviceCounter, DeviceError, DeviceStatus, FrameHandle, Link,
+    OnePairDevice, PortCaps, PortDevice, PortHalves, PortRx, PortTx, RxBatch, RxDesc, RxFrame,
+    SharedTail, TxFrame, Unsplit,
 };
 pub use registry::{RegistryError, SwitchRegistry};
 pub use switch::{PortOptions, Switch, SwitchConfig, SwitchError, SwitchStats};

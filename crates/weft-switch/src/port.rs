@@ -12,7 +12,12 @@
 
 use weft_packet::OffloadInfo;
 
+mod device;
 mod frame;
+pub use device::{
+    CounterClass, CounterSource, DeviceCounter, DeviceError, DeviceStatus, Link, OnePairDevice,
+    PortDevice, Unsplit,
+};
 pub use frame::{RxFrame, SharedTail};
 
 /// Identifies one received frame inside its port, until [`PortRx::finish`].

@@ -11,6 +11,7 @@
 //!   [`TapRx`]/[`TapTx`] pair and an `Arc<`[`PortStats`]`>`.
 //! - [`af_packet`]: [`AfPacket::open`] binds a packet socket to an existing interface, with a
 //!   memory-mapped `TPACKET_V3` receive ring and `sendmmsg` transmit.
+//! - [`device`]: either behind a port as the daemon sees every port ([`KernelPortDevice`]).
 //! - [`stats`]: what a port drops itself, by reason ([`PortDrop`]).
 //! - [`netns`]: doing things inside another network namespace.
 //!
@@ -19,6 +20,7 @@
 #![deny(missing_docs)]
 
 pub mod af_packet;
+pub mod device;
 pub mod error;
 pub mod netns;
 pub mod offloads;
@@ -29,6 +31,7 @@ pub mod tap;
 pub mod vnet;
 
 pub use af_packet::{AfPacket, AfPacketOptions, AfPacketRx, AfPacketTx};
+pub use device::{af_packet_device, tap_device, KernelPortDevice};
 pub use error::PortError;
 pub use offloads::Offloads;
 pub use stats::{PortDrop, PortStats, PortStatsSnapshot};

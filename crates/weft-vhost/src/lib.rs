@@ -51,6 +51,7 @@ pub mod fuzz_entry;
 mod memory;
 mod modes;
 mod notify;
+mod port_device;
 mod ring_access;
 mod rx;
 mod server;

@@ -335,6 +335,11 @@ impl VhostUserPort {
         self.shared.caps()
     }
 
+    /// The MTU the port was configured with (what it offers the frontend).
+    pub fn configured_mtu(&self) -> usize {
+        self.shared.config.mtu
+    }
+
     /// Changes whenever [`caps`](Self::caps) may have changed.
     pub fn caps_generation(&self) -> u64 {
         self.shared.caps_generation()

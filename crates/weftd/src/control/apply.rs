@@ -277,13 +277,7 @@ impl Controller {
         let mut add_ports: Vec<Vec<(String, PortHalves, PortOptions)>> =
             workers.iter().map(|_| Vec::new()).collect();
         for (p, o) in diff.add_ports.iter().zip(devices) {
-            meta.push((
-                o.failed,
-                o.device.mtu,
-                o.device.offloads.clone(),
-                o.device.stats.clone(),
-                o.device.keep.clone(),
-            ));
+            meta.push((o.failed, o.device.handle.clone()));
             let halves = lane_halves(&p.name, o.device.lanes, workers.len())?;
             let options = translate::port_options(&p.options)?;
             for (lane, halves) in add_ports.iter_mut().zip(halves) {
@@ -344,19 +338,14 @@ impl Controller {
         for p in &diff.remove_ports {
             rt.ports.remove(p);
         }
-        for ((port, id, counters), (failed, mtu, offloads, device_stats, keep)) in
-            added.into_iter().zip(meta)
-        {
+        for ((port, id, counters), (failed, device)) in added.into_iter().zip(meta) {
             rt.ports.insert(
                 port,
                 PortRt {
                     id,
                     counters,
                     failed,
-                    mtu,
-                    offloads,
-                    device_stats,
-                    keep,
+                    device,
                 },
             );
         }

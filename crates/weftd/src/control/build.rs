@@ -41,14 +41,15 @@ pub(super) fn open_or_fail(
                 device,
                 failed: None,
             },
-            Err(reason) => {
+            Err(e) => {
+                let reason = e.to_string();
                 failures.push(PortFailure {
                     switch: switch.name.clone(),
                     port: p.name.clone(),
                     reason: reason.clone(),
                 });
                 Opened {
-                    device: FailedPort::device(&p.kind).spread(switch.settings.lanes, 0),
+                    device: FailedPort::device(&p.kind, switch.settings.lanes),
                     failed: Some(reason),
                 }
             }
@@ -71,7 +72,7 @@ pub(super) fn open_all(
                     device,
                     failed: None,
                 })
-                .map_err(|e| port_open_error(&p.name, &e))
+                .map_err(|e| port_open_error(&p.name, &e.to_string()))
         })
         .collect()
 }
@@ -351,13 +352,7 @@ impl Controller {
         for (source, port) in sources.into_iter().zip(&switch.ports) {
             match source {
                 Source::Opened(o) => {
-                    meta.push((
-                        o.failed,
-                        o.device.mtu,
-                        o.device.offloads.clone(),
-                        o.device.stats.clone(),
-                        o.device.keep.clone(),
-                    ));
+                    meta.push((o.failed, o.device.handle.clone()));
                     let halves = lane_halves(&port.name, o.device.lanes, lanes)?;
                     for (lane, halves) in per_lane.iter_mut().zip(halves) {
                         lane.push(Some(halves));
@@ -367,13 +362,7 @@ impl Controller {
                     let prev = old.and_then(|o| o.ports.get(&port.name)).ok_or_else(|| {
                         internal(format!("port {:?} to reuse is unknown", port.name))
                     })?;
-                    meta.push((
-                        prev.failed.clone(),
-                        prev.mtu,
-                        prev.offloads.clone(),
-                        prev.device_stats.clone(),
-                        prev.keep.clone(),
-                    ));
+                    meta.push((prev.failed.clone(), prev.device.clone()));
                     for lane in &mut per_lane {
                         lane.push(None);
                     }
@@ -419,22 +408,17 @@ impl Controller {
         let ports = added
             .into_iter()
             .zip(meta)
-            .map(
-                |((name, id, counters), (failed, mtu, offloads, device_stats, keep))| {
-                    (
-                        name,
-                        PortRt {
-                            id,
-                            counters,
-                            failed,
-                            mtu,
-                            offloads,
-                            device_stats,
-                            keep,
-                        },
-                    )
-                },
-            )
+            .map(|((name, id, counters), (failed, device))| {
+                (
+                    name,
+                    PortRt {
+                        id,
+                        counters,
+                        failed,
+                        device,
+                    },
+                )
+            })
             .collect();
         self.switches.insert(
             switch.name.clone(),

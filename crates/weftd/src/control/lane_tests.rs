@@ -47,10 +47,7 @@ impl Fixture {
                 Source::Opened(Opened {
                     device: Device {
                         lanes: halves,
-                        mtu: 1500,
-                        offloads: Vec::new(),
-                        stats: None,
-                        keep: None,
+                        handle: crate::devices::memory_handle(),
                     },
                     failed: None,
                 })

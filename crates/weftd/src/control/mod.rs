@@ -40,7 +40,6 @@ pub use capture::{lock, serve, Session, MAX_CAPTURES};
 use client_files::ClientFiles;
 pub use open_as::FileReader;
 use pool::WorkerPool;
-pub(crate) use ports::device_drop_name;
 
 /// A port as the control plane tracks it beside its configuration.
 struct PortRt {
@@ -49,12 +48,8 @@ struct PortRt {
     counters: Vec<Arc<PortCounters>>,
     /// Why the device could not be opened, when it could not.
     failed: Option<String>,
-    mtu: u32,
-    offloads: Vec<String>,
-    /// What the device counts itself (`None` for a failed port).
-    device_stats: Option<Arc<weft_tap::PortStats>>,
-    /// What the device needs alive while the port exists (see [`crate::devices::Device`]).
-    keep: Option<crate::devices::Keepalive>,
+    /// Its device (a stand-in when it failed), kept open while the port exists.
+    device: crate::devices::DeviceHandle,
 }
 
 impl PortRt {

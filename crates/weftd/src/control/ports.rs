@@ -5,7 +5,7 @@ use weft_control::rule::{ActionSpec, RuleSpec};
 use weft_control::state::{PortKind, PortSettings, PortState, SwitchState};
 use weft_control::{ControlError, ErrorKind, Response};
 use weft_switch::MAX_PORTS;
-use weft_tap::{PortDrop, PortStats, PortStatsSnapshot};
+use weft_switch::{CounterClass, PortDevice};
 
 use super::build::port_open_error;
 use super::{limit, no_port, Controller, PortRt};
@@ -21,43 +21,41 @@ pub(super) fn rule_uses_port(rule: &RuleSpec, port: &str) -> bool {
             .any(|a| matches!(a, ActionSpec::Output(p) if p == port))
 }
 
-/// A port's counters as the protocol shows them: the switch's, and the drops its device
-/// counted itself (as `port_<reason>`).
+/// A port's counters as the protocol shows them: the switch's, the drops its device counted
+/// itself (as `port_<reason>`), and the device's other counters.
 fn counters_info(rt: &PortRt) -> PortCountersInfo {
-    let device = rt.device_stats.as_deref().map(PortStats::snapshot);
-    let extra = rt
-        .keep
-        .as_ref()
-        .map(devices::device_drops)
-        .unwrap_or_default();
-    let mut info = snapshot_info(&rt.counters(), device.as_ref(), &extra);
-    info.device = rt
-        .keep
-        .as_ref()
-        .map(devices::device_counters)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|(_, n)| *n > 0)
-        .collect();
+    let device = DeviceCounters::read(rt.device.device.as_ref());
+    let mut info = snapshot_info(&rt.counters(), &device.drops);
+    info.device = device.events.into_iter().filter(|(_, n)| *n > 0).collect();
     info
 }
 
-/// The name a drop counted by the device (not the switch) is shown under.
-pub(crate) fn device_drop_name(reason: PortDrop) -> String {
-    format!("port_{}", reason.name())
+/// What a port's device counted itself, read through its [`PortDevice`] whatever its kind.
+#[derive(Debug, Clone, Default)]
+pub struct DeviceCounters {
+    /// Drops, each as `port_<reason>`, zeros included.
+    pub drops: Vec<(String, u64)>,
+    /// Everything else it counted, zeros included.
+    pub events: Vec<(String, u64)>,
+}
+
+impl DeviceCounters {
+    /// Reads every counter of `device`.
+    pub fn read(device: &dyn PortDevice) -> DeviceCounters {
+        let mut out = DeviceCounters::default();
+        device.visit_counters(&mut |c| match c.class {
+            CounterClass::Drop => out.drops.push((format!("port_{}", c.name), c.value)),
+            CounterClass::Event => out.events.push((c.name.to_string(), c.value)),
+        });
+        out
+    }
 }
 
 /// Counters read at once, as the protocol shows them.
 pub(super) fn snapshot_info(
     snap: &weft_switch::PortCountersSnapshot,
-    device: Option<&PortStatsSnapshot>,
-    extra: &[(String, u64)],
+    device_drops: &[(String, u64)],
 ) -> PortCountersInfo {
-    let device_drops = device.into_iter().flat_map(|d| {
-        PortDrop::ALL
-            .into_iter()
-            .map(|r| (device_drop_name(r), d.drops(r)))
-    });
     PortCountersInfo {
         rx_packets: snap.rx_packets,
         rx_bytes: snap.rx_bytes,
@@ -68,8 +66,7 @@ pub(super) fn snapshot_info(
             .iter()
             .filter(|(_, n)| *n > 0)
             .map(|(r, n)| (r.name().to_string(), *n))
-            .chain(device_drops.filter(|(_, n)| *n > 0))
-            .chain(extra.iter().filter(|(_, n)| *n > 0).cloned())
+            .chain(device_drops.iter().filter(|(_, n)| *n > 0).cloned())
             .collect(),
         device: std::collections::BTreeMap::new(),
     }
@@ -81,14 +78,12 @@ fn port_info(switch: &SwitchState, port: &PortState, rt: Option<&PortRt>) -> Por
         name: port.name.clone(),
         kind: port.kind.clone(),
         options: port.options.clone(),
-        mtu: rt.map_or_else(|| devices::configured_mtu(&port.kind), |r| r.mtu),
+        mtu: rt.map_or_else(
+            || devices::configured_mtu(&port.kind),
+            |r| r.device.device.mtu(),
+        ),
         offloads: rt
-            .map(|r| {
-                r.keep
-                    .as_ref()
-                    .and_then(devices::live_offloads)
-                    .unwrap_or_else(|| r.offloads.clone())
-            })
+            .map(|r| r.device.device.status().words())
             .unwrap_or_default(),
         failed: rt.and_then(|r| r.failed.clone()),
     }
@@ -129,12 +124,10 @@ impl Controller {
         devices::check(ctx, &port.name, &port.kind).map_err(ControlError::invalid)?;
         self.vhost_socket_free(switch, &port)?;
         let device = devices::open(ctx, &port.name, &port.kind)
-            .map_err(|e| port_open_error(&port.name, &e))?;
+            .map_err(|e| port_open_error(&port.name, &e.to_string()))?;
         self.commit_then(next, |c| {
             let workers = c.switch_rt(switch)?.workers.clone();
-            let (mtu, offloads) = (device.mtu, device.offloads.clone());
-            let device_stats = device.stats.clone();
-            let keep = device.keep.clone();
+            let handle = device.handle.clone();
             let halves = super::build::lane_halves(&port.name, device.lanes, workers.len())?;
             let mut id = None;
             let mut counters = Vec::with_capacity(workers.len());
@@ -166,10 +159,7 @@ impl Controller {
                         id,
                         counters,
                         failed: None,
-                        mtu,
-                        offloads,
-                        device_stats,
-                        keep,
+                        device: handle,
                     },
                 );
             }

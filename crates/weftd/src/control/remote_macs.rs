@@ -11,7 +11,6 @@ use weft_overlay::{RemoteEntry, RemoteFdbHandle};
 use weft_packet::MacAddr;
 
 use super::{no_port, Controller};
-use crate::devices::VxlanDevice;
 use crate::model::translate;
 
 fn not_vxlan(switch: &str, port: &str) -> ControlError {
@@ -123,11 +122,7 @@ impl Controller {
         port: &str,
     ) -> Result<Option<RemoteFdbHandle>, ControlError> {
         let rt = self.port_rt(switch, port)?;
-        Ok(rt
-            .keep
-            .as_ref()
-            .and_then(|k| k.downcast_ref::<VxlanDevice>())
-            .map(|d| d.fdb.clone()))
+        Ok(rt.device.remote_fdb.clone())
     }
 
     /// Checks a static remote MAC for a VXLAN port, changing nothing. The endpoint is

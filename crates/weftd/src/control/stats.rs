@@ -9,9 +9,9 @@ use weft_control::response::{
 use weft_control::{ControlError, Response};
 use weft_runtime::WorkerStats;
 use weft_switch::{PortCountersSnapshot, SwitchStats};
-use weft_tap::PortStatsSnapshot;
 
 use super::ports::snapshot_info;
+pub use super::ports::DeviceCounters;
 use super::Controller;
 
 /// Every counter at one moment.
@@ -49,12 +49,8 @@ pub struct PortSnapshot {
     pub up: bool,
     /// Counters.
     pub counters: PortCountersSnapshot,
-    /// What its device counted itself (`None` when it failed).
-    pub device: Option<PortStatsSnapshot>,
-    /// Drops a vhost-user or VXLAN device counted itself (`port_<reason>`, every reason).
-    pub device_drops: Vec<(String, u64)>,
-    /// Other counters of the device (a vhost-user port's notifications, kicks, batches).
-    pub device_counters: Vec<(String, u64)>,
+    /// What its device counted itself, whatever its kind (nothing when it failed).
+    pub device: DeviceCounters,
 }
 
 /// One worker's counters.
@@ -141,17 +137,7 @@ impl Controller {
                         name: p.name.clone(),
                         up: prt.failed.is_none(),
                         counters: prt.counters(),
-                        device: prt.device_stats.as_ref().map(|d| d.snapshot()),
-                        device_drops: prt
-                            .keep
-                            .as_ref()
-                            .map(crate::devices::device_drops)
-                            .unwrap_or_default(),
-                        device_counters: prt
-                            .keep
-                            .as_ref()
-                            .map(crate::devices::device_counters)
-                            .unwrap_or_default(),
+                        device: DeviceCounters::read(prt.device.device.as_ref()),
                     })
                 })
                 .collect();
@@ -198,7 +184,7 @@ impl Controller {
                     .iter()
                     .map(|p| PortStats {
                         name: p.name.clone(),
-                        counters: snapshot_info(&p.counters, p.device.as_ref(), &p.device_drops),
+                        counters: snapshot_info(&p.counters, &p.device.drops),
                     })
                     .collect(),
                 lanes: s

@@ -149,10 +149,7 @@ impl Fixture {
                             rx: Some(Box::new(rx)),
                             tx: Box::new(tx),
                         }],
-                        mtu: 1500,
-                        offloads: Vec::new(),
-                        stats: None,
-                        keep: None,
+                        handle: crate::devices::memory_handle(),
                     }
                     .spread(conf.settings.lanes, 0),
                     failed: None,

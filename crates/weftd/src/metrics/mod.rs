@@ -10,9 +10,7 @@ pub mod http;
 use std::fmt::Write;
 
 use weft_switch::DropReason;
-use weft_tap::PortDrop;
 
-use crate::control::device_drop_name;
 use crate::control::stats::Snapshot;
 
 /// Escapes a label value.
@@ -119,18 +117,8 @@ pub fn encode(snap: &Snapshot, daemon: DaemonGauges) -> String {
                 );
             }
             // Drops the device counted itself, before the switch saw the frame (or when the
-            // kernel refused it): same family, `port_`-prefixed reasons.
-            for reason in PortDrop::ALL {
-                f.sample(
-                    &[
-                        ("switch", &s.name),
-                        ("port", &p.name),
-                        ("reason", &device_drop_name(reason)),
-                    ],
-                    p.device.as_ref().map_or(0, |d| d.drops(reason)),
-                );
-            }
-            for (reason, n) in &p.device_drops {
+            // kernel or the peer refused it): same family, `port_`-prefixed reasons.
+            for (reason, n) in &p.device.drops {
                 f.sample(
                     &[("switch", &s.name), ("port", &p.name), ("reason", reason)],
                     *n,
@@ -148,7 +136,7 @@ pub fn encode(snap: &Snapshot, daemon: DaemonGauges) -> String {
     );
     for s in &snap.switches {
         for p in &s.ports {
-            for (counter, n) in &p.device_counters {
+            for (counter, n) in &p.device.events {
                 f.sample(
                     &[("switch", &s.name), ("port", &p.name), ("counter", counter)],
                     *n,

@@ -1,0 +1,108 @@
+//! `vxlan` ports: a tunnel endpoint joining the switch to remote VTEPs (weft-overlay).
+
+use std::net::{IpAddr, SocketAddr};
+
+use weft_control::state::PortKind;
+use weft_overlay::{VxlanConfig, VxlanPort};
+
+use super::{OpenError, Opened};
+
+/// Opens the VXLAN port `kind` describes.
+pub(super) fn open(kind: &PortKind) -> Result<Opened, OpenError> {
+    let config = vxlan_config(kind)?;
+    let port = VxlanPort::open(&config)?;
+    let remote_fdb = port.remote_fdb();
+    Ok(Opened {
+        remote_fdb: Some(remote_fdb),
+        ..Opened::plain(weft_overlay::vxlan_device(port))
+    })
+}
+
+/// The VXLAN configuration a `vxlan` port kind describes.
+fn vxlan_config(kind: &PortKind) -> Result<VxlanConfig, OpenError> {
+    let PortKind::Vxlan {
+        local,
+        vni,
+        remotes,
+        netns,
+        learning,
+        port,
+        remote_macs,
+        remote_ageing,
+    } = kind
+    else {
+        return Err(OpenError::Settings("not a VXLAN port".into()));
+    };
+    let bad = |what: String| OpenError::Settings(what);
+    let local: IpAddr = local
+        .parse()
+        .map_err(|_| bad(format!("local {local:?} is not an IP address")))?;
+    let vni =
+        weft_packet::Vni::new(*vni).map_err(|_| bad(format!("vni {vni} is not below 2^24")))?;
+    let mut config = VxlanConfig::new(SocketAddr::new(local, port.unwrap_or(0)), vni);
+    if let Some(p) = port {
+        config.remote_port = *p;
+    }
+    for r in remotes {
+        let ip: IpAddr = r
+            .parse()
+            .map_err(|_| bad(format!("remote {r:?} is not an IP address")))?;
+        config = config.remote(ip);
+    }
+    config.learning = *learning;
+    config.remote_ageing = std::time::Duration::from_secs(u64::from(*remote_ageing));
+    for entry in remote_macs {
+        let mac = entry
+            .mac
+            .parse()
+            .map_err(|_| bad(format!("remote MAC {:?} is not a MAC address", entry.mac)))?;
+        let ip: IpAddr = entry
+            .remote
+            .parse()
+            .map_err(|_| bad(format!("remote {:?} is not an IP address", entry.remote)))?;
+        config = config.static_mac(mac, ip);
+    }
+    if let Some(ns) = netns {
+        config = config.netns(weft_tap::netns::named(ns));
+    }
+    Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use std::path::PathBuf;
+
+    #[test]
+    fn vxlan_settings_become_its_configuration() {
+        let kind = PortKind::Vxlan {
+            local: "192.0.2.1".into(),
+            vni: 9,
+            remotes: vec!["192.0.2.2".into()],
+            netns: Some("under".into()),
+            learning: true,
+            port: Some(4790),
+            remote_macs: vec![weft_control::state::RemoteMac {
+                mac: "02:00:00:00:00:07".into(),
+                remote: "192.0.2.2".into(),
+            }],
+            remote_ageing: 45,
+        };
+        let c = vxlan_config(&kind).unwrap();
+        assert_eq!(c.remote_ageing, std::time::Duration::from_secs(45));
+        assert_eq!(c.local, "192.0.2.1:4790".parse().unwrap());
+        assert_eq!(c.remote_port, 4790);
+        assert_eq!(c.vni.get(), 9);
+        assert_eq!(c.remotes, ["192.0.2.2".parse::<IpAddr>().unwrap()]);
+        assert!(c.learning);
+        assert_eq!(
+            c.static_fdb,
+            [(
+                "02:00:00:00:00:07".parse().unwrap(),
+                "192.0.2.2".parse::<IpAddr>().unwrap()
+            )]
+        );
+        assert_eq!(c.netns, Some(PathBuf::from("/run/netns/under")));
+    }
+}
