@@ -219,3 +219,10 @@ fn table_sizes_are_bounded_across_switches() {
     assert_eq!(e.kind, ErrorKind::LimitReached);
     assert!(e.message.contains("fdb_max_entries"), "{}", e.message);
 }
+
+#[test]
+fn the_recorded_state_file_is_a_valid_configuration() {
+    let text = include_str!("../../../../weft-control/tests/fixtures/state.json");
+    let recorded: State = serde_json::from_str(text).unwrap();
+    state(&recorded).unwrap();
+}
