@@ -15,7 +15,7 @@ mod counters;
 pub use counters::{device_counters, device_drops, live_offloads, TcpLinkDevice};
 
 use std::any::Any;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use weft_control::state::{PortKind, VhostMode};
@@ -134,32 +134,17 @@ fn vxlan_config(kind: &PortKind) -> Result<Option<VxlanConfig>, String> {
     else {
         return Ok(None);
     };
-    let local: IpAddr = local
-        .parse()
-        .map_err(|_| format!("local {local:?} is not an IP address"))?;
-    let vni = weft_packet::Vni::new(*vni).map_err(|_| format!("vni {vni} is not below 2^24"))?;
-    let mut config = VxlanConfig::new(SocketAddr::new(local, port.unwrap_or(0)), vni);
+    let mut config = VxlanConfig::new(SocketAddr::new(*local, port.unwrap_or(0)), *vni);
     if let Some(p) = port {
         config.remote_port = *p;
     }
     for r in remotes {
-        let ip: IpAddr = r
-            .parse()
-            .map_err(|_| format!("remote {r:?} is not an IP address"))?;
-        config = config.remote(ip);
+        config = config.remote(*r);
     }
     config.learning = *learning;
     config.remote_ageing = std::time::Duration::from_secs(u64::from(*remote_ageing));
     for entry in remote_macs {
-        let mac = entry
-            .mac
-            .parse()
-            .map_err(|_| format!("remote MAC {:?} is not a MAC address", entry.mac))?;
-        let ip: IpAddr = entry
-            .remote
-            .parse()
-            .map_err(|_| format!("remote {:?} is not an IP address", entry.remote))?;
-        config = config.static_mac(mac, ip);
+        config = config.static_mac(entry.mac, entry.remote);
     }
     if let Some(ns) = netns {
         config = config.netns(weft_tap::netns::named(ns));
@@ -181,13 +166,9 @@ fn tcp_link_config(kind: &PortKind, files: &ClientFiles) -> Result<Option<TcpLin
     else {
         return Ok(None);
     };
-    let parse = |field: &str, a: &str| {
-        a.parse::<SocketAddr>()
-            .map_err(|_| format!("{field} {a:?} is not an IP:PORT address"))
-    };
     let mode = match (listen, connect) {
-        (Some(a), None) => TcpLinkMode::Listen(parse("listen", a)?),
-        (None, Some(a)) => TcpLinkMode::Connect(parse("connect", a)?),
+        (Some(a), None) => TcpLinkMode::Listen(*a),
+        (None, Some(a)) => TcpLinkMode::Connect(*a),
         _ => return Err("give exactly one of listen and connect".into()),
     };
     let mut config = TcpLinkConfig::new(mode);
@@ -518,6 +499,7 @@ fn vhost_notify(n: weft_control::state::VhostNotify) -> weft_vhost::NotifyPolicy
 mod tests {
     use super::*;
 
+    use std::net::IpAddr;
     use std::path::PathBuf;
 
     /// Allowed socket directories for these tests: `<tmp>/vhost` (the default) and `<tmp>/vms`.
@@ -616,15 +598,15 @@ mod tests {
     #[test]
     fn vxlan_settings_become_its_configuration() {
         let kind = PortKind::Vxlan {
-            local: "192.0.2.1".into(),
-            vni: 9,
-            remotes: vec!["192.0.2.2".into()],
+            local: "192.0.2.1".parse().unwrap(),
+            vni: weft_control::Vni::new(9).unwrap(),
+            remotes: vec!["192.0.2.2".parse().unwrap()],
             netns: Some("under".into()),
             learning: true,
             port: Some(4790),
             remote_macs: vec![weft_control::state::RemoteMac {
-                mac: "02:00:00:00:00:07".into(),
-                remote: "192.0.2.2".into(),
+                mac: "02:00:00:00:00:07".parse().unwrap(),
+                remote: "192.0.2.2".parse().unwrap(),
             }],
             remote_ageing: 45,
         };

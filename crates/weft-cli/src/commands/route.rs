@@ -118,7 +118,7 @@ pub fn run(daemon: &mut dyn Daemon, cmd: &RouteCmd, json_output: bool) -> Result
                     Request::RouteAdd {
                         switch: switch.clone(),
                         rule,
-                        remote: Some(remote.clone()),
+                        remote: Some(*remote),
                     }
                 }
             };

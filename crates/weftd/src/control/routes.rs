@@ -3,10 +3,13 @@
 //! are one change: checked together, written to the state file once, and if the data path
 //! refuses the rule, the remote FDB entry it replaced comes back.
 
+use std::net::IpAddr;
+
 use weft_control::rule::{ActionSpec, RuleSpec};
 use weft_control::{ControlError, Response};
 
 use super::Controller;
+use crate::model::translate;
 
 /// The port and destination MAC of a route that has a remote.
 fn remote_target(spec: &RuleSpec) -> Result<(&str, &str), ControlError> {
@@ -25,20 +28,20 @@ impl Controller {
         &mut self,
         switch: &str,
         spec: RuleSpec,
-        remote: Option<&str>,
+        remote: Option<IpAddr>,
     ) -> Result<Response, ControlError> {
         let Some(remote) = remote else {
             return self.rule_add(switch, spec);
         };
         let (port, dst) = remote_target(&spec)?;
-        let mac = self.check_remote_mac(switch, port, dst, remote)?;
+        let mac = self.check_remote_mac(switch, port, translate::mac(dst)?, remote)?;
         let rule = self.check_rule(switch, spec)?;
         let next = self.with_switch(switch, |s| {
             mac.stage(s)?;
             rule.stage(s);
             Ok(())
         })?;
-        let endpoint = mac.endpoint()?;
+        let endpoint = mac.endpoint();
         let mut added = None;
         self.commit_then(next, |c| {
             let replaced = mac.install(endpoint)?;

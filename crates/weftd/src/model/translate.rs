@@ -22,8 +22,7 @@ pub fn mac(text: &str) -> Result<MacAddr, ControlError> {
 }
 
 /// A unicast MAC address, as an FDB entry needs.
-pub fn unicast_mac(text: &str) -> Result<MacAddr, ControlError> {
-    let addr = mac(text)?;
+pub fn unicast_mac(addr: MacAddr) -> Result<MacAddr, ControlError> {
     if addr.is_unicast() {
         Ok(addr)
     } else {

@@ -124,7 +124,7 @@ fn a_route_with_a_remote_is_one_route_add_request_carrying_the_remote() {
                 actions: vec![ActionSpec::Output("vx".into())],
                 cookie: ROUTE_COOKIE,
             },
-            remote: Some("192.0.2.3".into()),
+            remote: Some("192.0.2.3".parse().unwrap()),
         }]
     );
     // Without a destination MAC there is no entry to pin: refused before any request.
@@ -203,8 +203,8 @@ fn remote_mac_commands_are_one_request_each() {
         Request::RemoteMacAdd {
             switch: "br0".into(),
             port: "vx".into(),
-            mac: "52:54:00:00:00:0a".into(),
-            remote: "192.0.2.2".into(),
+            mac: "52:54:00:00:00:0a".parse().unwrap(),
+            remote: "192.0.2.2".parse().unwrap(),
         }
     );
     assert_eq!(
@@ -212,7 +212,7 @@ fn remote_mac_commands_are_one_request_each() {
         Request::RemoteMacDel {
             switch: "br0".into(),
             port: "vx".into(),
-            mac: B.into(),
+            mac: B.parse().unwrap(),
         }
     );
     assert_eq!(
