@@ -108,6 +108,7 @@ pub fn vhost_socket(
     ctx.vhost
         .sockets
         .resolve(&format!("{}-{port}.sock", ctx.switch), socket)
+        .map_err(|e| e.to_string())
 }
 
 /// Checks what only the context can tell about a port before it is created: a vhost-user

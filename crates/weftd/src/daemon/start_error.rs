@@ -71,8 +71,8 @@ pub enum StartError {
         source: io::Error,
     },
     /// The vhost-user socket directories are not usable.
-    #[error("{0}")]
-    SocketDirs(String),
+    #[error(transparent)]
+    SocketDirs(#[from] crate::socket_dirs::SocketDirsError),
     /// Signals cannot be blocked for the signal thread.
     #[error("cannot block signals: {0}")]
     Signals(#[source] nix::Error),
