@@ -180,7 +180,7 @@ fn tcp_link_config(kind: &PortKind, files: &ClientFiles) -> Result<Option<TcpLin
         config = config.netns(weft_tap::netns::named(ns));
     }
     if let Some(path) = key_file {
-        let file = files.key(path)?;
+        let file = files.key(path).map_err(|e| e.to_string())?;
         let key = LinkKey::new(file.bytes).map_err(|problem| {
             weft_overlay::tcp_link::KeyFileError {
                 path: path.into(),
