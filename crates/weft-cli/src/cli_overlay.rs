@@ -53,16 +53,16 @@ pub fn parse_vni(s: &str) -> Result<Vni, String> {
 pub enum MacOrAny {
     /// Matches every address.
     Any,
-    /// This address (lower case).
-    Mac(String),
+    /// This address.
+    Mac(MacAddr),
 }
 
 impl MacOrAny {
     /// `Some(mac)`, or `None` for any.
-    pub fn mac(&self) -> Option<&str> {
+    pub fn mac(&self) -> Option<MacAddr> {
         match self {
             MacOrAny::Any => None,
-            MacOrAny::Mac(m) => Some(m),
+            MacOrAny::Mac(m) => Some(*m),
         }
     }
 }
@@ -72,7 +72,7 @@ pub fn parse_mac_or_any(s: &str) -> Result<MacOrAny, String> {
     if s.eq_ignore_ascii_case("any") {
         return Ok(MacOrAny::Any);
     }
-    parse_mac(s).map(|mac| MacOrAny::Mac(mac.to_string()))
+    parse_mac(s).map(MacOrAny::Mac)
 }
 
 /// The source and destination a route matches.

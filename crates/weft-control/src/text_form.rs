@@ -123,5 +123,62 @@ pub(crate) fn connect_addr<'de, D: Deserializer<'de>>(
         .transpose()
 }
 
+/// A rule's address match, when given; refusals name the field (`match.FIELD`).
+fn pattern_opt<'de, D, T>(
+    deserializer: D,
+    field: &str,
+    placeholder: T,
+) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: std::str::FromStr<Err = crate::rule::PatternError>,
+{
+    Option::<String>::deserialize(deserializer)?
+        .map(|text| parse_field(text.parse(), placeholder, |e| format!("match.{field}: {e}")))
+        .transpose()
+}
+
+fn any_mac() -> crate::rule::MacPattern {
+    crate::rule::MacPattern {
+        addr: MacAddr::ZERO,
+        mask: None,
+    }
+}
+
+fn any_ip() -> crate::rule::IpPattern {
+    crate::rule::IpPattern {
+        addr: ANY_IP,
+        len: None,
+    }
+}
+
+/// A rule's source MAC match.
+pub(crate) fn src_mac_pattern<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<crate::rule::MacPattern>, D::Error> {
+    pattern_opt(deserializer, "src_mac", any_mac())
+}
+
+/// A rule's destination MAC match.
+pub(crate) fn dst_mac_pattern<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<crate::rule::MacPattern>, D::Error> {
+    pattern_opt(deserializer, "dst_mac", any_mac())
+}
+
+/// A rule's source IP match.
+pub(crate) fn ip_src_pattern<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<crate::rule::IpPattern>, D::Error> {
+    pattern_opt(deserializer, "ip_src", any_ip())
+}
+
+/// A rule's destination IP match.
+pub(crate) fn ip_dst_pattern<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<crate::rule::IpPattern>, D::Error> {
+    pattern_opt(deserializer, "ip_dst", any_ip())
+}
+
 #[cfg(test)]
 mod tests;

@@ -44,7 +44,7 @@ fn every_request_kind_round_trips() {
             priority: 10,
             matches: MatchSpec {
                 in_port: Some("tap1".into()),
-                ip_dst: Some("10.0.0.0/8".into()),
+                ip_dst: Some("10.0.0.0/8".parse().unwrap()),
                 ..MatchSpec::default()
             },
             actions: vec![
@@ -283,7 +283,7 @@ fn route_add_round_trips_with_and_without_a_remote() {
     let rule = RuleSpec {
         priority: 100,
         matches: MatchSpec {
-            dst_mac: Some("02:00:00:00:00:02".into()),
+            dst_mac: Some("02:00:00:00:00:02".parse().unwrap()),
             ..MatchSpec::default()
         },
         actions: vec![ActionSpec::Output("vx".into())],

@@ -4,6 +4,7 @@ use proptest::prelude::*;
 use weft_packet::{MacAddr, Vni};
 
 use crate::request::Request;
+use crate::rule::{IpPattern, MacPattern, MatchSpec};
 use crate::state::{PortKind, RemoteMac, StaticMac};
 use crate::{decode_request, ErrorKind};
 
@@ -88,6 +89,33 @@ proptest! {
     }
 }
 
+proptest! {
+    #[test]
+    fn rule_matches_are_written_as_given_and_read_back(
+        addr in any::<[u8; 6]>(),
+        mask in proptest::option::of(any::<[u8; 6]>()),
+        ip in any::<IpAddr>(),
+        len in proptest::option::of(0u8..=128),
+    ) {
+        let mac = MacPattern { addr: MacAddr(addr), mask: mask.map(MacAddr) };
+        let len = len.map(|l| if ip.is_ipv4() { l % 33 } else { l });
+        let prefix = IpPattern { addr: ip, len };
+        let m = MatchSpec { src_mac: Some(mac), ip_dst: Some(prefix), ..MatchSpec::default() };
+        let json = serde_json::to_value(&m).unwrap();
+        let mac_text = match mask {
+            None => MacAddr(addr).to_string(),
+            Some(k) => format!("{}/{}", MacAddr(addr), MacAddr(k)),
+        };
+        let prefix_text = match len {
+            None => ip.to_string(),
+            Some(l) => format!("{ip}/{l}"),
+        };
+        prop_assert_eq!(&json["src_mac"], &serde_json::Value::String(mac_text));
+        prop_assert_eq!(&json["ip_dst"], &serde_json::Value::String(prefix_text));
+        prop_assert_eq!(serde_json::from_value::<MatchSpec>(json).unwrap(), m);
+    }
+}
+
 /// The message of a request line that does not decode (as `invalid`, the kind a value that
 /// is not acceptable has always had).
 fn refusal(request: &str) -> String {
@@ -142,6 +170,14 @@ fn bad_addresses_are_refused_naming_the_field_and_the_value() {
         (
             r#"{"op":"route_add","switch":"br0","rule":{"actions":["drop"]},"remote":"::g"}"#.into(),
             r#"remote "::g" is not an IP address"#,
+        ),
+        (
+            r#"{"op":"rule_add","switch":"br0","rule":{"match":{"ip_dst":"10.0.0.0/33"},"actions":["drop"]}}"#.into(),
+            r#"match.ip_dst: invalid IP prefix "10.0.0.0/33": the length is above 32"#,
+        ),
+        (
+            r#"{"op":"rule_add","switch":"br0","rule":{"match":{"src_mac":"02:00:00:00:00:00/ff"},"actions":["drop"]}}"#.into(),
+            r#"match.src_mac: invalid MAC address "ff""#,
         ),
     ] {
         let message = refusal(&request);

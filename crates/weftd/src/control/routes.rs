@@ -5,16 +5,20 @@
 
 use std::net::IpAddr;
 
-use weft_control::rule::{ActionSpec, RuleSpec};
+use weft_control::rule::{ActionSpec, MacPattern, RuleSpec};
 use weft_control::{ControlError, Response};
 
 use super::Controller;
-use crate::model::translate;
+use weft_control::MacAddr;
 
 /// The port and destination MAC of a route that has a remote.
-fn remote_target(spec: &RuleSpec) -> Result<(&str, &str), ControlError> {
-    match (spec.actions.as_slice(), spec.matches.dst_mac.as_deref()) {
-        ([ActionSpec::Output(port)], Some(dst)) => Ok((port, dst)),
+fn remote_target(spec: &RuleSpec) -> Result<(&str, MacAddr), ControlError> {
+    match (spec.actions.as_slice(), spec.matches.dst_mac) {
+        ([ActionSpec::Output(port)], Some(MacPattern { addr, mask: None })) => Ok((port, addr)),
+        ([ActionSpec::Output(_)], Some(dst)) => Err(ControlError::invalid(format!(
+            "destination MAC {dst} has a mask: a remote FDB entry is for one MAC"
+        ))
+        .with_hint("match one dst_mac (no /MASK), or leave out the remote")),
         _ => Err(ControlError::invalid(
             "a route with a remote needs a destination MAC and exactly one output action: \
              the remote is chosen by destination MAC in the output port's remote FDB",
@@ -34,7 +38,7 @@ impl Controller {
             return self.rule_add(switch, spec);
         };
         let (port, dst) = remote_target(&spec)?;
-        let mac = self.check_remote_mac(switch, port, translate::mac(dst)?, remote)?;
+        let mac = self.check_remote_mac(switch, port, dst, remote)?;
         let rule = self.check_rule(switch, spec)?;
         let next = self.with_switch(switch, |s| {
             mac.stage(s)?;

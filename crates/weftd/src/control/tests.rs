@@ -184,7 +184,7 @@ fn drop_rule() -> RuleSpec {
     RuleSpec {
         priority: 10,
         matches: MatchSpec {
-            dst_mac: Some("02:00:00:00:00:09".into()),
+            dst_mac: Some("02:00:00:00:00:09".parse().unwrap()),
             ..MatchSpec::default()
         },
         actions: vec![ActionSpec::Drop],

@@ -172,8 +172,8 @@ fn route(dst: Option<&str>, src: Option<&str>) -> RuleSpec {
     RuleSpec {
         priority: 100,
         matches: MatchSpec {
-            src_mac: src.map(str::to_string),
-            dst_mac: dst.map(str::to_string),
+            src_mac: src.map(|m| m.parse().unwrap()),
+            dst_mac: dst.map(|m| m.parse().unwrap()),
             ..MatchSpec::default()
         },
         actions: vec![ActionSpec::Output("vx".into())],
@@ -218,8 +218,16 @@ fn a_route_with_a_remote_adds_its_rule_and_remote_mac_together_or_not_at_all() {
     // A bad rule, a bad remote, a route with no destination: refused, the entry for
     // 02:..:01 keeps its endpoint, and no rule goes in.
     let dst = Some("02:00:00:00:00:01");
+    let mut bad_rule = route(dst, None);
+    bad_rule.matches.ethertype = Some(0x0800);
+    bad_rule.matches.ip_src = Some("10.0.0.1/8".parse().unwrap());
     for (rule, remote, says) in [
-        (route(dst, Some("nonsense")), "127.0.0.3", "MAC"),
+        (bad_rule, "127.0.0.3", "10.0.0.1"),
+        (
+            route(Some("02:00:00:00:00:01/ff:ff:ff:ff:ff:00"), None),
+            "127.0.0.3",
+            "has a mask",
+        ),
         (
             route(dst, None),
             "127.0.0.9",
