@@ -1,9 +1,11 @@
 //! The command line, as clap types. Mapping to requests lives in [`crate::commands`].
 
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use weft_control::{MacAddr, Vni};
 
 use crate::rule_syntax::SYNTAX_HELP;
 
@@ -119,19 +121,18 @@ pub fn parse_port_ref(s: &str) -> Result<PortRef, String> {
     }
 }
 
-/// Parses a MAC address `xx:xx:xx:xx:xx:xx`.
-pub fn parse_mac(s: &str) -> Result<String, String> {
+/// Parses a MAC address `xx:xx:xx:xx:xx:xx` (only with colons, as `weft` prints them).
+pub fn parse_mac(s: &str) -> Result<MacAddr, String> {
     let groups: Vec<&str> = s.split(':').collect();
     let ok = groups.len() == 6
         && groups
             .iter()
             .all(|g| g.len() == 2 && g.bytes().all(|b| b.is_ascii_hexdigit()));
-    if ok {
-        Ok(s.to_ascii_lowercase())
-    } else {
-        Err(format!(
+    match s.parse() {
+        Ok(mac) if ok => Ok(mac),
+        _ => Err(format!(
             "'{s}' is not a MAC address: write six hex pairs, e.g. 52:54:00:00:00:01"
-        ))
+        )),
     }
 }
 
@@ -376,14 +377,14 @@ pub enum PortKindCmd {
         weft port add br0:vx vxlan --local fd00::1 --vni 7 --remote-learning --udp-port 8472 --netns under")]
     Vxlan {
         /// Local endpoint IP address (IPv4 or IPv6).
-        #[arg(long, value_name = "IP")]
-        local: String,
+        #[arg(long, value_name = "IP", value_parser = crate::cli_overlay::parse_ip)]
+        local: IpAddr,
         /// The VNI (0 to 16777215).
-        #[arg(long, value_name = "N")]
-        vni: u32,
+        #[arg(long, value_name = "N", value_parser = crate::cli_overlay::parse_vni)]
+        vni: Vni,
         /// A remote endpoint (repeat for several).
-        #[arg(long = "remote", value_name = "IP")]
-        remotes: Vec<String>,
+        #[arg(long = "remote", value_name = "IP", value_parser = crate::cli_overlay::parse_ip)]
+        remotes: Vec<IpAddr>,
         /// Network namespace (a name under /run/netns) to open the socket in.
         #[arg(long, value_name = "NS")]
         netns: Option<String>,
@@ -421,13 +422,14 @@ pub enum PortKindCmd {
             long,
             value_name = "IP:PORT",
             required_unless_present = "peer",
-            conflicts_with = "peer"
+            conflicts_with = "peer",
+            value_parser = crate::cli_overlay::parse_socket_addr
         )]
-        listen: Option<String>,
+        listen: Option<SocketAddr>,
         /// Connect to the peer at IP:PORT. (Not `--connect`, and not the id `connect`: clap
         /// would merge it with the global option naming weftd's own TCP control listener.)
-        #[arg(long = "peer", id = "peer", value_name = "IP:PORT")]
-        connect: Option<String>,
+        #[arg(long = "peer", id = "peer", value_name = "IP:PORT", value_parser = crate::cli_overlay::parse_socket_addr)]
+        connect: Option<SocketAddr>,
         /// Network namespace (a name under /run/netns) to open the sockets in.
         #[arg(long, value_name = "NS")]
         netns: Option<String>,
@@ -515,7 +517,7 @@ pub enum FdbCmd {
         switch: String,
         /// The MAC address.
         #[arg(value_parser = parse_mac)]
-        mac: String,
+        mac: MacAddr,
         /// The port it lives behind.
         port: String,
         /// VLAN (0 = none).
@@ -529,7 +531,7 @@ pub enum FdbCmd {
         switch: String,
         /// The MAC address.
         #[arg(value_parser = parse_mac)]
-        mac: String,
+        mac: MacAddr,
         /// VLAN (0 = none).
         #[arg(long, value_name = "V", default_value_t = 0)]
         vlan: u16,

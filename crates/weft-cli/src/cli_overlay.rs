@@ -1,8 +1,11 @@
 //! The command line of the overlay commands: `weft route` (VNET/P's routing table, kept as
 //! flow rules) and `weft remote-mac` (a VXLAN port's remote FDB).
 
+use std::net::{IpAddr, SocketAddr};
+
 use clap::{Args, Subcommand};
 use weft_control::state::RemoteMac;
+use weft_control::{MacAddr, Vni};
 
 use crate::cli::{parse_mac, parse_port_ref, PortRef};
 
@@ -15,13 +18,34 @@ pub fn parse_remote_mac(s: &str) -> Result<RemoteMac, String> {
         ));
     };
     let mac = parse_mac(mac)?;
-    if remote.parse::<std::net::IpAddr>().is_err() {
+    let Ok(remote) = remote.parse() else {
         return Err(format!("'{remote}' is not an IP address (in '{s}')"));
-    }
-    Ok(RemoteMac {
-        mac,
-        remote: remote.to_string(),
+    };
+    Ok(RemoteMac { mac, remote })
+}
+
+/// Parses an IP address.
+pub fn parse_ip(s: &str) -> Result<IpAddr, String> {
+    s.parse().map_err(|_| {
+        format!(
+            "'{s}' is not an IP address: write an IPv4 or IPv6 address, e.g. 192.0.2.1 or fd00::1"
+        )
     })
+}
+
+/// Parses `IP:PORT`.
+pub fn parse_socket_addr(s: &str) -> Result<SocketAddr, String> {
+    s.parse().map_err(|_| {
+        format!("'{s}' is not IP:PORT: write an address and a port, e.g. 192.0.2.1:7000 or [fd00::1]:7000")
+    })
+}
+
+/// Parses a VNI (0 to 16777215).
+pub fn parse_vni(s: &str) -> Result<Vni, String> {
+    s.parse::<u32>()
+        .ok()
+        .and_then(|n| Vni::new(n).ok())
+        .ok_or_else(|| format!("'{s}' is not a VNI: write a number from 0 to 16777215 (24 bits)"))
 }
 
 /// A MAC address or `any`.
@@ -29,16 +53,16 @@ pub fn parse_remote_mac(s: &str) -> Result<RemoteMac, String> {
 pub enum MacOrAny {
     /// Matches every address.
     Any,
-    /// This address (lower case).
-    Mac(String),
+    /// This address.
+    Mac(MacAddr),
 }
 
 impl MacOrAny {
     /// `Some(mac)`, or `None` for any.
-    pub fn mac(&self) -> Option<&str> {
+    pub fn mac(&self) -> Option<MacAddr> {
         match self {
             MacOrAny::Any => None,
-            MacOrAny::Mac(m) => Some(m),
+            MacOrAny::Mac(m) => Some(*m),
         }
     }
 }
@@ -85,8 +109,8 @@ pub enum RouteCmd {
         #[arg(long, value_name = "PORT")]
         to: String,
         /// For a VXLAN port: the remote endpoint the destination MAC lives behind.
-        #[arg(long, value_name = "IP")]
-        remote: Option<String>,
+        #[arg(long, value_name = "IP", value_parser = parse_ip)]
+        remote: Option<IpAddr>,
         /// Higher wins over lower (and over other rules of lower priority).
         #[arg(long, value_name = "N", default_value_t = 100)]
         priority: u16,
@@ -125,9 +149,10 @@ pub enum RemoteMacCmd {
         target: PortRef,
         /// The MAC address.
         #[arg(value_parser = parse_mac)]
-        mac: String,
+        mac: MacAddr,
         /// The remote endpoint (one of the port's remotes, unless it learns).
-        remote: String,
+        #[arg(value_parser = parse_ip)]
+        remote: IpAddr,
     },
     /// Remove an entry (static, or learned: it comes back with the next frame).
     #[command(after_help = "EXAMPLES:\n  weft remote-mac del br0:vx 52:54:00:00:00:02")]
@@ -137,7 +162,7 @@ pub enum RemoteMacCmd {
         target: PortRef,
         /// The MAC address.
         #[arg(value_parser = parse_mac)]
-        mac: String,
+        mac: MacAddr,
     },
     /// List the entries, static and learned.
     #[command(

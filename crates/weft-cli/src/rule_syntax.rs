@@ -309,11 +309,11 @@ pub fn format_rule(rule: &RuleSpec) -> String {
         }
     }
     let optional = [
-        ("dl_src", m.src_mac.clone()),
-        ("dl_dst", m.dst_mac.clone()),
+        ("dl_src", m.src_mac.map(|p| p.to_string())),
+        ("dl_dst", m.dst_mac.map(|p| p.to_string())),
         ("dl_vlan", m.vlan.map(|v| v.to_string())),
-        ("nw_src", m.ip_src.clone()),
-        ("nw_dst", m.ip_dst.clone()),
+        ("nw_src", m.ip_src.map(|p| p.to_string())),
+        ("nw_dst", m.ip_dst.map(|p| p.to_string())),
         (
             "nw_proto",
             m.ip_proto.filter(|_| !proto_printed).map(|p| p.to_string()),

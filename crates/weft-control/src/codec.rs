@@ -107,10 +107,17 @@ pub fn decode_request(line: &[u8]) -> Result<RequestEnvelope, DecodeError> {
             })
         }
     }
-    serde_json::from_value(value).map_err(|e| DecodeError {
-        id,
-        error: ControlError::new(ErrorKind::BadRequest, format!("invalid request: {e}")),
-    })
+    crate::text_form::decode_shape_first(|| RequestEnvelope::deserialize(&value)).map_err(
+        |(e, only_a_value)| DecodeError {
+            id,
+            error: if only_a_value {
+                // A well-formed request with an address, MAC or VNI that is not one.
+                ControlError::new(ErrorKind::Invalid, e.to_string())
+            } else {
+                ControlError::new(ErrorKind::BadRequest, format!("invalid request: {e}"))
+            },
+        },
+    )
 }
 
 /// One response as a line (newline included).

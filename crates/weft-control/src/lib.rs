@@ -22,6 +22,7 @@ pub mod request;
 pub mod response;
 pub mod rule;
 pub mod state;
+pub mod text_form;
 
 pub use codec::{
     decode_request, decode_response, encode_request, encode_response, RequestEnvelope,
@@ -30,6 +31,8 @@ pub use codec::{
 pub use error::{ControlError, ErrorKind};
 pub use request::{CaptureDirection, Request};
 pub use response::Response;
+/// The MAC and VNI types the typed fields carry.
+pub use weft_packet::{MacAddr, Vni};
 
 /// The protocol version this crate speaks.
 pub const PROTOCOL_VERSION: u32 = 1;

@@ -1,9 +1,13 @@
 //! Requests a client sends.
 
+use std::net::IpAddr;
+
 use serde::{Deserialize, Serialize};
+use weft_packet::MacAddr;
 
 use crate::rule::RuleSpec;
 use crate::state::{PortKind, PortSettings, State, SwitchSettings};
+use crate::text_form;
 
 /// Which way captured packets went through the port, as seen from the switch.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -103,7 +107,8 @@ pub enum Request {
         #[serde(default)]
         vlan: u16,
         /// MAC address.
-        mac: String,
+        #[serde(with = "text_form::mac")]
+        mac: MacAddr,
         /// Port name.
         port: String,
     },
@@ -115,7 +120,8 @@ pub enum Request {
         #[serde(default)]
         vlan: u16,
         /// MAC address.
-        mac: String,
+        #[serde(with = "text_form::mac")]
+        mac: MacAddr,
     },
     /// Removes learned (and, unless `dynamic_only`, static) entries.
     FdbFlush {
@@ -138,9 +144,11 @@ pub enum Request {
         /// The VXLAN port.
         port: String,
         /// MAC address (unicast).
-        mac: String,
+        #[serde(with = "text_form::mac")]
+        mac: MacAddr,
         /// The remote endpoint.
-        remote: String,
+        #[serde(deserialize_with = "text_form::remote_ip")]
+        remote: IpAddr,
     },
     /// Removes a remote FDB entry (static or learned) of a VXLAN port.
     RemoteMacDel {
@@ -149,7 +157,8 @@ pub enum Request {
         /// The VXLAN port.
         port: String,
         /// MAC address.
-        mac: String,
+        #[serde(with = "text_form::mac")]
+        mac: MacAddr,
     },
     /// The remote FDB of a VXLAN port: static and learned entries.
     RemoteMacShow {
@@ -175,8 +184,12 @@ pub enum Request {
         /// The rule.
         rule: RuleSpec,
         /// The remote endpoint for the rule's destination MAC.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        remote: Option<String>,
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "text_form::remote_ip_opt"
+        )]
+        remote: Option<IpAddr>,
     },
     /// Removes a flow rule by id.
     RuleDel {

@@ -1,7 +1,12 @@
-//! Flow rules as the protocol carries them: ports by name, addresses as text. The daemon
-//! validates and translates them into the switch's `FlowRule`.
+//! Flow rules as the protocol carries them: ports by name, addresses typed and written as
+//! text. The daemon validates and translates them into the switch's `FlowRule`.
 
 use serde::{Deserialize, Serialize};
+
+use crate::text_form;
+
+mod pattern;
+pub use pattern::{IpPattern, MacPattern, PatternError};
 
 /// A flow rule.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,11 +33,19 @@ pub struct MatchSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_port: Option<String>,
     /// Source MAC, `aa:bb:cc:dd:ee:ff` or `aa:bb:cc:dd:ee:ff/ff:ff:ff:00:00:00`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub src_mac: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "text_form::src_mac_pattern"
+    )]
+    pub src_mac: Option<MacPattern>,
     /// Destination MAC, same forms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dst_mac: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "text_form::dst_mac_pattern"
+    )]
+    pub dst_mac: Option<MacPattern>,
     /// VLAN id (0 = no VLAN).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vlan: Option<u16>,
@@ -40,11 +53,19 @@ pub struct MatchSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ethertype: Option<u16>,
     /// Source prefix, `10.0.0.0/8`, `2001:db8::/32` or a plain address.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ip_src: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "text_form::ip_src_pattern"
+    )]
+    pub ip_src: Option<IpPattern>,
     /// Destination prefix.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ip_dst: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "text_form::ip_dst_pattern"
+    )]
+    pub ip_dst: Option<IpPattern>,
     /// IP protocol number.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ip_proto: Option<u8>,

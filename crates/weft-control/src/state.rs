@@ -2,9 +2,13 @@
 //! flow rules. The same types appear in requests (`switch_add`, `port_add`, ...), in
 //! `config_show` / `config_apply`, and in the state file.
 
+use std::net::{IpAddr, SocketAddr};
+
 use serde::{Deserialize, Serialize};
+use weft_packet::{MacAddr, Vni};
 
 use crate::rule::RuleSpec;
+use crate::text_form;
 
 mod vhost;
 pub use vhost::{VhostDispatch, VhostModeError, VhostNotify, MAX_PERIOD_US};
@@ -173,12 +177,18 @@ pub enum PortKind {
     /// A VXLAN tunnel endpoint (one VNI) over a UDP socket.
     Vxlan {
         /// Local endpoint IP address (IPv4 or IPv6).
-        local: String,
-        /// The VNI (0 to 2^24 - 1).
-        vni: u32,
+        #[serde(deserialize_with = "text_form::local_ip")]
+        local: IpAddr,
+        /// The VNI (0 to 2^24 - 1), written as a number.
+        #[serde(with = "text_form::vni")]
+        vni: Vni,
         /// Remote endpoint IP addresses for head-end replication.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        remotes: Vec<String>,
+        #[serde(
+            default,
+            skip_serializing_if = "Vec::is_empty",
+            deserialize_with = "text_form::remote_ips"
+        )]
+        remotes: Vec<IpAddr>,
         /// Network namespace (a name under /run/netns) to open the socket in.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         netns: Option<String>,
@@ -202,11 +212,19 @@ pub enum PortKind {
     /// `listen` and `connect`.
     TcpLink {
         /// Accept the peer's connections on this address (`IP:PORT`).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        listen: Option<String>,
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "text_form::listen_addr"
+        )]
+        listen: Option<SocketAddr>,
         /// Connect to the peer at this address (`IP:PORT`), again and again when lost.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        connect: Option<String>,
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "text_form::connect_addr"
+        )]
+        connect: Option<SocketAddr>,
         /// Network namespace (a name under /run/netns) to open the sockets in.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         netns: Option<String>,
@@ -232,10 +250,12 @@ pub enum PortKind {
 #[serde(deny_unknown_fields)]
 pub struct RemoteMac {
     /// MAC address (unicast), `xx:xx:xx:xx:xx:xx`.
-    pub mac: String,
+    #[serde(with = "text_form::mac")]
+    pub mac: MacAddr,
     /// The remote endpoint it lives behind: one of the port's remotes (or any address of
     /// the underlay's family when the port learns).
-    pub remote: String,
+    #[serde(deserialize_with = "text_form::remote_ip")]
+    pub remote: IpAddr,
 }
 
 fn one() -> u16 {
@@ -319,7 +339,8 @@ pub struct StaticMac {
     #[serde(default)]
     pub vlan: u16,
     /// MAC address, `xx:xx:xx:xx:xx:xx`.
-    pub mac: String,
+    #[serde(with = "text_form::mac")]
+    pub mac: MacAddr,
     /// Port name.
     pub port: String,
 }

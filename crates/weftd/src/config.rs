@@ -14,6 +14,9 @@ use serde::Deserialize;
 use toml::Spanned;
 use weft_control::state::{SwitchSettings, SwitchState};
 
+mod error;
+pub use error::{ConfigTextError, Position, ValueError};
+
 /// The whole configuration.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -94,13 +97,11 @@ impl Default for LogConfig {
 pub struct LogFilter(pub String);
 
 impl TryFrom<String> for LogFilter {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
+    type Error = ValueError;
+    fn try_from(s: String) -> Result<Self, ValueError> {
         tracing_subscriber::EnvFilter::try_new(&s)
             .map(|_| LogFilter(s))
-            .map_err(|e| {
-                format!("invalid log filter: {e}; expected e.g. \"info\" or \"weftd=debug,warn\"")
-            })
+            .map_err(ValueError::LogFilter)
     }
 }
 
@@ -152,17 +153,13 @@ pub struct TcpConfig {
 pub struct SocketMode(pub u32);
 
 impl TryFrom<u32> for SocketMode {
-    type Error = String;
-    fn try_from(mode: u32) -> Result<Self, String> {
+    type Error = ValueError;
+    fn try_from(mode: u32) -> Result<Self, ValueError> {
         if mode > 0o777 {
-            return Err(format!(
-                "socket_mode {mode} is not a permission mode: write it in octal, e.g. 0o600 or 0o660"
-            ));
+            return Err(ValueError::SocketModeNotAMode(mode));
         }
         if mode & 0o600 != 0o600 {
-            return Err(format!(
-                "socket_mode 0o{mode:o} must give the owner read and write (0o600 at least)"
-            ));
+            return Err(ValueError::SocketModeOwner(mode));
         }
         Ok(SocketMode(mode))
     }
@@ -179,17 +176,15 @@ pub struct GroupName {
 }
 
 impl TryFrom<String> for GroupName {
-    type Error = String;
-    fn try_from(name: String) -> Result<Self, String> {
+    type Error = ValueError;
+    fn try_from(name: String) -> Result<Self, ValueError> {
         match nix::unistd::Group::from_name(&name) {
             Ok(Some(g)) => Ok(GroupName {
                 name,
                 gid: g.gid.as_raw(),
             }),
-            Ok(None) => Err(format!(
-                "no group {name:?} on this system: create it (groupadd {name}) or remove socket_group"
-            )),
-            Err(e) => Err(format!("cannot look up group {name:?}: {e}")),
+            Ok(None) => Err(ValueError::NoGroup(name)),
+            Err(source) => Err(ValueError::GroupLookup { name, source }),
         }
     }
 }
@@ -200,12 +195,16 @@ impl TryFrom<String> for GroupName {
 pub struct Bounded<const MIN: u64, const MAX: u64>(pub u64);
 
 impl<const MIN: u64, const MAX: u64> TryFrom<u64> for Bounded<MIN, MAX> {
-    type Error = String;
-    fn try_from(v: u64) -> Result<Self, String> {
+    type Error = ValueError;
+    fn try_from(v: u64) -> Result<Self, ValueError> {
         if (MIN..=MAX).contains(&v) {
             Ok(Bounded(v))
         } else {
-            Err(format!("{v} is out of range: expected {MIN} to {MAX}"))
+            Err(ValueError::OutOfRange {
+                value: v,
+                min: MIN,
+                max: MAX,
+            })
         }
     }
 }
@@ -339,33 +338,32 @@ impl Config {
             path: path.to_path_buf(),
             message: format!("cannot read it: {e}"),
         })?;
-        Config::parse(&text).map_err(|message| ConfigError {
+        Config::parse(&text).map_err(|e| ConfigError {
             path: path.to_path_buf(),
-            message,
+            message: e.to_string(),
         })
     }
 
     /// Parses and checks configuration text; the error says where and what.
-    pub fn parse(text: &str) -> Result<Config, String> {
-        let config: Config = toml::from_str(text).map_err(|e| e.to_string())?;
+    pub fn parse(text: &str) -> Result<Config, ConfigTextError> {
+        let config: Config = toml::from_str(text)?;
         config.check(text)?;
         Ok(config)
     }
 
     /// Checks what single values cannot: relations between keys, and the seed switches.
-    fn check(&self, text: &str) -> Result<(), String> {
+    fn check(&self, text: &str) -> Result<(), ConfigTextError> {
         let at = |span: std::ops::Range<usize>| {
             let (line, column) = line_col(text, span.start);
-            format!("line {line}, column {column}")
+            Position { line, column }
         };
         let cpus = self.workers.cpus.get_ref();
         if !cpus.is_empty() && cpus.len() != self.workers.count.get() {
-            return Err(format!(
-                "{}: workers.cpus lists {} CPU(s) for {} worker(s): give one CPU per worker, or none",
-                at(self.workers.cpus.span()),
-                cpus.len(),
-                self.workers.count.0
-            ));
+            return Err(ConfigTextError::CpusPerWorker {
+                at: at(self.workers.cpus.span()),
+                cpus: cpus.len(),
+                workers: self.workers.count.0,
+            });
         }
         for dir in &self.vhost_socket_dirs {
             let text = dir.to_string_lossy();
@@ -373,38 +371,32 @@ impl Config {
                 || text.contains("//")
                 || text.split('/').any(|c| c == "." || c == "..")
             {
-                return Err(format!(
-                    "vhost_socket_dirs: {text:?} is not a plain absolute path: give the \
-                     directory's full path, without `.`, `..` or `//`"
-                ));
+                return Err(ConfigTextError::SocketDirNotPlain(text.into_owned()));
             }
         }
         let mut names = std::collections::BTreeSet::new();
         for seed in &self.switches {
             let switch = seed.get_ref();
             if !names.insert(switch.name.as_str()) {
-                return Err(format!(
-                    "{}: switch {:?} is defined twice",
-                    at(seed.span()),
-                    switch.name
-                ));
+                return Err(ConfigTextError::SwitchTwice {
+                    at: at(seed.span()),
+                    name: switch.name.clone(),
+                });
             }
-            crate::model::validate::switch_state(switch).map_err(|e| {
-                format!(
-                    "{}: switch {:?}: {}",
-                    at(seed.span()),
-                    switch.name,
-                    e.message
-                )
+            crate::model::validate::switch_state(switch).map_err(|source| {
+                ConfigTextError::Switch {
+                    at: at(seed.span()),
+                    name: switch.name.clone(),
+                    source,
+                }
             })?;
         }
-        crate::model::validate::totals(&self.seed_switches()).map_err(|e| e.message)?;
+        crate::model::validate::totals(&self.seed_switches()).map_err(ConfigTextError::Totals)?;
         if self.switches.len() > crate::model::MAX_SWITCHES {
-            return Err(format!(
-                "{} switches are configured; weftd runs at most {}",
-                self.switches.len(),
-                crate::model::MAX_SWITCHES
-            ));
+            return Err(ConfigTextError::TooManySwitches {
+                count: self.switches.len(),
+                max: crate::model::MAX_SWITCHES,
+            });
         }
         Ok(())
     }

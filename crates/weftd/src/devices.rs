@@ -26,7 +26,7 @@ use weft_switch::lanes::SharedTx;
 use weft_switch::{PortDevice, PortHalves};
 
 use crate::control::client_files::ClientFiles;
-use crate::socket_dirs::{SocketDirs, SocketName};
+use crate::socket_dirs::{SocketDirs, SocketDirsError, SocketName};
 
 /// An opened device: the halves the switch takes, and what the control plane keeps.
 pub struct Device {
@@ -56,11 +56,11 @@ pub enum OpenError {
     #[error("{0}")]
     Settings(String),
     /// The vhost-user socket's path is not allowed.
-    #[error("{0}")]
-    Socket(String),
+    #[error(transparent)]
+    Socket(#[from] SocketDirsError),
     /// The key file of a TCP link cannot be used.
-    #[error("{0}")]
-    KeyFile(String),
+    #[error(transparent)]
+    KeyFile(#[from] weft_overlay::tcp_link::KeyFileError),
     /// A TAP or AF_PACKET port would not open.
     #[error(transparent)]
     Kernel(#[from] weft_tap::PortError),
@@ -136,7 +136,7 @@ pub fn vhost_socket(
     ctx: OpenContext<'_>,
     port: &str,
     socket: Option<&str>,
-) -> Result<SocketName, String> {
+) -> Result<SocketName, SocketDirsError> {
     ctx.vhost
         .sockets
         .resolve(&format!("{}-{port}.sock", ctx.switch), socket)
@@ -144,7 +144,7 @@ pub fn vhost_socket(
 
 /// Checks what only the context can tell about a port before it is created: a vhost-user
 /// socket's directory, name and length. The error names the field and the fix.
-pub fn check(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<(), String> {
+pub fn check(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<(), SocketDirsError> {
     let PortKind::VhostUser { socket, .. } = kind else {
         return Ok(());
     };

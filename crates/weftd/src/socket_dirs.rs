@@ -17,6 +17,9 @@ use std::sync::Arc;
 
 use weft_vhost::{FileId, SocketDir};
 
+mod error;
+pub use error::SocketDirsError;
+
 /// Longest Unix socket path (`sun_path` holds 108 bytes with its terminating NUL).
 pub const MAX_SOCKET_PATH: usize = 107;
 
@@ -60,7 +63,7 @@ impl SocketDirs {
         default: &Path,
         configured: &[PathBuf],
         reserved: &[&Path],
-    ) -> Result<SocketDirs, String> {
+    ) -> Result<SocketDirs, SocketDirsError> {
         let mut dirs: Vec<Arc<SocketDir>> = Vec::new();
         let default = default.to_path_buf();
         let all = std::iter::once((&default, "the vhost-user socket directory"))
@@ -101,13 +104,14 @@ impl SocketDirs {
 
     /// The socket a port names: `socket`, or `default_name` in the default directory.
     /// The error names the client's path, what is wrong with it and the fix.
-    pub fn resolve(&self, default_name: &str, socket: Option<&str>) -> Result<SocketName, String> {
+    pub fn resolve(
+        &self,
+        default_name: &str,
+        socket: Option<&str>,
+    ) -> Result<SocketName, SocketDirsError> {
         let found = match socket {
             None => {
-                let dir = self
-                    .dirs
-                    .first()
-                    .ok_or("no vhost-user socket directory is configured")?;
+                let dir = self.dirs.first().ok_or(SocketDirsError::NoDefaultDir)?;
                 SocketName {
                     dir: Arc::clone(dir),
                     name: OsString::from(default_name),
@@ -115,33 +119,27 @@ impl SocketDirs {
             }
             Some(path) => self.find(path)?,
         };
-        SocketDir::check_name(&found.name).map_err(|e| e.to_string())?;
+        SocketDir::check_name(&found.name).map_err(SocketDirsError::Name)?;
         if self.reserved.contains(&found.key()) {
-            return Err(format!(
-                "socket path {} is one of weftd's own files (its control socket, state, pid, \
-                 lock or log file): give another socket name",
-                found.path().display()
-            ));
+            return Err(SocketDirsError::Reserved(found.path()));
         }
         let len = found.path().as_os_str().len();
         if len > MAX_SOCKET_PATH {
-            return Err(format!(
-                "socket path {} is {len} bytes long: a Unix socket path has at most \
-                 {MAX_SOCKET_PATH}; give a shorter socket (--vhost-socket PATH)",
-                found.path().display()
-            ));
+            return Err(SocketDirsError::TooLong {
+                path: found.path(),
+                len,
+                max: MAX_SOCKET_PATH,
+            });
         }
         Ok(found)
     }
 
     /// The allowed directory `path` is in, and its name there.
-    fn find(&self, path: &str) -> Result<SocketName, String> {
-        let refuse = |what: &str| {
-            format!(
-                "socket path {path:?} {what}: give a path inside one of: {}; or add the \
-                 directory to vhost_socket_dirs in weftd.toml",
-                self.list()
-            )
+    fn find(&self, path: &str) -> Result<SocketName, SocketDirsError> {
+        let refuse = |why: &'static str| SocketDirsError::NotAllowed {
+            path: path.to_string(),
+            why,
+            allowed: self.list(),
         };
         if !path.starts_with('/') {
             return Err(refuse("is not absolute"));
@@ -177,34 +175,37 @@ impl SocketDirs {
 }
 
 /// Opens and checks one allowed directory; `what` names it in errors.
-fn open_checked(path: &Path, what: &str) -> Result<SocketDir, String> {
+fn open_checked(path: &Path, what: &'static str) -> Result<SocketDir, SocketDirsError> {
     if !path.is_absolute() {
-        return Err(format!(
-            "{what}: {} is not an absolute path: give the directory's full path",
-            path.display()
-        ));
+        return Err(SocketDirsError::DirNotAbsolute {
+            what,
+            path: path.to_path_buf(),
+        });
     }
-    let dir = SocketDir::open(path).map_err(|e| format!("{what}: {e}"))?;
+    let dir = SocketDir::open(path).map_err(|source| SocketDirsError::DirOpen { what, source })?;
     let (mode, owner) = dir
         .mode_and_owner()
-        .map_err(|e| format!("{what}: cannot inspect {}: {e}", path.display()))?;
+        .map_err(|source| SocketDirsError::DirInspect {
+            what,
+            path: path.to_path_buf(),
+            source,
+        })?;
     let euid = nix::unistd::geteuid().as_raw();
     if owner != 0 && owner != euid {
-        return Err(format!(
-            "{what}: {} belongs to uid {owner}, who could swap weftd's sockets in it: give a \
-             directory owned by root or weftd's user",
-            path.display()
-        ));
+        return Err(SocketDirsError::DirForeign {
+            what,
+            path: path.to_path_buf(),
+            owner,
+        });
     }
     // Others writing a directory could rename weftd's sockets away or plant files; with the
     // sticky bit they can only add their own names, which weftd never removes (it replaces
     // only sockets, and removes only its own).
     if mode & 0o022 != 0 && mode & 0o1000 == 0 {
-        return Err(format!(
-            "{what}: {} is writable by group or others without the sticky bit: chmod go-w it \
-             (or +t), or choose another directory",
-            path.display()
-        ));
+        return Err(SocketDirsError::DirWritable {
+            what,
+            path: path.to_path_buf(),
+        });
     }
     Ok(dir)
 }

@@ -139,13 +139,13 @@ fn fdb_request(cmd: &FdbCmd) -> Request {
         } => Request::FdbAdd {
             switch: switch.clone(),
             vlan: *vlan,
-            mac: mac.clone(),
+            mac: *mac,
             port: port.clone(),
         },
         FdbCmd::Del { switch, mac, vlan } => Request::FdbDel {
             switch: switch.clone(),
             vlan: *vlan,
-            mac: mac.clone(),
+            mac: *mac,
         },
         FdbCmd::Flush {
             switch,

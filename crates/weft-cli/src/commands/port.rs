@@ -66,7 +66,7 @@ pub fn port_add_request(target: &PortRef, kind: &PortKindCmd) -> Request {
             options,
         } => (
             PortKind::Vxlan {
-                local: local.clone(),
+                local: *local,
                 vni: *vni,
                 remotes: remotes.clone(),
                 netns: netns.clone(),
@@ -88,8 +88,8 @@ pub fn port_add_request(target: &PortRef, kind: &PortKindCmd) -> Request {
             options,
         } => (
             PortKind::TcpLink {
-                listen: listen.clone(),
-                connect: connect.clone(),
+                listen: *listen,
+                connect: *connect,
                 netns: netns.clone(),
                 link_id: *link_id,
                 mtu: *mtu,

@@ -14,13 +14,13 @@ pub(super) fn request(cmd: &RemoteMacCmd) -> Request {
         } => Request::RemoteMacAdd {
             switch: target.switch.clone(),
             port: target.port.clone(),
-            mac: mac.clone(),
-            remote: remote.clone(),
+            mac: *mac,
+            remote: *remote,
         },
         RemoteMacCmd::Del { target, mac } => Request::RemoteMacDel {
             switch: target.switch.clone(),
             port: target.port.clone(),
-            mac: mac.clone(),
+            mac: *mac,
         },
         RemoteMacCmd::Show { target } => Request::RemoteMacShow {
             switch: target.switch.clone(),

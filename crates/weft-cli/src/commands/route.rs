@@ -11,7 +11,7 @@
 
 use serde::Serialize;
 use weft_control::response::RuleInfo;
-use weft_control::rule::{ActionSpec, MatchSpec, RuleSpec};
+use weft_control::rule::{ActionSpec, MacPattern, MatchSpec, RuleSpec};
 use weft_control::{Request, Response};
 
 use super::run::unexpected;
@@ -40,13 +40,18 @@ pub struct RouteInfo {
     pub packets: u64,
 }
 
+/// A match of one whole address.
+fn exactly(addr: weft_control::MacAddr) -> MacPattern {
+    MacPattern { addr, mask: None }
+}
+
 /// The rule a route is.
 pub fn route_rule(matches: &RouteMatchArgs, to: &str, priority: u16) -> RuleSpec {
     RuleSpec {
         priority,
         matches: MatchSpec {
-            src_mac: matches.src.mac().map(str::to_string),
-            dst_mac: matches.dst.mac().map(str::to_string),
+            src_mac: matches.src.mac().map(exactly),
+            dst_mac: matches.dst.mac().map(exactly),
             ..MatchSpec::default()
         },
         actions: vec![ActionSpec::Output(to.to_string())],
@@ -58,8 +63,8 @@ pub fn route_rule(matches: &RouteMatchArgs, to: &str, priority: u16) -> RuleSpec
 pub fn route_of(info: &RuleInfo) -> Option<RouteInfo> {
     let r = &info.rule;
     let only_macs = MatchSpec {
-        src_mac: r.matches.src_mac.clone(),
-        dst_mac: r.matches.dst_mac.clone(),
+        src_mac: r.matches.src_mac,
+        dst_mac: r.matches.dst_mac,
         ..MatchSpec::default()
     };
     let [ActionSpec::Output(to)] = r.actions.as_slice() else {
@@ -68,8 +73,14 @@ pub fn route_of(info: &RuleInfo) -> Option<RouteInfo> {
     (r.cookie == ROUTE_COOKIE && r.matches == only_macs).then(|| RouteInfo {
         id: info.id,
         priority: r.priority,
-        src: r.matches.src_mac.clone().unwrap_or_else(|| "any".into()),
-        dst: r.matches.dst_mac.clone().unwrap_or_else(|| "any".into()),
+        src: r
+            .matches
+            .src_mac
+            .map_or_else(|| "any".into(), |p| p.to_string()),
+        dst: r
+            .matches
+            .dst_mac
+            .map_or_else(|| "any".into(), |p| p.to_string()),
         to: to.clone(),
         packets: info.packets,
     })
@@ -87,7 +98,7 @@ fn routes(daemon: &mut dyn Daemon, switch: &str) -> Result<Vec<RouteInfo>, CliEr
 fn same_mac(shown: &str, wanted: &MacOrAny) -> bool {
     match wanted {
         MacOrAny::Any => shown == "any",
-        MacOrAny::Mac(m) => shown.eq_ignore_ascii_case(m),
+        MacOrAny::Mac(m) => shown == m.to_string(),
     }
 }
 
@@ -118,7 +129,7 @@ pub fn run(daemon: &mut dyn Daemon, cmd: &RouteCmd, json_output: bool) -> Result
                     Request::RouteAdd {
                         switch: switch.clone(),
                         rule,
-                        remote: Some(remote.clone()),
+                        remote: Some(*remote),
                     }
                 }
             };

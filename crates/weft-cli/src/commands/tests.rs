@@ -351,7 +351,7 @@ fn fdb_commands() {
         Request::FdbAdd {
             switch: "br0".into(),
             vlan: 10,
-            mac: "52:54:00:ab:00:01".into(),
+            mac: "52:54:00:ab:00:01".parse().unwrap(),
             port: "vm1".into()
         }
     );
@@ -360,7 +360,7 @@ fn fdb_commands() {
         Request::FdbDel {
             switch: "br0".into(),
             vlan: 0,
-            mac: "52:54:00:00:00:01".into()
+            mac: "52:54:00:00:00:01".parse().unwrap()
         }
     );
     assert_eq!(

@@ -229,7 +229,14 @@ fn kind_detail(port: &PortInfo) -> String {
                 s.push_str(&format!(", udp port {p}"));
             }
             if !remotes.is_empty() {
-                s.push_str(&format!(", remotes {}", remotes.join(",")));
+                s.push_str(&format!(
+                    ", remotes {}",
+                    remotes
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ));
             }
             if let Some(ns) = netns {
                 s.push_str(&format!(", netns {ns}"));

@@ -20,8 +20,8 @@ fn the_documented_example_parses() {
             priority: 10,
             matches: MatchSpec {
                 in_port: Some("vm1".into()),
-                dst_mac: Some("52:54:00:00:00:02".into()),
-                ip_dst: Some("10.0.0.0/8".into()),
+                dst_mac: Some("52:54:00:00:00:02".parse().unwrap()),
+                ip_dst: Some("10.0.0.0/8".parse().unwrap()),
                 ip_proto: Some(6),
                 l4_dst: Some(80),
                 ..MatchSpec::default()
@@ -100,8 +100,8 @@ fn every_action_parses() {
 #[test]
 fn ip_aliases_set_the_same_fields() {
     let a = parse_rule("ipv6_src=2001:db8::/32,ip_dst=::1,ip_proto=17 actions=drop").unwrap();
-    assert_eq!(a.matches.ip_src.as_deref(), Some("2001:db8::/32"));
-    assert_eq!(a.matches.ip_dst.as_deref(), Some("::1"));
+    assert_eq!(a.matches.ip_src.unwrap().to_string(), "2001:db8::/32");
+    assert_eq!(a.matches.ip_dst.unwrap().to_string(), "::1");
     assert_eq!(a.matches.ip_proto, Some(17));
 }
 
@@ -349,12 +349,13 @@ fn match_spec() -> impl Strategy<Value = MatchSpec> {
                 (l4_src, l4_dst),
             )| MatchSpec {
                 in_port,
-                src_mac,
-                dst_mac,
+                // The text forms the strategies write are the canonical ones.
+                src_mac: src_mac.map(|m| m.parse().unwrap()),
+                dst_mac: dst_mac.map(|m| m.parse().unwrap()),
                 vlan,
                 ethertype,
-                ip_src,
-                ip_dst,
+                ip_src: ip_src.map(|p| p.parse().unwrap()),
+                ip_dst: ip_dst.map(|p| p.parse().unwrap()),
                 ip_proto,
                 l4_src,
                 l4_dst,

@@ -2,7 +2,7 @@
 
 use std::net::IpAddr;
 
-use weft_control::rule::{ActionSpec, MatchSpec, RuleSpec};
+use weft_control::rule::{ActionSpec, IpPattern, MacPattern, MatchSpec, RuleSpec};
 
 use super::lexer::Token;
 use super::RuleSyntaxError;
@@ -42,17 +42,17 @@ fn is_mac(s: &str) -> bool {
             .all(|g| g.len() == 2 && g.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
-/// `MAC` or `MAC/MASK`, kept as written.
-pub(super) fn parse_mac(s: &str) -> Option<String> {
+/// `MAC` or `MAC/MASK` (colons only, as `weft` prints them).
+pub(super) fn parse_mac(s: &str) -> Option<MacPattern> {
     let ok = match s.split_once('/') {
         Some((addr, mask)) => is_mac(addr) && is_mac(mask),
         None => is_mac(s),
     };
-    ok.then(|| s.to_string())
+    ok.then(|| s.parse().ok()).flatten()
 }
 
-/// `ADDR` or `ADDR/LEN`, IPv4 or IPv6, kept as written.
-pub(super) fn parse_prefix(s: &str) -> Option<String> {
+/// `ADDR` or `ADDR/LEN`, IPv4 or IPv6 (the length in decimal digits only).
+pub(super) fn parse_prefix(s: &str) -> Option<IpPattern> {
     let (addr, len) = match s.split_once('/') {
         Some((a, l)) => (a, Some(l)),
         None => (s, None),
@@ -68,7 +68,7 @@ pub(super) fn parse_prefix(s: &str) -> Option<String> {
             return None;
         }
     }
-    Some(s.to_string())
+    s.parse().ok()
 }
 
 /// A port name as the text syntax can carry it.
@@ -176,12 +176,12 @@ setters! {
     set_priority: u16 => priority, "priority";
     set_cookie: u64 => cookie, "cookie";
     set_in_port: String => m.in_port, "in_port";
-    set_src_mac: String => m.src_mac, "dl_src";
-    set_dst_mac: String => m.dst_mac, "dl_dst";
+    set_src_mac: MacPattern => m.src_mac, "dl_src";
+    set_dst_mac: MacPattern => m.dst_mac, "dl_dst";
     set_vlan: u16 => m.vlan, "dl_vlan";
     set_ethertype: u16 => m.ethertype, "dl_type";
-    set_ip_src: String => m.ip_src, "nw_src";
-    set_ip_dst: String => m.ip_dst, "nw_dst";
+    set_ip_src: IpPattern => m.ip_src, "nw_src";
+    set_ip_dst: IpPattern => m.ip_dst, "nw_dst";
     set_ip_proto: u8 => m.ip_proto, "nw_proto";
     set_l4_src: u16 => m.l4_src, "tp_src";
     set_l4_dst: u16 => m.l4_dst, "tp_dst";

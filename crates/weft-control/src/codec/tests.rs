@@ -44,7 +44,7 @@ fn every_request_kind_round_trips() {
             priority: 10,
             matches: MatchSpec {
                 in_port: Some("tap1".into()),
-                ip_dst: Some("10.0.0.0/8".into()),
+                ip_dst: Some("10.0.0.0/8".parse().unwrap()),
                 ..MatchSpec::default()
             },
             actions: vec![
@@ -186,9 +186,9 @@ fn vhost_user_and_vxlan_port_kinds_round_trip() {
             queues: 1,
         },
         PortKind::Vxlan {
-            local: "10.0.0.1".into(),
-            vni: 42,
-            remotes: vec!["10.0.0.2".into(), "10.0.0.3".into()],
+            local: "10.0.0.1".parse().unwrap(),
+            vni: crate::Vni::new(42).unwrap(),
+            remotes: vec!["10.0.0.2".parse().unwrap(), "10.0.0.3".parse().unwrap()],
             netns: Some("under".into()),
             learning: true,
             port: Some(4790),
@@ -240,8 +240,8 @@ fn new_port_kinds_take_their_defaults_and_snake_case_names() {
     assert_eq!(
         port_add_kind(br#"{"version":1,"id":1,"request":{"op":"port_add","switch":"br0","name":"vx","kind":{"type":"vxlan","local":"10.0.0.1","vni":7}}}"#),
         PortKind::Vxlan {
-            local: "10.0.0.1".into(),
-            vni: 7,
+            local: "10.0.0.1".parse().unwrap(),
+            vni: crate::Vni::new(7).unwrap(),
             remotes: Vec::new(),
             netns: None,
             learning: false,
@@ -254,8 +254,8 @@ fn new_port_kinds_take_their_defaults_and_snake_case_names() {
 
 fn a_remote_mac() -> crate::state::RemoteMac {
     crate::state::RemoteMac {
-        mac: "02:00:00:00:00:02".into(),
-        remote: "10.0.0.2".into(),
+        mac: "02:00:00:00:00:02".parse().unwrap(),
+        remote: "10.0.0.2".parse().unwrap(),
     }
 }
 
@@ -264,13 +264,13 @@ fn remote_mac_requests_round_trip() {
     round_trip(Request::RemoteMacAdd {
         switch: "br0".into(),
         port: "vx".into(),
-        mac: "02:00:00:00:00:02".into(),
-        remote: "10.0.0.2".into(),
+        mac: "02:00:00:00:00:02".parse().unwrap(),
+        remote: "10.0.0.2".parse().unwrap(),
     });
     round_trip(Request::RemoteMacDel {
         switch: "br0".into(),
         port: "vx".into(),
-        mac: "02:00:00:00:00:02".into(),
+        mac: "02:00:00:00:00:02".parse().unwrap(),
     });
     round_trip(Request::RemoteMacShow {
         switch: "br0".into(),
@@ -283,7 +283,7 @@ fn route_add_round_trips_with_and_without_a_remote() {
     let rule = RuleSpec {
         priority: 100,
         matches: MatchSpec {
-            dst_mac: Some("02:00:00:00:00:02".into()),
+            dst_mac: Some("02:00:00:00:00:02".parse().unwrap()),
             ..MatchSpec::default()
         },
         actions: vec![ActionSpec::Output("vx".into())],
@@ -292,7 +292,7 @@ fn route_add_round_trips_with_and_without_a_remote() {
     round_trip(Request::RouteAdd {
         switch: "br0".into(),
         rule: rule.clone(),
-        remote: Some("10.0.0.2".into()),
+        remote: Some("10.0.0.2".parse().unwrap()),
     });
     round_trip(Request::RouteAdd {
         switch: "br0".into(),

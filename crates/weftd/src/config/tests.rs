@@ -1,7 +1,7 @@
 use super::*;
 
 fn err(text: &str) -> String {
-    Config::parse(text).unwrap_err()
+    Config::parse(text).unwrap_err().to_string()
 }
 
 #[test]

@@ -199,7 +199,7 @@ impl SwitchPlan {
         let statics = switch
             .static_macs
             .iter()
-            .map(|m| Ok((m.vlan, translate::unicast_mac(&m.mac)?, m.port.clone())))
+            .map(|m| Ok((m.vlan, translate::unicast_mac(m.mac)?, m.port.clone())))
             .collect::<Result<Vec<_>, ControlError>>()?;
         Ok(SwitchPlan {
             name: switch.name.clone(),

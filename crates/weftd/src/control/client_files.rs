@@ -7,17 +7,20 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use weft_control::state::{PortKind, PortState};
 use weft_control::Request;
-use weft_overlay::tcp_link::{key_file_options, read_key_file, read_opened_key_file, KeyFileBytes};
+use weft_overlay::tcp_link::{
+    key_file_options, read_key_file, read_opened_key_file, KeyFileBytes, KeyFileError,
+};
 
 use super::open_as::FileReader;
 
 /// The key files a request names, read (or refused, with why).
 #[derive(Debug, Default, Clone)]
 pub struct ClientFiles {
-    keys: HashMap<String, Result<KeyFileBytes, String>>,
+    keys: HashMap<String, Result<KeyFileBytes, Arc<KeyFileError>>>,
 }
 
 impl ClientFiles {
@@ -51,16 +54,21 @@ impl ClientFiles {
         }
         let path_ref = Path::new(path);
         let opened = reader.open(path_ref, &key_file_options());
-        let read = read_opened_key_file(path_ref, opened).map_err(|e| e.to_string());
+        let read = read_opened_key_file(path_ref, opened).map_err(Arc::new);
         self.keys.insert(path.clone(), read);
     }
 
     /// The key file at `path`: as read before the request took the lock, or read now as
     /// weftd (a port restored on start from the state file weftd wrote).
-    pub fn key(&self, path: &str) -> Result<KeyFileBytes, String> {
+    pub fn key(&self, path: &str) -> Result<KeyFileBytes, KeyFileError> {
         match self.keys.get(path) {
-            Some(read) => read.clone(),
-            None => read_key_file(Path::new(path)).map_err(|e| e.to_string()),
+            Some(Ok(bytes)) => Ok(bytes.clone()),
+            // Handed out as often as the port is opened.
+            Some(Err(e)) => Err(KeyFileError {
+                path: e.path.clone(),
+                problem: e.problem.clone(),
+            }),
+            None => read_key_file(Path::new(path)),
         }
     }
 }

@@ -7,12 +7,11 @@ use weft_control::state::{PortState, StaticMac, SwitchState};
 use weft_packet::MacAddr;
 
 use super::ports::rule_uses_port;
-use crate::model::translate;
 
 pub(super) type StaticKey = (u16, MacAddr, String);
 
-fn static_key(m: &StaticMac) -> Option<StaticKey> {
-    Some((m.vlan, translate::mac(&m.mac).ok()?, m.port.clone()))
+fn static_key(m: &StaticMac) -> StaticKey {
+    (m.vlan, m.mac, m.port.clone())
 }
 
 /// How one switch present before and after changes.
@@ -56,9 +55,8 @@ impl SwitchDiff {
             .zip(&target.rules)
             .take_while(|(a, b)| a == b && !remove_ports.iter().any(|p| rule_uses_port(a, p)))
             .count();
-        let before: BTreeSet<StaticKey> =
-            current.static_macs.iter().filter_map(static_key).collect();
-        let after: BTreeSet<StaticKey> = target.static_macs.iter().filter_map(static_key).collect();
+        let before: BTreeSet<StaticKey> = current.static_macs.iter().map(static_key).collect();
+        let after: BTreeSet<StaticKey> = target.static_macs.iter().map(static_key).collect();
         let remove_statics = before
             .iter()
             .filter(|k| !after.contains(*k) || removed(&k.2))

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use weft_control::response::FdbEntry;
 use weft_control::state::StaticMac;
 use weft_control::{ControlError, Response};
+use weft_packet::MacAddr;
 use weft_switch::{FlushFilter, PortId, Switch};
 
 use super::{no_port, Controller};
@@ -88,28 +89,27 @@ impl Controller {
         &mut self,
         switch: &str,
         vlan: u16,
-        mac: &str,
+        mac: MacAddr,
         port: &str,
     ) -> Result<Response, ControlError> {
         let addr = translate::unicast_mac(mac)?;
         translate::fdb_vlan(vlan)?;
         let id = self.port_rt(switch, port)?.id;
-        let canonical = addr.to_string();
         let next = self.with_switch(switch, |s| {
             if let Some(old) = s
                 .static_macs
                 .iter()
-                .find(|m| m.vlan == vlan && translate::mac(&m.mac).ok() == Some(addr))
+                .find(|m| m.vlan == vlan && m.mac == addr)
             {
                 return Err(ControlError::exists(format!(
-                    "{canonical} in VLAN {vlan} already has a static entry (on port {:?})",
+                    "{addr} in VLAN {vlan} already has a static entry (on port {:?})",
                     old.port
                 ))
                 .with_hint("delete it first (weft fdb del)"));
             }
             s.static_macs.push(StaticMac {
                 vlan,
-                mac: canonical.clone(),
+                mac: addr,
                 port: port.to_string(),
             });
             Ok(())
@@ -132,16 +132,15 @@ impl Controller {
         &mut self,
         switch: &str,
         vlan: u16,
-        mac: &str,
+        addr: MacAddr,
     ) -> Result<Response, ControlError> {
-        let addr = translate::mac(mac)?;
         translate::fdb_vlan(vlan)?;
         let workers = self.switch_rt(switch)?.workers.clone();
         let is_static = self
             .switch_conf(switch)?
             .static_macs
             .iter()
-            .any(|m| m.vlan == vlan && translate::mac(&m.mac).ok() == Some(addr));
+            .any(|m| m.vlan == vlan && m.mac == addr);
         let remove = move |c: &mut Controller| {
             c.pool
                 .on_lanes(&workers, switch, move |sw, _| sw.remove_mac(vlan, addr))
@@ -149,8 +148,7 @@ impl Controller {
         };
         if is_static {
             let next = self.with_switch(switch, |s| {
-                s.static_macs
-                    .retain(|m| !(m.vlan == vlan && translate::mac(&m.mac).ok() == Some(addr)));
+                s.static_macs.retain(|m| !(m.vlan == vlan && m.mac == addr));
                 Ok(())
             })?;
             self.commit_then(next, |c| remove(c).map(drop))?;

@@ -246,8 +246,8 @@ impl Controller {
                 vlan,
                 mac,
                 port,
-            } => self.fdb_add(&switch, vlan, &mac, &port),
-            Request::FdbDel { switch, vlan, mac } => self.fdb_del(&switch, vlan, &mac),
+            } => self.fdb_add(&switch, vlan, mac, &port),
+            Request::FdbDel { switch, vlan, mac } => self.fdb_del(&switch, vlan, mac),
             Request::FdbFlush {
                 switch,
                 port,
@@ -259,17 +259,15 @@ impl Controller {
                 port,
                 mac,
                 remote,
-            } => self.remote_mac_add(&switch, &port, &mac, &remote),
-            Request::RemoteMacDel { switch, port, mac } => {
-                self.remote_mac_del(&switch, &port, &mac)
-            }
+            } => self.remote_mac_add(&switch, &port, mac, remote),
+            Request::RemoteMacDel { switch, port, mac } => self.remote_mac_del(&switch, &port, mac),
             Request::RemoteMacShow { switch, port } => self.remote_mac_show(&switch, &port),
             Request::RuleAdd { switch, rule } => self.rule_add(&switch, rule),
             Request::RouteAdd {
                 switch,
                 rule,
                 remote,
-            } => self.route_add(&switch, rule, remote.as_deref()),
+            } => self.route_add(&switch, rule, remote),
             Request::RuleDel { switch, id } => self.rule_del(&switch, id),
             Request::RuleList { switch } => self.rule_list(&switch),
             Request::Stats { switch } => self.stats(switch.as_deref()),

@@ -121,7 +121,8 @@ impl Controller {
         })?;
         let opts = translate::port_options(&port.options)?;
         let ctx = self.open_ctx(switch);
-        devices::check(ctx, &port.name, &port.kind).map_err(ControlError::invalid)?;
+        devices::check(ctx, &port.name, &port.kind)
+            .map_err(|e| ControlError::invalid(e.to_string()))?;
         self.vhost_socket_free(switch, &port)?;
         let device = devices::open(ctx, &port.name, &port.kind)
             .map_err(|e| port_open_error(&port.name, &e.to_string()))?;
@@ -200,7 +201,7 @@ impl Controller {
             return Ok(());
         };
         let wanted = devices::vhost_socket(self.open_ctx(switch), &port.name, socket.as_deref())
-            .map_err(ControlError::invalid)?
+            .map_err(|e| ControlError::invalid(e.to_string()))?
             .key();
         for (found, owner) in self.vhost_sockets(&self.state) {
             if found.key() == wanted {

@@ -53,20 +53,15 @@ impl CheckedRemoteMac {
     /// the same MAC.
     pub(super) fn stage(&self, s: &mut SwitchState) -> Result<(), ControlError> {
         let macs = port_remote_macs(s, &self.switch, &self.port)?;
-        macs.retain(|m| translate::mac(&m.mac).ok() != Some(self.addr));
+        macs.retain(|m| m.mac != self.addr);
         macs.push(self.entry.clone());
         Ok(())
     }
 
-    /// The endpoint. Validation of the staged configuration has checked that it is one the
-    /// port may send to; it normalizes nothing, so after it this parse cannot fail.
-    pub(super) fn endpoint(&self) -> Result<IpAddr, ControlError> {
-        self.entry.remote.parse().map_err(|_| {
-            ControlError::invalid(format!(
-                "remote {:?} is not an IP address",
-                self.entry.remote
-            ))
-        })
+    /// The endpoint. Validation of the staged configuration checks that it is one the
+    /// port may send to.
+    pub(super) fn endpoint(&self) -> IpAddr {
+        self.entry.remote
     }
 
     /// Puts the entry in the running port's remote FDB; returns the entry it replaced, for
@@ -131,8 +126,8 @@ impl Controller {
         &self,
         switch: &str,
         port: &str,
-        mac: &str,
-        remote: &str,
+        mac: MacAddr,
+        remote: IpAddr,
     ) -> Result<CheckedRemoteMac, ControlError> {
         let addr = translate::unicast_mac(mac)?;
         self.remote_macs(switch, port)?;
@@ -140,10 +135,7 @@ impl Controller {
             switch: switch.to_string(),
             port: port.to_string(),
             addr,
-            entry: RemoteMac {
-                mac: addr.to_string(),
-                remote: remote.to_string(),
-            },
+            entry: RemoteMac { mac: addr, remote },
             fdb: self.remote_fdb(switch, port)?,
         })
     }
@@ -152,12 +144,12 @@ impl Controller {
         &mut self,
         switch: &str,
         port: &str,
-        mac: &str,
-        remote: &str,
+        mac: MacAddr,
+        remote: IpAddr,
     ) -> Result<Response, ControlError> {
         let checked = self.check_remote_mac(switch, port, mac, remote)?;
         let next = self.with_switch(switch, |s| checked.stage(s))?;
-        let endpoint = checked.endpoint()?;
+        let endpoint = checked.endpoint();
         self.commit_then(next, |_| checked.install(endpoint).map(drop))?;
         Ok(Response::Done)
     }
@@ -166,18 +158,16 @@ impl Controller {
         &mut self,
         switch: &str,
         port: &str,
-        mac: &str,
+        addr: MacAddr,
     ) -> Result<Response, ControlError> {
-        let addr = translate::mac(mac)?;
         let configured = self
             .remote_macs(switch, port)?
             .iter()
-            .any(|m| translate::mac(&m.mac).ok() == Some(addr));
+            .any(|m| m.mac == addr);
         let fdb = self.remote_fdb(switch, port)?;
         if configured {
             let next = self.with_switch(switch, |s| {
-                port_remote_macs(s, switch, port)?
-                    .retain(|m| translate::mac(&m.mac).ok() != Some(addr));
+                port_remote_macs(s, switch, port)?.retain(|m| m.mac != addr);
                 Ok(())
             })?;
             self.commit_then(next, |_| {
@@ -220,8 +210,8 @@ impl Controller {
             None => configured
                 .iter()
                 .map(|m| RemoteMacEntry {
-                    mac: m.mac.clone(),
-                    remote: m.remote.clone(),
+                    mac: m.mac.to_string(),
+                    remote: m.remote.to_string(),
                     is_static: true,
                     age_secs: None,
                 })

@@ -3,15 +3,22 @@
 //! are one change: checked together, written to the state file once, and if the data path
 //! refuses the rule, the remote FDB entry it replaced comes back.
 
-use weft_control::rule::{ActionSpec, RuleSpec};
+use std::net::IpAddr;
+
+use weft_control::rule::{ActionSpec, MacPattern, RuleSpec};
 use weft_control::{ControlError, Response};
 
 use super::Controller;
+use weft_control::MacAddr;
 
 /// The port and destination MAC of a route that has a remote.
-fn remote_target(spec: &RuleSpec) -> Result<(&str, &str), ControlError> {
-    match (spec.actions.as_slice(), spec.matches.dst_mac.as_deref()) {
-        ([ActionSpec::Output(port)], Some(dst)) => Ok((port, dst)),
+fn remote_target(spec: &RuleSpec) -> Result<(&str, MacAddr), ControlError> {
+    match (spec.actions.as_slice(), spec.matches.dst_mac) {
+        ([ActionSpec::Output(port)], Some(MacPattern { addr, mask: None })) => Ok((port, addr)),
+        ([ActionSpec::Output(_)], Some(dst)) => Err(ControlError::invalid(format!(
+            "destination MAC {dst} has a mask: a remote FDB entry is for one MAC"
+        ))
+        .with_hint("match one dst_mac (no /MASK), or leave out the remote")),
         _ => Err(ControlError::invalid(
             "a route with a remote needs a destination MAC and exactly one output action: \
              the remote is chosen by destination MAC in the output port's remote FDB",
@@ -25,7 +32,7 @@ impl Controller {
         &mut self,
         switch: &str,
         spec: RuleSpec,
-        remote: Option<&str>,
+        remote: Option<IpAddr>,
     ) -> Result<Response, ControlError> {
         let Some(remote) = remote else {
             return self.rule_add(switch, spec);
@@ -38,7 +45,7 @@ impl Controller {
             rule.stage(s);
             Ok(())
         })?;
-        let endpoint = mac.endpoint()?;
+        let endpoint = mac.endpoint();
         let mut added = None;
         self.commit_then(next, |c| {
             let replaced = mac.install(endpoint)?;

@@ -3,6 +3,7 @@
 
 mod paths;
 mod process;
+mod start_error;
 
 use std::fs;
 use std::net::{SocketAddr, TcpListener};
@@ -25,6 +26,7 @@ use crate::socket_dirs::SocketDirs;
 pub use paths::Paths;
 use paths::{ensure_dir, lock};
 use process::{announce_ready, detach, init_logging, sd_notify};
+pub use start_error::StartError;
 
 /// Options of `weftd` (the daemon).
 #[derive(clap::Args, Debug, Default, Clone)]
@@ -145,7 +147,7 @@ fn initial_state(
     config: &Config,
     paths: &Paths,
     reset: bool,
-) -> Result<(weft_control::state::State, bool), String> {
+) -> Result<(weft_control::state::State, bool), StartError> {
     let seeds = || weft_control::state::State {
         version: 1,
         switches: config.seed_switches(),
@@ -160,14 +162,21 @@ fn initial_state(
             Ok((seeds(), true))
         }
         Ok(Some(_)) => {
-            let aside = persist::move_aside(&paths.state_file, "reset")
-                .map_err(|e| format!("cannot move {} aside: {e}", paths.state_file.display()))?;
+            let aside = persist::move_aside(&paths.state_file, "reset").map_err(|source| {
+                StartError::MoveAside {
+                    path: paths.state_file.clone(),
+                    source,
+                }
+            })?;
             tracing::warn!(moved_to = %aside.display(), "--reset-state: the state file was moved aside");
             Ok((seeds(), true))
         }
         Err(e) if reset => {
-            let aside = persist::move_aside(&paths.state_file, "corrupt").map_err(|err| {
-                format!("cannot move {} aside: {err}", paths.state_file.display())
+            let aside = persist::move_aside(&paths.state_file, "corrupt").map_err(|source| {
+                StartError::MoveAside {
+                    path: paths.state_file.clone(),
+                    source,
+                }
             })?;
             tracing::warn!(error = %e, moved_to = %aside.display(), "--reset-state: the unusable state file was moved aside");
             eprintln!(
@@ -176,13 +185,16 @@ fn initial_state(
             );
             Ok((seeds(), true))
         }
-        Err(e) => Err(state_refusal(&e, &paths.state_file)),
+        Err(source) => Err(StartError::UnusableState {
+            path: paths.state_file.clone(),
+            source,
+        }),
     }
 }
 
 /// The directories vhost-user sockets may be in, opened and checked; weftd's own files are
 /// never a socket's name.
-fn socket_dirs(config: &Config, paths: &Paths) -> Result<SocketDirs, String> {
+fn socket_dirs(config: &Config, paths: &Paths) -> Result<SocketDirs, StartError> {
     SocketDirs::open(
         &paths.vhost_dir,
         &config.vhost_socket_dirs,
@@ -194,6 +206,7 @@ fn socket_dirs(config: &Config, paths: &Paths) -> Result<SocketDirs, String> {
             &paths.log_file,
         ],
     )
+    .map_err(StartError::SocketDirs)
 }
 
 fn start(
@@ -202,7 +215,7 @@ fn start(
     reset: bool,
     metrics_listen: Option<SocketAddr>,
     ready: Option<OwnedFd>,
-) -> Result<ExitCode, String> {
+) -> Result<ExitCode, StartError> {
     let mode = config.control.socket_mode.0;
     // Others reach the socket only if they may traverse the directory.
     let dir_mode = if mode & 0o077 != 0 { 0o711 } else { 0o700 };
@@ -237,9 +250,7 @@ fn start(
     for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
         signals.add(s);
     }
-    signals
-        .thread_block()
-        .map_err(|e| format!("cannot block signals: {e}"))?;
+    signals.thread_block().map_err(StartError::Signals)?;
 
     // The control socket is bound before any port is restored, so that no port can take
     // its path (a restored port naming it is refused: kept, marked failed).
@@ -248,13 +259,12 @@ fn start(
         mode,
         config.control.socket_group.as_ref().map(|g| g.gid),
     )?;
-    let pool =
-        WorkerPool::start(&config.workers).map_err(|e| format!("cannot start the workers: {e}"))?;
+    let pool = WorkerPool::start(&config.workers).map_err(StartError::Workers)?;
     let (controller, failures) =
         Controller::start(pool, paths.state_file.clone(), vhost, state, first_start).map_err(
             |e| {
                 let _ = fs::remove_file(&paths.socket);
-                format!("cannot build the configuration: {}", e.message)
+                StartError::Build(e)
             },
         )?;
     for f in &failures {
@@ -275,35 +285,36 @@ fn start(
     let tcp = match &config.control.tcp {
         Some(tcp) => {
             let token = server::read_token(&tcp.token_file)?;
-            let l = TcpListener::bind(tcp.listen).map_err(|e| {
-                format!("cannot listen on {} (control.tcp.listen): {e}", tcp.listen)
+            let l = TcpListener::bind(tcp.listen).map_err(|source| StartError::ControlListen {
+                addr: tcp.listen,
+                source,
             })?;
             Some((l, token))
         }
         None => None,
     };
     let metrics = match metrics_listen {
-        Some(addr) => Some(TcpListener::bind(addr).map_err(|e| {
-            format!(
-                "cannot serve metrics on {addr}: {e} (set metrics.listen, or --metrics-listen off)"
-            )
-        })?),
+        Some(addr) => Some(
+            TcpListener::bind(addr).map_err(|source| StartError::MetricsListen { addr, source })?,
+        ),
         None => None,
     };
-    server::spawn_unix(listener, policy, shared.clone())
-        .map_err(|e| format!("cannot start a thread: {e}"))?;
+    server::spawn_unix(listener, policy, shared.clone()).map_err(StartError::Thread)?;
     if let Some((l, token)) = tcp {
         tracing::info!(listen = %config.control.tcp.as_ref().map(|t| t.listen.to_string()).unwrap_or_default(), "control over TCP (token required)");
-        server::spawn_tcp(l, token, shared.clone())
-            .map_err(|e| format!("cannot start a thread: {e}"))?;
+        server::spawn_tcp(l, token, shared.clone()).map_err(StartError::Thread)?;
     }
     if let Some(l) = metrics {
         tracing::info!(listen = %l.local_addr().map(|a| a.to_string()).unwrap_or_default(), "metrics at /metrics");
         crate::metrics::http::spawn(l, Arc::clone(&controller), Arc::clone(&slots))
-            .map_err(|e| format!("cannot start a thread: {e}"))?;
+            .map_err(StartError::Thread)?;
     }
-    fs::write(&paths.pid_file, format!("{}\n", std::process::id()))
-        .map_err(|e| format!("cannot write {}: {e}", paths.pid_file.display()))?;
+    fs::write(&paths.pid_file, format!("{}\n", std::process::id())).map_err(|source| {
+        StartError::PidFile {
+            path: paths.pid_file.clone(),
+            source,
+        }
+    })?;
     announce_ready(ready, paths)?;
     tracing::info!(
         pid = std::process::id(),

@@ -4,7 +4,7 @@ use std::fs::{self, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use super::RunArgs;
+use super::{RunArgs, StartError};
 use crate::config::Config;
 
 /// Where weftd keeps its files.
@@ -28,18 +28,17 @@ pub struct Paths {
 
 impl Paths {
     /// Resolves the paths from the options, the configuration and the environment.
-    pub fn resolve(args: &RunArgs, config: &Config) -> Result<Paths, String> {
-        let runtime_dir = match args.runtime_dir.clone().or_else(|| config.runtime_dir.clone()) {
+    pub fn resolve(args: &RunArgs, config: &Config) -> Result<Paths, StartError> {
+        let runtime_dir = match args
+            .runtime_dir
+            .clone()
+            .or_else(|| config.runtime_dir.clone())
+        {
             Some(d) => d,
             None if nix::unistd::geteuid().is_root() => PathBuf::from("/run/weft"),
             None => match std::env::var_os("XDG_RUNTIME_DIR") {
                 Some(d) if !d.is_empty() => PathBuf::from(d).join("weft"),
-                _ => {
-                    return Err(
-                        "no runtime directory: XDG_RUNTIME_DIR is not set; pass --runtime-dir DIR (or set runtime_dir in the configuration)"
-                            .into(),
-                    )
-                }
+                _ => return Err(StartError::NoRuntimeDir),
             },
         };
         Ok(Paths {
@@ -68,17 +67,17 @@ impl Paths {
 
 /// Creates a directory owner-only (or as given), or checks an existing one is safe: not
 /// writable by others, who could otherwise swap weftd's files. `what` names it in errors.
-pub(super) fn ensure_dir(path: &Path, mode: u32, what: &str) -> Result<(), String> {
+pub(super) fn ensure_dir(path: &Path, mode: u32, what: &'static str) -> Result<(), StartError> {
     match fs::symlink_metadata(path) {
         Ok(meta) => {
             if !meta.is_dir() {
-                return Err(format!("{} exists and is not a directory", path.display()));
+                return Err(StartError::NotADirectory(path.to_path_buf()));
             }
             if meta.permissions().mode() & 0o022 != 0 {
-                return Err(format!(
-                    "{} ({what}) is writable by group or others, who could replace weftd's files: chmod go-w it, or choose another directory",
-                    path.display()
-                ));
+                return Err(StartError::UnsafeDirectory {
+                    path: path.to_path_buf(),
+                    what,
+                });
             }
             Ok(())
         }
@@ -87,12 +86,15 @@ pub(super) fn ensure_dir(path: &Path, mode: u32, what: &str) -> Result<(), Strin
             .mode(mode)
             .create(path)
             .and_then(|()| fs::set_permissions(path, fs::Permissions::from_mode(mode)))
-            .map_err(|e| format!("cannot create {}: {e}", path.display())),
+            .map_err(|source| StartError::CreateDir {
+                path: path.to_path_buf(),
+                source,
+            }),
     }
 }
 
 /// Takes the runtime directory's lock: one weftd per runtime directory.
-pub(super) fn lock(paths: &Paths) -> Result<nix::fcntl::Flock<fs::File>, String> {
+pub(super) fn lock(paths: &Paths) -> Result<nix::fcntl::Flock<fs::File>, StartError> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -100,13 +102,15 @@ pub(super) fn lock(paths: &Paths) -> Result<nix::fcntl::Flock<fs::File>, String>
         .truncate(false)
         .mode(0o600)
         .open(&paths.lock_file)
-        .map_err(|e| format!("cannot open {}: {e}", paths.lock_file.display()))?;
+        .map_err(|source| StartError::OpenLock {
+            path: paths.lock_file.clone(),
+            source,
+        })?;
     nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|_| {
         let pid = fs::read_to_string(&paths.pid_file).unwrap_or_default();
-        format!(
-            "another weftd (pid {}) runs with the runtime directory {}: stop it, or use another --runtime-dir",
-            pid.trim(),
-            paths.runtime_dir.display()
-        )
+        StartError::Locked {
+            pid: pid.trim().to_string(),
+            runtime_dir: paths.runtime_dir.clone(),
+        }
     })
 }

@@ -8,7 +8,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::process::ExitCode;
 
-use super::{fail, Paths};
+use super::{fail, Paths, StartError};
 use crate::config::Config;
 
 pub(super) fn init_logging(config: &Config, foreground: bool) {
@@ -63,19 +63,22 @@ pub(super) fn detach(paths: &Paths) -> Result<OwnedFd, ExitCode> {
 
 /// Tells whoever waits that weftd is ready: the parent of a detached weftd (then stdio
 /// leaves the terminal for /dev/null and the log file), or systemd (`NOTIFY_SOCKET`).
-pub(super) fn announce_ready(ready: Option<OwnedFd>, paths: &Paths) -> Result<(), String> {
+pub(super) fn announce_ready(ready: Option<OwnedFd>, paths: &Paths) -> Result<(), StartError> {
     if let Some(fd) = ready {
         let log = OpenOptions::new()
             .append(true)
             .create(true)
             .mode(0o600)
             .open(&paths.log_file)
-            .map_err(|e| format!("cannot open the log file {}: {e}", paths.log_file.display()))?;
+            .map_err(|source| StartError::LogFile {
+                path: paths.log_file.clone(),
+                source,
+            })?;
         let null = OpenOptions::new()
             .read(true)
             .write(true)
             .open("/dev/null")
-            .map_err(|e| format!("/dev/null: {e}"))?;
+            .map_err(StartError::DevNull)?;
         let _ = nix::unistd::dup2_stdin(&null);
         let _ = nix::unistd::dup2_stdout(&null);
         let _ = nix::unistd::dup2_stderr(&log);

@@ -1,8 +1,6 @@
 //! `tcp_link` ports: frames in a TCP connection to another weftd, optionally authenticated
 //! with a pre-shared key (weft-overlay).
 
-use std::net::SocketAddr;
-
 use weft_control::state::PortKind;
 use weft_overlay::tcp_link::{LinkKey, TcpLinkConfig, TcpLinkMode, TcpLinkPort};
 
@@ -43,13 +41,9 @@ fn tcp_link_config(kind: &PortKind, files: &ClientFiles) -> Result<TcpLinkConfig
     else {
         return Err(OpenError::Settings("not a TCP link".into()));
     };
-    let parse = |field: &str, a: &str| {
-        a.parse::<SocketAddr>()
-            .map_err(|_| OpenError::Settings(format!("{field} {a:?} is not an IP:PORT address")))
-    };
     let mode = match (listen, connect) {
-        (Some(a), None) => TcpLinkMode::Listen(parse("listen", a)?),
-        (None, Some(a)) => TcpLinkMode::Connect(parse("connect", a)?),
+        (Some(a), None) => TcpLinkMode::Listen(*a),
+        (None, Some(a)) => TcpLinkMode::Connect(*a),
         _ => {
             return Err(OpenError::Settings(
                 "give exactly one of listen and connect".into(),
@@ -65,16 +59,12 @@ fn tcp_link_config(kind: &PortKind, files: &ClientFiles) -> Result<TcpLinkConfig
         config = config.netns(weft_tap::netns::named(ns));
     }
     if let Some(path) = key_file {
-        let file = files.key(path).map_err(OpenError::KeyFile)?;
-        let key = LinkKey::new(file.bytes).map_err(|problem| {
-            OpenError::KeyFile(
-                weft_overlay::tcp_link::KeyFileError {
-                    path: path.into(),
-                    problem,
-                }
-                .to_string(),
-            )
-        })?;
+        let file = files.key(path)?;
+        let key =
+            LinkKey::new(file.bytes).map_err(|problem| weft_overlay::tcp_link::KeyFileError {
+                path: path.into(),
+                problem,
+            })?;
         config.key = Some(key);
         if file.others_can_read {
             // A key file others can read is a key others may know: say so (the link still

@@ -19,7 +19,7 @@ pub(super) fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<
     else {
         return Err(OpenError::Settings("not a vhost-user port".into()));
     };
-    let socket = super::vhost_socket(ctx, port, socket.as_deref()).map_err(OpenError::Socket)?;
+    let socket = super::vhost_socket(ctx, port, socket.as_deref())?;
     let config = VhostPortConfig {
         mtu: usize::try_from(*mtu)
             .map_err(|_| OpenError::Settings("the MTU is out of range".into()))?,

@@ -1,6 +1,6 @@
 //! `vxlan` ports: a tunnel endpoint joining the switch to remote VTEPs (weft-overlay).
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 
 use weft_control::state::PortKind;
 use weft_overlay::{VxlanConfig, VxlanPort};
@@ -33,34 +33,17 @@ fn vxlan_config(kind: &PortKind) -> Result<VxlanConfig, OpenError> {
     else {
         return Err(OpenError::Settings("not a VXLAN port".into()));
     };
-    let bad = |what: String| OpenError::Settings(what);
-    let local: IpAddr = local
-        .parse()
-        .map_err(|_| bad(format!("local {local:?} is not an IP address")))?;
-    let vni =
-        weft_packet::Vni::new(*vni).map_err(|_| bad(format!("vni {vni} is not below 2^24")))?;
-    let mut config = VxlanConfig::new(SocketAddr::new(local, port.unwrap_or(0)), vni);
+    let mut config = VxlanConfig::new(SocketAddr::new(*local, port.unwrap_or(0)), *vni);
     if let Some(p) = port {
         config.remote_port = *p;
     }
     for r in remotes {
-        let ip: IpAddr = r
-            .parse()
-            .map_err(|_| bad(format!("remote {r:?} is not an IP address")))?;
-        config = config.remote(ip);
+        config = config.remote(*r);
     }
     config.learning = *learning;
     config.remote_ageing = std::time::Duration::from_secs(u64::from(*remote_ageing));
     for entry in remote_macs {
-        let mac = entry
-            .mac
-            .parse()
-            .map_err(|_| bad(format!("remote MAC {:?} is not a MAC address", entry.mac)))?;
-        let ip: IpAddr = entry
-            .remote
-            .parse()
-            .map_err(|_| bad(format!("remote {:?} is not an IP address", entry.remote)))?;
-        config = config.static_mac(mac, ip);
+        config = config.static_mac(entry.mac, entry.remote);
     }
     if let Some(ns) = netns {
         config = config.netns(weft_tap::netns::named(ns));
@@ -72,20 +55,21 @@ fn vxlan_config(kind: &PortKind) -> Result<VxlanConfig, OpenError> {
 mod tests {
     use super::*;
 
+    use std::net::IpAddr;
     use std::path::PathBuf;
 
     #[test]
     fn vxlan_settings_become_its_configuration() {
         let kind = PortKind::Vxlan {
-            local: "192.0.2.1".into(),
-            vni: 9,
-            remotes: vec!["192.0.2.2".into()],
+            local: "192.0.2.1".parse().unwrap(),
+            vni: weft_control::Vni::new(9).unwrap(),
+            remotes: vec!["192.0.2.2".parse().unwrap()],
             netns: Some("under".into()),
             learning: true,
             port: Some(4790),
             remote_macs: vec![weft_control::state::RemoteMac {
-                mac: "02:00:00:00:00:07".into(),
-                remote: "192.0.2.2".into(),
+                mac: "02:00:00:00:00:07".parse().unwrap(),
+                remote: "192.0.2.2".parse().unwrap(),
             }],
             remote_ageing: 45,
         };

@@ -16,7 +16,7 @@ pub const MAX_REMOTE_MACS: usize = 4096;
 pub fn check(
     entries: &[RemoteMac],
     local: IpAddr,
-    remotes: &[String],
+    remotes: &[IpAddr],
     learning: bool,
 ) -> Result<(), ControlError> {
     if entries.len() > MAX_REMOTE_MACS {
@@ -25,16 +25,15 @@ pub fn check(
             entries.len()
         )));
     }
-    let remotes: Vec<IpAddr> = remotes.iter().filter_map(|r| r.parse().ok()).collect();
     let mut seen = BTreeSet::new();
     for entry in entries {
-        let mac = translate::unicast_mac(&entry.mac)?;
+        let mac = translate::unicast_mac(entry.mac)?;
         if !seen.insert(mac) {
             return Err(ControlError::invalid(format!(
                 "remote MAC {mac} is given twice: give each MAC one endpoint"
             )));
         }
-        endpoint(&entry.remote, local, &remotes, learning)?;
+        endpoint(entry.remote, local, remotes, learning)?;
     }
     Ok(())
 }
@@ -42,16 +41,11 @@ pub fn check(
 /// The endpoint of a remote MAC: an address of the underlay's family, one of the port's
 /// remotes unless the port learns (then it accepts any endpoint).
 pub fn endpoint(
-    text: &str,
+    ip: IpAddr,
     local: IpAddr,
     remotes: &[IpAddr],
     learning: bool,
 ) -> Result<IpAddr, ControlError> {
-    let ip: IpAddr = text.parse().map_err(|_| {
-        ControlError::invalid(format!(
-            "remote {text:?} is not an IP address: give the endpoint as 192.0.2.2 or 2001:db8::2"
-        ))
-    })?;
     if ip.is_ipv4() != local.is_ipv4() {
         return Err(ControlError::invalid(format!(
             "remote {ip} is not in the address family of local {local}"

@@ -1,10 +1,10 @@
-//! From the protocol's text forms (names, addresses as strings) to the switch's types. Every
-//! function checks completely and says what was wrong; nothing here touches a switch.
+//! From the protocol's model (ports by name, addresses already typed) to the switch's
+//! types. Every function checks completely and says what was wrong; nothing here touches a
+//! switch.
 
-use std::net::IpAddr;
 use std::time::Duration;
 
-use weft_control::rule::{ActionSpec, MatchSpec, RuleSpec};
+use weft_control::rule::{ActionSpec, IpPattern, MacPattern, MatchSpec, RuleSpec};
 use weft_control::state::{PortSettings, SwitchSettings, VlanMode};
 use weft_control::ControlError;
 use weft_packet::MacAddr;
@@ -15,15 +15,8 @@ use weft_switch::{
     PortVlanMode, SwitchConfig, MAX_ACTIONS,
 };
 
-/// A MAC address, `52:54:00:12:34:56` (or with `-`).
-pub fn mac(text: &str) -> Result<MacAddr, ControlError> {
-    text.parse::<MacAddr>()
-        .map_err(|e| ControlError::invalid(e.to_string()))
-}
-
 /// A unicast MAC address, as an FDB entry needs.
-pub fn unicast_mac(text: &str) -> Result<MacAddr, ControlError> {
-    let addr = mac(text)?;
+pub fn unicast_mac(addr: MacAddr) -> Result<MacAddr, ControlError> {
     if addr.is_unicast() {
         Ok(addr)
     } else {
@@ -44,40 +37,27 @@ pub fn fdb_vlan(vlan: u16) -> Result<u16, ControlError> {
     }
 }
 
-/// A MAC match: an address, or `address/mask`.
-pub fn mac_match(text: &str) -> Result<MacMatch, ControlError> {
-    match text.split_once('/') {
-        None => Ok(MacMatch::exact(mac(text)?)),
-        Some((addr, mask)) => Ok(MacMatch {
-            addr: mac(addr)?,
-            mask: mac(mask)?,
-        }),
+/// A MAC match: an address (all bits), or an address and a mask.
+pub fn mac_match(pattern: &MacPattern) -> MacMatch {
+    match pattern.mask {
+        None => MacMatch::exact(pattern.addr),
+        Some(mask) => MacMatch {
+            addr: pattern.addr,
+            mask,
+        },
     }
 }
 
-/// An IP prefix, `10.0.0.0/8` or `2001:db8::/32`, or a plain address (a host prefix).
-pub fn ip_prefix(text: &str) -> Result<IpPrefix, ControlError> {
-    let bad = |why: &str| {
-        ControlError::invalid(format!(
-            "invalid IP prefix {text:?}: {why}; expected e.g. 10.0.0.0/8, 2001:db8::/32 or 192.0.2.1"
-        ))
-    };
-    let (addr, len) = match text.split_once('/') {
-        None => (text, None),
-        Some((a, l)) => (a, Some(l)),
-    };
-    let addr: IpAddr = addr.parse().map_err(|_| bad("not an address"))?;
-    let prefix = match len {
-        None => IpPrefix::host(addr),
-        Some(l) => IpPrefix {
-            addr,
-            len: l.parse().map_err(|_| bad("the length is not a number"))?,
+/// An IP prefix; a plain address is a host prefix. (Lengths were checked against the
+/// family when the rule was read.)
+pub fn ip_prefix(pattern: &IpPattern) -> IpPrefix {
+    match pattern.len {
+        None => IpPrefix::host(pattern.addr),
+        Some(len) => IpPrefix {
+            addr: pattern.addr,
+            len,
         },
-    };
-    if prefix.len > prefix.max_len() {
-        return Err(bad(&format!("the length is above {}", prefix.max_len())));
     }
-    Ok(prefix)
 }
 
 /// A port's VLAN mode.
@@ -198,39 +178,18 @@ fn match_spec(
     m: &MatchSpec,
     resolve: &dyn Fn(&str, &str) -> Result<PortId, ControlError>,
 ) -> Result<FlowMatch, ControlError> {
-    let ctx = |field: &'static str| move |e: ControlError| e.prefixed(&format!("match.{field}"));
     Ok(FlowMatch {
         in_port: m
             .in_port
             .as_deref()
             .map(|n| resolve("match.in_port", n))
             .transpose()?,
-        src_mac: m
-            .src_mac
-            .as_deref()
-            .map(mac_match)
-            .transpose()
-            .map_err(ctx("src_mac"))?,
-        dst_mac: m
-            .dst_mac
-            .as_deref()
-            .map(mac_match)
-            .transpose()
-            .map_err(ctx("dst_mac"))?,
+        src_mac: m.src_mac.as_ref().map(mac_match),
+        dst_mac: m.dst_mac.as_ref().map(mac_match),
         vlan: m.vlan,
         ethertype: m.ethertype,
-        ip_src: m
-            .ip_src
-            .as_deref()
-            .map(ip_prefix)
-            .transpose()
-            .map_err(ctx("ip_src"))?,
-        ip_dst: m
-            .ip_dst
-            .as_deref()
-            .map(ip_prefix)
-            .transpose()
-            .map_err(ctx("ip_dst"))?,
+        ip_src: m.ip_src.as_ref().map(ip_prefix),
+        ip_dst: m.ip_dst.as_ref().map(ip_prefix),
         ip_proto: m.ip_proto,
         l4_src: m.l4_src,
         l4_dst: m.l4_dst,
@@ -260,20 +219,20 @@ mod tests {
 
     #[test]
     fn mac_match_accepts_address_and_address_with_mask() {
-        let m = mac_match("02:00:00:00:00:01").unwrap();
+        let m = mac_match(&"02:00:00:00:00:01".parse().unwrap());
         assert_eq!(m.mask, MacAddr::BROADCAST);
-        let m = mac_match("02:00:00:00:00:00/ff:ff:ff:00:00:00").unwrap();
+        let m = mac_match(&"02:00:00:00:00:00/ff:ff:ff:00:00:00".parse().unwrap());
         assert_eq!(m.mask, MacAddr([0xff, 0xff, 0xff, 0, 0, 0]));
-        assert!(mac_match("02:00:00:00:00/ff").is_err());
+        assert!("02:00:00:00:00/ff".parse::<MacPattern>().is_err());
     }
 
     #[test]
     fn ip_prefix_rejects_lengths_above_the_family_width() {
-        assert_eq!(ip_prefix("10.0.0.0/8").unwrap().len, 8);
-        assert_eq!(ip_prefix("2001:db8::1").unwrap().len, 128);
-        assert!(ip_prefix("10.0.0.0/33").is_err());
-        assert!(ip_prefix("10.0.0.0/x").is_err());
-        assert!(ip_prefix("ten").is_err());
+        assert_eq!(ip_prefix(&"10.0.0.0/8".parse().unwrap()).len, 8);
+        assert_eq!(ip_prefix(&"2001:db8::1".parse().unwrap()).len, 128);
+        assert!("10.0.0.0/33".parse::<IpPattern>().is_err());
+        assert!("10.0.0.0/x".parse::<IpPattern>().is_err());
+        assert!("ten".parse::<IpPattern>().is_err());
     }
 
     #[test]
@@ -292,7 +251,7 @@ mod tests {
         let spec = RuleSpec {
             matches: MatchSpec {
                 ethertype: Some(0x0800),
-                ip_src: Some("10.0.0.1/8".into()),
+                ip_src: Some("10.0.0.1/8".parse().unwrap()),
                 ..MatchSpec::default()
             },
             actions: vec![ActionSpec::Drop],

@@ -127,8 +127,9 @@ pub fn port_kind(port_name: &str, kind: &PortKind) -> Result<(), ControlError> {
             mtu_in_range(*mtu)
         }
         PortKind::Vxlan {
+            // The addresses and the VNI were checked when the request was read.
             local,
-            vni,
+            vni: _,
             remotes,
             netns,
             learning,
@@ -136,13 +137,7 @@ pub fn port_kind(port_name: &str, kind: &PortKind) -> Result<(), ControlError> {
             remote_macs,
             remote_ageing,
         } => {
-            let local_ip = ip_address("local", local)?;
             remote_ageing_in_range(*remote_ageing)?;
-            if *vni > 0x00ff_ffff {
-                return Err(ControlError::invalid(format!(
-                    "vni {vni} is out of range: use 0 to 16777215 (24 bits)"
-                )));
-            }
             if remotes.len() > weft_overlay::MAX_REMOTES {
                 return Err(ControlError::invalid(format!(
                     "{} remotes: a VXLAN port has at most {}",
@@ -152,7 +147,7 @@ pub fn port_kind(port_name: &str, kind: &PortKind) -> Result<(), ControlError> {
                 .with_hint("turn on learning instead of listing every endpoint"));
             }
             for r in remotes {
-                if ip_address("remote", r)?.is_ipv4() != local_ip.is_ipv4() {
+                if r.is_ipv4() != local.is_ipv4() {
                     return Err(ControlError::invalid(format!(
                         "remote {r} is not in the address family of local {local}: use \
                          remotes of the same family"
@@ -167,7 +162,7 @@ pub fn port_kind(port_name: &str, kind: &PortKind) -> Result<(), ControlError> {
                     "udp port 0 is out of range: use 1 to 65535 (4789 by default)",
                 ));
             }
-            super::remote_macs::check(remote_macs, local_ip, remotes, *learning)
+            super::remote_macs::check(remote_macs, *local, remotes, *learning)
         }
         PortKind::TcpLink {
             listen,
@@ -182,8 +177,8 @@ pub fn port_kind(port_name: &str, kind: &PortKind) -> Result<(), ControlError> {
                 key_file_path(path)?;
             }
             match (listen, connect) {
-                (Some(a), None) => socket_address("listen", a, true)?,
-                (None, Some(a)) => socket_address("connect", a, false)?,
+                (Some(_), None) => {}
+                (None, Some(a)) => connect_port(*a)?,
                 _ => {
                     return Err(ControlError::invalid(
                         "a TCP link either listens or connects: give exactly one of listen \
@@ -200,17 +195,11 @@ pub fn port_kind(port_name: &str, kind: &PortKind) -> Result<(), ControlError> {
     }
 }
 
-/// An `IP:PORT` address in field `field` (port 0 only where any free port will do).
-fn socket_address(field: &str, text: &str, any_port: bool) -> Result<(), ControlError> {
-    let addr: std::net::SocketAddr = text.parse().map_err(|_| {
-        ControlError::invalid(format!(
-            "{field} {text:?} is not an IP:PORT address: give one such as 192.0.2.1:7000 or \
-             [fd00::1]:7000"
-        ))
-    })?;
-    if addr.port() == 0 && !any_port {
+/// Where a TCP link connects: a port (listening on port 0 takes any free one).
+fn connect_port(addr: std::net::SocketAddr) -> Result<(), ControlError> {
+    if addr.port() == 0 {
         return Err(ControlError::invalid(format!(
-            "{field} {text}: port 0 is out of range: use 1 to 65535"
+            "connect {addr}: port 0 is out of range: use 1 to 65535"
         )));
     }
     Ok(())
@@ -247,15 +236,6 @@ fn key_file_path(path: &str) -> Result<(), ControlError> {
         )));
     }
     Ok(())
-}
-
-/// An IP address in field `field`.
-fn ip_address(field: &str, text: &str) -> Result<std::net::IpAddr, ControlError> {
-    text.parse().map_err(|_| {
-        ControlError::invalid(format!(
-            "{field} {text:?} is not an IP address: give an IPv4 or IPv6 address such as 192.0.2.1"
-        ))
-    })
 }
 
 /// A network namespace name (under /run/netns).
@@ -320,7 +300,7 @@ pub fn switch_state(switch: &SwitchState) -> Result<(), ControlError> {
     let mut keys = BTreeSet::new();
     for (i, m) in switch.static_macs.iter().enumerate() {
         let ctx = format!("static_macs[{i}]");
-        let addr = translate::unicast_mac(&m.mac).map_err(|e| e.prefixed(&ctx))?;
+        let addr = translate::unicast_mac(m.mac).map_err(|e| e.prefixed(&ctx))?;
         translate::fdb_vlan(m.vlan).map_err(|e| e.prefixed(&ctx))?;
         if !ids.contains_key(m.port.as_str()) {
             return Err(ControlError::not_found(format!(

@@ -55,6 +55,30 @@ fn invalid_content_names_the_part_at_fault() {
 }
 
 #[test]
+fn an_address_that_is_not_one_names_the_line_the_field_and_the_value() {
+    let p = Path::new("/x/state.json");
+    let text = "{\"version\":1,\"switches\":[{\"name\":\"br0\",\"ports\":[\n\
+        {\"name\":\"vx\",\"kind\":{\"type\":\"vxlan\",\"local\":\"10.0.0.1\",\"vni\":1,\n\
+        \"remote_macs\":[{\"mac\":\"02:00:00:00:00:01\",\"remote\":\"10.0.0.256\"}]}}]}]}";
+    let msg = parse(p, text.as_bytes()).unwrap_err().to_string();
+    assert!(
+        msg.starts_with("/x/state.json: line 3")
+            && msg.contains(r#"remote "10.0.0.256" is not an IP address"#),
+        "{msg}"
+    );
+}
+
+#[test]
+fn recorded_state_file_loads_and_saves_back_the_same_bytes() {
+    let recorded = include_str!("../../../weft-control/tests/fixtures/state.json");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.json");
+    let state = parse(&path, recorded.as_bytes()).unwrap();
+    save(&path, &state).unwrap();
+    assert_eq!(fs::read_to_string(&path).unwrap(), recorded);
+}
+
+#[test]
 fn move_aside_keeps_every_old_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.json");

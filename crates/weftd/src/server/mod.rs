@@ -13,6 +13,7 @@
 
 pub mod auth;
 pub mod conn;
+mod setup_errors;
 pub mod tcp;
 
 use std::io;
@@ -30,6 +31,7 @@ use crate::control::Controller;
 use crate::ratelimit::RateLimit;
 use auth::UnixPolicy;
 use conn::Context;
+pub use setup_errors::{ControlSocketError, TokenFileError};
 
 /// How long a refusal or a response may take to write.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -119,27 +121,32 @@ static REFUSALS: RateLimit = RateLimit::new(10, Duration::from_secs(60));
 
 /// Creates the control socket at `path` with permission bits `mode` and, when given,
 /// group `gid`. A stale socket left by a dead weftd is replaced; a live one is an error.
-pub fn bind_unix(path: &Path, mode: u32, gid: Option<u32>) -> Result<UnixListener, String> {
+pub fn bind_unix(
+    path: &Path,
+    mode: u32,
+    gid: Option<u32>,
+) -> Result<UnixListener, ControlSocketError> {
     match std::fs::symlink_metadata(path) {
         Ok(meta) => {
             use std::os::unix::fs::FileTypeExt;
             if !meta.file_type().is_socket() {
-                return Err(format!(
-                    "{} exists and is not a socket: move it away or configure another control.socket",
-                    path.display()
-                ));
+                return Err(ControlSocketError::NotASocket(path.to_path_buf()));
             }
             if UnixStream::connect(path).is_ok() {
-                return Err(format!(
-                    "another weftd answers on {}: stop it first, or give this one another --runtime-dir",
-                    path.display()
-                ));
+                return Err(ControlSocketError::InUse(path.to_path_buf()));
             }
-            std::fs::remove_file(path)
-                .map_err(|e| format!("cannot remove the stale socket {}: {e}", path.display()))?;
+            std::fs::remove_file(path).map_err(|source| ControlSocketError::RemoveStale {
+                path: path.to_path_buf(),
+                source,
+            })?;
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(format!("cannot inspect {}: {e}", path.display())),
+        Err(source) => {
+            return Err(ControlSocketError::Inspect {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
     }
     // Bound inside a private directory, given its group and mode there, and only then moved
     // into place: nobody can connect before the mode is right, and the process umask (shared
@@ -156,7 +163,10 @@ pub fn bind_unix(path: &Path, mode: u32, gid: Option<u32>) -> Result<UnixListene
         // Left by a weftd of the same pid that died right there (pid 1 in a container):
         // an empty directory or one with our staged socket, removed; anything else stays.
         if e.kind() != io::ErrorKind::AlreadyExists {
-            return Err(format!("cannot create {}: {e}", private.display()));
+            return Err(ControlSocketError::PrivateDir {
+                path: private,
+                source: e,
+            });
         }
         // Never through a symlink, nor in a directory someone else made.
         let ours = std::fs::symlink_metadata(&private).is_ok_and(|m| {
@@ -164,20 +174,23 @@ pub fn bind_unix(path: &Path, mode: u32, gid: Option<u32>) -> Result<UnixListene
             m.file_type().is_dir() && m.uid() == nix::unistd::geteuid().as_raw()
         });
         if !ours {
-            return Err(format!(
-                "{} exists and is not a directory of weftd's user: remove it",
-                private.display()
-            ));
+            return Err(ControlSocketError::ForeignDir(private));
         }
         let _ = std::fs::remove_file(&staged);
         std::fs::remove_dir(&private)
             .and_then(|()| make_private())
-            .map_err(|e| format!("cannot create {}: {e}", private.display()))?;
+            .map_err(|source| ControlSocketError::PrivateDir {
+                path: private.clone(),
+                source,
+            })?;
     }
     let placed = stage_socket(&staged, mode, gid).and_then(|listener| {
         std::fs::rename(&staged, path)
             .map(|()| listener)
-            .map_err(|e| format!("cannot create the control socket {}: {e}", path.display()))
+            .map_err(|source| ControlSocketError::Create {
+                path: Some(path.to_path_buf()),
+                source,
+            })
     });
     let _ = std::fs::remove_file(&staged);
     let _ = std::fs::remove_dir(&private);
@@ -185,15 +198,19 @@ pub fn bind_unix(path: &Path, mode: u32, gid: Option<u32>) -> Result<UnixListene
 }
 
 /// Binds `staged` (in a private directory) and gives it its group and mode.
-fn stage_socket(staged: &Path, mode: u32, gid: Option<u32>) -> Result<UnixListener, String> {
-    let listener =
-        UnixListener::bind(staged).map_err(|e| format!("cannot create the control socket: {e}"))?;
+fn stage_socket(
+    staged: &Path,
+    mode: u32,
+    gid: Option<u32>,
+) -> Result<UnixListener, ControlSocketError> {
+    let listener = UnixListener::bind(staged)
+        .map_err(|source| ControlSocketError::Create { path: None, source })?;
     if let Some(gid) = gid {
         std::os::unix::fs::chown(staged, None, Some(gid))
-            .map_err(|e| format!("cannot give the control socket to group {gid}: {e}"))?;
+            .map_err(|source| ControlSocketError::Group { gid, source })?;
     }
     std::fs::set_permissions(staged, std::fs::Permissions::from_mode(mode))
-        .map_err(|e| format!("cannot set the mode of the control socket: {e}"))?;
+        .map_err(ControlSocketError::Mode)?;
     Ok(listener)
 }
 
@@ -349,23 +366,19 @@ pub fn spawn_tcp(
 mod tests;
 
 /// Reads the TCP token: at least 16 characters, in a file not readable by group or others.
-pub fn read_token(path: &Path) -> Result<String, String> {
-    let meta = std::fs::metadata(path)
-        .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
+pub fn read_token(path: &Path) -> Result<String, TokenFileError> {
+    let unreadable = |source| TokenFileError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(unreadable)?;
     if meta.permissions().mode() & 0o077 != 0 {
-        return Err(format!(
-            "the token file {} is readable by group or others: chmod 600 it",
-            path.display()
-        ));
+        return Err(TokenFileError::Exposed(path.to_path_buf()));
     }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(unreadable)?;
     let token = text.trim();
     if token.len() < 16 || token.chars().any(char::is_whitespace) {
-        return Err(format!(
-            "the token in {} must be at least 16 characters, without spaces (e.g. from `head -c 24 /dev/urandom | base64`)",
-            path.display()
-        ));
+        return Err(TokenFileError::Weak(path.to_path_buf()));
     }
     Ok(token.to_string())
 }

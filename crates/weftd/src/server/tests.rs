@@ -65,7 +65,7 @@ fn a_symlink_in_place_of_the_staging_directory_is_refused_and_left_alone() {
         .join(format!(".weftd-bind-{}", std::process::id()));
     std::os::unix::fs::symlink(elsewhere.path(), &link).unwrap();
     let e = bind_unix(&dir.path().join("weftd.sock"), 0o600, None).unwrap_err();
-    assert!(e.contains("remove it"), "{e}");
+    assert!(e.to_string().contains("remove it"), "{e}");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
 }
 
@@ -118,4 +118,32 @@ fn group_members_and_tcp_clients_leave_root_its_reserved_slots() {
     assert_eq!(reserved_for_root(1), 0);
     assert_eq!(reserved_for_root(2), 1);
     assert_eq!(reserved_for_root(1024), 8);
+}
+
+#[test]
+fn token_files_that_cannot_serve_say_why_and_how_to_fix_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("token");
+    let e = read_token(&path).unwrap_err();
+    assert!(matches!(e, TokenFileError::Read { .. }), "{e}");
+    assert!(
+        e.to_string().starts_with("cannot read the token file"),
+        "{e}"
+    );
+    std::fs::write(&path, "short\n").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let e = read_token(&path).unwrap_err();
+    assert!(
+        e.to_string()
+            .ends_with("is readable by group or others: chmod 600 it"),
+        "{e}"
+    );
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let e = read_token(&path).unwrap_err();
+    assert!(
+        e.to_string().contains("must be at least 16 characters"),
+        "{e}"
+    );
+    std::fs::write(&path, "0123456789abcdefXYZ\n").unwrap();
+    assert_eq!(read_token(&path).unwrap(), "0123456789abcdefXYZ");
 }

@@ -128,15 +128,15 @@ fn vxlan_takes_every_remote_and_its_endpoint_options() {
             switch: "br0".into(),
             name: "vx".into(),
             kind: PortKind::Vxlan {
-                local: "192.0.2.1".into(),
-                vni: 42,
-                remotes: vec!["192.0.2.2".into(), "192.0.2.3".into()],
+                local: "192.0.2.1".parse().unwrap(),
+                vni: weft_control::Vni::new(42).unwrap(),
+                remotes: vec!["192.0.2.2".parse().unwrap(), "192.0.2.3".parse().unwrap()],
                 netns: Some("under".into()),
                 learning: true,
                 port: Some(8472),
                 remote_macs: vec![RemoteMac {
-                    mac: "52:54:00:00:00:0a".into(),
-                    remote: "192.0.2.3".into(),
+                    mac: "52:54:00:00:00:0a".parse().unwrap(),
+                    remote: "192.0.2.3".parse().unwrap(),
                 }],
                 remote_ageing: 30,
             },
@@ -152,8 +152,8 @@ fn vxlan_takes_every_remote_and_its_endpoint_options() {
             switch: "br0".into(),
             name: "vx".into(),
             kind: PortKind::Vxlan {
-                local: "fd00::1".into(),
-                vni: 7,
+                local: "fd00::1".parse().unwrap(),
+                vni: weft_control::Vni::new(7).unwrap(),
                 remotes: Vec::new(),
                 netns: None,
                 learning: false,
@@ -263,4 +263,102 @@ fn vxlan_remote_ageing_outside_one_second_to_a_day_is_a_usage_error() {
             "{secs}"
         );
     }
+}
+
+/// The message clap prints for `args`, which must not parse.
+fn refusal(args: &[&str]) -> String {
+    let mut argv = vec!["weft"];
+    argv.extend_from_slice(args);
+    let e = Cli::try_parse_from(argv).unwrap_err();
+    assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation, "{e}");
+    e.to_string()
+}
+
+#[test]
+fn addresses_and_vnis_that_are_not_are_refused_before_a_request_is_sent() {
+    for (args, says) in [
+        (
+            &[
+                "port", "add", "br0:vx", "vxlan", "--local", "192.0.2", "--vni", "1",
+            ][..],
+            "'192.0.2' is not an IP address: write an IPv4 or IPv6 address",
+        ),
+        (
+            &[
+                "port",
+                "add",
+                "br0:vx",
+                "vxlan",
+                "--local",
+                "192.0.2.1",
+                "--vni",
+                "1",
+                "--remote",
+                "peer",
+            ],
+            "'peer' is not an IP address",
+        ),
+        (
+            &[
+                "port",
+                "add",
+                "br0:vx",
+                "vxlan",
+                "--local",
+                "192.0.2.1",
+                "--vni",
+                "16777216",
+            ],
+            "'16777216' is not a VNI: write a number from 0 to 16777215",
+        ),
+        (
+            &["port", "add", "br0:t", "tcp-link", "--listen", "192.0.2.1"],
+            "'192.0.2.1' is not IP:PORT: write an address and a port, e.g. 192.0.2.1:7000",
+        ),
+        (
+            &["port", "add", "br0:t", "tcp-link", "--peer", "peer:7000"],
+            "'peer:7000' is not IP:PORT",
+        ),
+        (
+            &[
+                "remote-mac",
+                "add",
+                "br0:vx",
+                "52:54:00:00:00:02",
+                "192.0.2.300",
+            ],
+            "'192.0.2.300' is not an IP address",
+        ),
+        (
+            &["fdb", "add", "br0", "52-54-00-00-00-01", "vm1"],
+            "'52-54-00-00-00-01' is not a MAC address: write six hex pairs",
+        ),
+    ] {
+        let message = refusal(args);
+        assert!(message.contains(says), "{args:?}: {message}");
+    }
+}
+
+#[test]
+fn typed_arguments_reach_the_request_in_the_protocol_s_text_form() {
+    let Request::PortAdd { kind, .. } = request(&[
+        "port",
+        "add",
+        "br0:vx",
+        "vxlan",
+        "--local",
+        "2001:DB8::1",
+        "--vni",
+        "42",
+        "--remote",
+        "2001:db8:0::2",
+        "--remote-mac",
+        "52:54:00:AB:00:02=2001:db8::2",
+    ]) else {
+        panic!("not a port_add")
+    };
+    assert_eq!(
+        serde_json::to_string(&kind).unwrap(),
+        r#"{"type":"vxlan","local":"2001:db8::1","vni":42,"remotes":["2001:db8::2"],"learning":false,"remote_macs":[{"mac":"52:54:00:ab:00:02","remote":"2001:db8::2"}]}"#
+    );
 }

@@ -54,8 +54,8 @@ fn a_route_is_a_mac_rule_with_the_route_cookie() {
     let expected = RuleSpec {
         priority: 100,
         matches: MatchSpec {
-            src_mac: Some(A.into()),
-            dst_mac: Some("52:54:00:00:00:0b".into()),
+            src_mac: Some(A.parse().unwrap()),
+            dst_mac: Some("52:54:00:00:00:0b".parse().unwrap()),
             ..MatchSpec::default()
         },
         actions: vec![ActionSpec::Output("vm2".into())],
@@ -118,13 +118,13 @@ fn a_route_with_a_remote_is_one_route_add_request_carrying_the_remote() {
             rule: RuleSpec {
                 priority: 100,
                 matches: MatchSpec {
-                    dst_mac: Some(B.into()),
+                    dst_mac: Some(B.parse().unwrap()),
                     ..MatchSpec::default()
                 },
                 actions: vec![ActionSpec::Output("vx".into())],
                 cookie: ROUTE_COOKIE,
             },
-            remote: Some("192.0.2.3".into()),
+            remote: Some("192.0.2.3".parse().unwrap()),
         }]
     );
     // Without a destination MAC there is no entry to pin: refused before any request.
@@ -143,8 +143,8 @@ fn route_list_shows_only_routes_and_del_removes_the_matching_ones() {
     let route_rule = |src: Option<&str>, dst: &str, to: &str| RuleSpec {
         priority: 100,
         matches: MatchSpec {
-            src_mac: src.map(str::to_string),
-            dst_mac: Some(dst.into()),
+            src_mac: src.map(|m| m.parse().unwrap()),
+            dst_mac: Some(dst.parse().unwrap()),
             ..MatchSpec::default()
         },
         actions: vec![ActionSpec::Output(to.into())],
@@ -203,8 +203,8 @@ fn remote_mac_commands_are_one_request_each() {
         Request::RemoteMacAdd {
             switch: "br0".into(),
             port: "vx".into(),
-            mac: "52:54:00:00:00:0a".into(),
-            remote: "192.0.2.2".into(),
+            mac: "52:54:00:00:00:0a".parse().unwrap(),
+            remote: "192.0.2.2".parse().unwrap(),
         }
     );
     assert_eq!(
@@ -212,7 +212,7 @@ fn remote_mac_commands_are_one_request_each() {
         Request::RemoteMacDel {
             switch: "br0".into(),
             port: "vx".into(),
-            mac: B.into(),
+            mac: B.parse().unwrap(),
         }
     );
     assert_eq!(

@@ -17,7 +17,7 @@ fn tcp_link_listens_or_connects_with_its_options() {
             switch: "br0".into(),
             name: "t1".into(),
             kind: PortKind::TcpLink {
-                listen: Some("192.0.2.1:7000".into()),
+                listen: Some("192.0.2.1:7000".parse().unwrap()),
                 connect: None,
                 netns: None,
                 link_id: 0,
@@ -51,7 +51,7 @@ fn tcp_link_listens_or_connects_with_its_options() {
             name: "t1".into(),
             kind: PortKind::TcpLink {
                 listen: None,
-                connect: Some("[fd00::1]:7000".into()),
+                connect: Some("[fd00::1]:7000".parse().unwrap()),
                 netns: Some("under".into()),
                 link_id: 3,
                 mtu: 9000,

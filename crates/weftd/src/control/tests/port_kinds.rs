@@ -19,9 +19,9 @@ fn vhost(socket: Option<String>) -> PortKind {
 
 fn vxlan(local: &str, vni: u32, port: u16) -> PortKind {
     PortKind::Vxlan {
-        local: local.into(),
-        vni,
-        remotes: vec!["127.0.0.2".into()],
+        local: local.parse().unwrap(),
+        vni: weft_control::Vni::new(vni).unwrap(),
+        remotes: vec!["127.0.0.2".parse().unwrap()],
         netns: None,
         learning: false,
         port: Some(port),
@@ -222,10 +222,10 @@ fn vhost_user_sockets_that_cannot_be_bound_are_invalid() {
 fn bad_vxlan_settings_are_invalid_and_name_the_field() {
     let mut f = fixture(vec![switch("br0", &[])]);
     let too_many = PortKind::Vxlan {
-        local: "10.0.0.1".into(),
-        vni: 1,
+        local: "10.0.0.1".parse().unwrap(),
+        vni: weft_control::Vni::new(1).unwrap(),
         remotes: (0..=weft_overlay::MAX_REMOTES)
-            .map(|i| format!("10.1.{}.{}", i / 250, i % 250 + 1))
+            .map(|i| format!("10.1.{}.{}", i / 250, i % 250 + 1).parse().unwrap())
             .collect(),
         netns: None,
         learning: false,
@@ -234,9 +234,9 @@ fn bad_vxlan_settings_are_invalid_and_name_the_field() {
         remote_ageing: 300,
     };
     let mixed = PortKind::Vxlan {
-        local: "10.0.0.1".into(),
-        vni: 1,
-        remotes: vec!["fd00::1".into()],
+        local: "10.0.0.1".parse().unwrap(),
+        vni: weft_control::Vni::new(1).unwrap(),
+        remotes: vec!["fd00::1".parse().unwrap()],
         netns: None,
         learning: false,
         port: None,
@@ -250,14 +250,14 @@ fn bad_vxlan_settings_are_invalid_and_name_the_field() {
         }
         kind
     };
+    // A local that is not an address and a VNI beyond 24 bits cannot be built: the request
+    // that carries them does not decode (weft-control's text_form tests).
     for (kind, field) in [
         (
             ageing(0),
             "remote ageing 0 s is out of range: use 1 to 86400",
         ),
         (ageing(86_401), "remote ageing 86401 s"),
-        (vxlan("not-an-ip", 1, 4789), "local"),
-        (vxlan("127.0.0.1", 1 << 24, 4789), "vni"),
         (vxlan("127.0.0.1", 1, 0), "udp port"),
         (too_many, "remotes"),
         (mixed, "remote"),
@@ -287,7 +287,7 @@ fn a_vxlan_port_opens_and_is_listed_with_its_kind() {
     };
     assert!(port.failed.is_none(), "{:?}", port.failed);
     assert!(
-        matches!(port.kind, PortKind::Vxlan { vni: 42, .. }),
+        matches!(port.kind, PortKind::Vxlan { vni, .. } if vni.get() == 42),
         "{:?}",
         port.kind
     );

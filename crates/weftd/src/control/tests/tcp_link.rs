@@ -6,8 +6,8 @@ use super::*;
 
 fn tcp_link(listen: Option<&str>, connect: Option<&str>) -> PortKind {
     PortKind::TcpLink {
-        listen: listen.map(String::from),
-        connect: connect.map(String::from),
+        listen: listen.map(|a| a.parse().unwrap()),
+        connect: connect.map(|a| a.parse().unwrap()),
         netns: None,
         link_id: 9,
         mtu: 1500,
@@ -97,11 +97,11 @@ fn tcp_links_connect_and_port_show_counts_a_peer_wired_to_another_link() {
 #[test]
 fn bad_tcp_link_settings_are_invalid_and_name_the_field() {
     let mut f = fixture(vec![switch("br0", &[])]);
+    // An address that is not IP:PORT cannot be built: the request that carries it does
+    // not decode (weft-control's text_form tests).
     for (kind, field) in [
         (tcp_link(None, None), "listen"),
         (tcp_link(Some("127.0.0.1:1"), Some("127.0.0.1:2")), "listen"),
-        (tcp_link(Some("127.0.0.1"), None), "listen"),
-        (tcp_link(None, Some("nowhere:80")), "connect"),
         (tcp_link(None, Some("127.0.0.1:0")), "connect"),
     ] {
         let e = add(&mut f, "t", kind).unwrap_err();

@@ -37,7 +37,7 @@ fn a_plain_switch_with_ports_macs_and_rules_is_valid() {
     let mut s = switch(&["vm1", "vm2"]);
     s.static_macs.push(StaticMac {
         vlan: 0,
-        mac: "02:00:00:00:00:01".into(),
+        mac: "02:00:00:00:00:01".parse().unwrap(),
         port: "vm1".into(),
     });
     s.rules.push(RuleSpec {
@@ -58,7 +58,7 @@ fn duplicate_ports_and_entries_are_already_exists() {
     for mac in ["02:00:00:00:00:01", "02-00-00-00-00-01"] {
         s.static_macs.push(StaticMac {
             vlan: 0,
-            mac: mac.into(),
+            mac: mac.parse().unwrap(),
             port: "a".into(),
         });
     }
@@ -74,7 +74,7 @@ fn bad_values_are_invalid_and_named() {
     let mut s = switch(&["a"]);
     s.static_macs.push(StaticMac {
         vlan: 4095,
-        mac: "02:00:00:00:00:01".into(),
+        mac: "02:00:00:00:00:01".parse().unwrap(),
         port: "a".into(),
     });
     let e = switch_state(&s).unwrap_err();
@@ -84,7 +84,7 @@ fn bad_values_are_invalid_and_named() {
     let mut s = switch(&["a"]);
     s.static_macs.push(StaticMac {
         vlan: 0,
-        mac: "ff:ff:ff:ff:ff:ff".into(),
+        mac: "ff:ff:ff:ff:ff:ff".parse().unwrap(),
         port: "a".into(),
     });
     assert_eq!(kind_of(&s), ErrorKind::Invalid, "broadcast is no station");
@@ -133,7 +133,7 @@ fn references_to_missing_ports_are_not_found() {
     let mut s = switch(&["a"]);
     s.static_macs.push(StaticMac {
         vlan: 0,
-        mac: "02:00:00:00:00:01".into(),
+        mac: "02:00:00:00:00:01".parse().unwrap(),
         port: "b".into(),
     });
     assert_eq!(kind_of(&s), ErrorKind::NotFound);
@@ -218,4 +218,11 @@ fn table_sizes_are_bounded_across_switches() {
     let e = totals(&[big("a"), big("b")]).unwrap_err();
     assert_eq!(e.kind, ErrorKind::LimitReached);
     assert!(e.message.contains("fdb_max_entries"), "{}", e.message);
+}
+
+#[test]
+fn the_recorded_state_file_is_a_valid_configuration() {
+    let text = include_str!("../../../../weft-control/tests/fixtures/state.json");
+    let recorded: State = serde_json::from_str(text).unwrap();
+    state(&recorded).unwrap();
 }
