@@ -28,6 +28,11 @@ impl EventFd {
         self.0.read()
     }
 
+    /// A second descriptor for the same counter (for another thread).
+    pub fn try_clone(&self) -> io::Result<Self> {
+        self.0.try_clone().map(EventFd)
+    }
+
     /// The vmm-sys-util counter inside (for APIs that take one).
     pub fn inner(&self) -> &vmm_sys_util::eventfd::EventFd {
         &self.0
