@@ -160,6 +160,8 @@ pub struct IoVecStore {
 // clearing the list); during a use they are shared borrows held by the `IoVecList`, which
 // is Send for the same reason `IoVec` is.
 unsafe impl Send for IoVecStore {}
+// SAFETY: a shared `&IoVecStore` exposes nothing of the stored pointers (only the capacity).
+unsafe impl Sync for IoVecStore {}
 
 impl std::fmt::Debug for IoVecStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

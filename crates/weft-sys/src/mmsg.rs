@@ -53,6 +53,9 @@ pub struct MmsgBatch {
 // from storage owned by the batch or borrowed by the current use (`SendMsgs`/`RecvMsgs`, which
 // hold `IoVec`s/`IoVecMut`s, both Send); between uses they are stale and never read.
 unsafe impl Send for MmsgBatch {}
+// SAFETY: a shared `&MmsgBatch` reads only integers and storage the batch owns (`received`);
+// the raw pointers are used only through `&mut` (a use).
+unsafe impl Sync for MmsgBatch {}
 
 impl std::fmt::Debug for MmsgBatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
