@@ -9,9 +9,12 @@
 //! - [`remote_fdb`]: MAC → remote endpoint, bounded, learned entries aged; a running port's
 //!   table is reached through its [`RemoteFdbHandle`].
 //!
-//! Every `unsafe` block (socket options, `setns`, `sendmmsg`, `recvmmsg`) lives in `sys` and
-//! `netns`, each with a `// SAFETY:` comment.
+//! No `unsafe` here: sockets, socket options, `sendmmsg` / `recvmmsg`, `UDP_SEGMENT` sends,
+//! epoll and eventfd all go through `weft_sys`'s safe types. (Test builds deny rather than
+//! forbid it, for the one unit test that drops a capability with `capset`.)
 #![deny(missing_docs)]
+#![cfg_attr(not(test), forbid(unsafe_code))]
+#![cfg_attr(test, deny(unsafe_code))]
 
 pub mod config;
 pub mod decap;

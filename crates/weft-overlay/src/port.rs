@@ -7,7 +7,7 @@
 //! receive half (VALE's one critical section per destination per batch).
 
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use weft_switch::PortCaps;
@@ -17,7 +17,7 @@ use crate::decap::DecapRules;
 use crate::error::OverlayError;
 use crate::fdb_handle::RemoteFdbHandle;
 use crate::remote_fdb::RemoteFdb;
-use crate::rx::{RxScratch, VxlanRx};
+use crate::rx::VxlanRx;
 use crate::stats::OverlayStats;
 use crate::too_big::{TooBigQueue, TooBigShared};
 use crate::tx::{TxSetup, VxlanTx};
@@ -138,17 +138,17 @@ impl VxlanPort {
         })?;
         let mtu = inner_mtu(config, underlay);
         if config.socket_buffer > 0 {
-            udp_offload::size_buffer(udp.as_raw_fd(), true, config.socket_buffer);
+            udp_offload::size_buffer(&udp, true, config.socket_buffer);
             if let Some(raw) = &raw {
-                udp_offload::size_buffer(raw.as_raw_fd(), false, config.socket_buffer);
+                udp_offload::size_buffer(raw, false, config.socket_buffer);
             }
             for (fd, _) in &gso {
-                udp_offload::size_buffer(fd.as_raw_fd(), false, config.socket_buffer);
+                udp_offload::size_buffer(fd, false, config.socket_buffer);
             }
         }
-        let gro = config.offload && udp_offload::enable_gro(udp.as_raw_fd());
+        let gro = config.offload && udp_offload::enable_gro(&udp);
         // Best effort: without it the socket's overflows are only in /proc/net/udp.
-        let _ = udp_offload::enable_drop_count(udp.as_raw_fd());
+        let _ = udp_offload::enable_drop_count(&udp);
         let fdb = Arc::new(Mutex::new(fdb));
         let stats = Arc::new(OverlayStats::default());
         let mut caps = PortCaps::plain(mtu);
@@ -192,7 +192,7 @@ impl VxlanPort {
             slots_used: 0,
             received: Vec::with_capacity(batch),
             next: (0, 0),
-            scratch: RxScratch::new(batch),
+            scratch: weft_sys::MmsgBatch::new(batch, batch),
             batch,
             too_big: too_big.clone(),
             answers: TooBigQueue::default(),

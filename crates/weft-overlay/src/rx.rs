@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use weft_packet::MacAddr;
 use weft_switch::{FrameHandle, PortCaps, PortRx, RxBatch, RxDesc, RxFrame};
+use weft_sys::{IoVecMut, MmsgBatch};
 
 use crate::decap::{decapsulate, remote_allowed, DecapRules};
 use crate::gro::{read_control, GroError};
@@ -19,7 +20,6 @@ use crate::port::lock;
 use crate::remote_fdb::RemoteFdb;
 use crate::rx_coalesce::{coalesce, MergeKinds};
 use crate::stats::{DecapDrop, OverlayStats};
-use crate::sys::{self, RawAddr};
 use crate::too_big::{TooBigQueue, TooBigShared};
 
 /// Where a received frame lies in `buffers`.
@@ -43,34 +43,6 @@ pub(crate) struct Received {
     source: IpAddr,
 }
 
-/// Room for a datagram's control messages: `UDP_GRO` and `SO_RXQ_OVFL`, an int each
-/// (`CMSG_SPACE(4)` = 24 bytes apiece on 64-bit Linux).
-const RX_CONTROL_WORDS: usize = 6;
-
-/// Headers for `recvmmsg`, rebuilt on every call.
-pub(crate) struct RxScratch {
-    iovecs: Vec<libc::iovec>,
-    addrs: Vec<RawAddr>,
-    controls: Vec<[u64; RX_CONTROL_WORDS]>,
-    msgs: Vec<libc::mmsghdr>,
-}
-
-impl RxScratch {
-    pub(crate) fn new(batch: usize) -> RxScratch {
-        RxScratch {
-            iovecs: Vec::with_capacity(batch),
-            addrs: vec![RawAddr::zeroed(); batch],
-            controls: vec![[0; RX_CONTROL_WORDS]; batch],
-            msgs: Vec::with_capacity(batch),
-        }
-    }
-}
-
-// SAFETY: the raw pointers in the scratch headers point into the owning `VxlanRx`'s own
-// buffers, are rewritten before every system call and never read otherwise; moving the
-// port to another thread moves those buffers with it.
-unsafe impl Send for RxScratch {}
-
 /// The receive half.
 pub struct VxlanRx {
     pub(crate) socket: std::net::UdpSocket,
@@ -93,7 +65,8 @@ pub struct VxlanRx {
     pub(crate) received: Vec<Received>,
     /// The next datagram to drain: index in `received`, offset in that buffer.
     pub(crate) next: (usize, usize),
-    pub(crate) scratch: RxScratch,
+    /// The `recvmmsg` headers, addresses and control buffers, kept from call to call.
+    pub(crate) scratch: MmsgBatch,
     pub(crate) batch: usize,
     /// ICMP answers the transmit half queued, and those taken from it until `finish`.
     pub(crate) too_big: Option<Arc<TooBigShared>>,
@@ -115,36 +88,12 @@ impl VxlanRx {
         if n == 0 {
             return;
         }
-        let s = &mut self.scratch;
-        s.iovecs.clear();
-        s.msgs.clear();
         let region = &mut self.buffers[first * self.slot_len..(first + n) * self.slot_len];
+        let mut input = self.scratch.receiving();
         for slot in region.chunks_exact_mut(self.slot_len) {
-            s.iovecs.push(libc::iovec {
-                iov_base: slot.as_mut_ptr().cast(),
-                iov_len: slot.len(),
-            });
+            input.push(IoVecMut::new(slot));
         }
-        for ((iov, addr), control) in s
-            .iovecs
-            .iter_mut()
-            .zip(s.addrs.iter_mut())
-            .zip(s.controls.iter_mut())
-        {
-            let mut m = sys::empty_mmsghdr();
-            addr.len = RawAddr::zeroed().len;
-            m.msg_hdr.msg_name = std::ptr::from_mut(&mut addr.storage).cast();
-            m.msg_hdr.msg_namelen = addr.len;
-            m.msg_hdr.msg_iov = std::ptr::from_mut(iov);
-            m.msg_hdr.msg_iovlen = 1;
-            m.msg_hdr.msg_control = control.as_mut_ptr().cast();
-            m.msg_hdr.msg_controllen = std::mem::size_of_val(control);
-            s.msgs.push(m);
-        }
-        // SAFETY: every header points at a slot of `buffers`, an address of `addrs`, a
-        // control buffer of `controls` and an iovec of `iovecs`, all alive and not otherwise
-        // borrowed during the call.
-        let got = match unsafe { sys::recvmmsg(self.socket.as_raw_fd(), &mut s.msgs) } {
+        let got = match input.receive(&self.socket) {
             Ok(got) => got.min(n),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
             Err(_) => {
@@ -160,13 +109,12 @@ impl VxlanRx {
 
     /// Checks message `i` of the last `recvmmsg` (in slot `slot`) and records it.
     fn record(&mut self, slot: usize, i: usize) {
-        let msg = &self.scratch.msgs[i];
-        let len = usize::try_from(msg.msg_len).unwrap_or(0).min(self.slot_len);
-        let flags = msg.msg_hdr.msg_flags;
-        let control_len = msg.msg_hdr.msg_controllen;
-        let mut addr = self.scratch.addrs[i];
-        addr.len = msg.msg_hdr.msg_namelen;
-        let Some(source) = addr.to_ip() else {
+        let Some(msg) = self.scratch.received(i) else {
+            return;
+        };
+        let len = msg.len.min(self.slot_len);
+        let flags = msg.flags;
+        let Some(source) = msg.source.map(|a| a.ip()) else {
             self.stats.rx_drop(DecapDrop::UnknownRemote);
             return;
         };
@@ -174,12 +122,7 @@ impl VxlanRx {
             self.stats.rx_drop(DecapDrop::UnknownRemote);
             return;
         }
-        let words = &self.scratch.controls[i];
-        let mut bytes = [0u8; RX_CONTROL_WORDS * 8];
-        for (out, w) in bytes.chunks_exact_mut(8).zip(words) {
-            out.copy_from_slice(&w.to_ne_bytes());
-        }
-        let control = read_control(&bytes[..control_len.min(bytes.len())]);
+        let control = read_control(msg.control);
         if let Some(seen) = control.ok().and_then(|c| c.socket_drops) {
             // Cumulative since the socket opened: count what is new since the last look.
             let new = seen.wrapping_sub(self.socket_drops_seen);

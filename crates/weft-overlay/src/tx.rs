@@ -297,8 +297,7 @@ impl VxlanTx {
                 end += 1;
             }
             let consumed = self.build(&frames[done..end], burst, done);
-            self.link();
-            if let Err(frame) = self.send_built() {
+            if let Err(frame) = self.send_built(&frames[done..end], burst, done) {
                 return done + frame;
             }
             done += consumed;

@@ -6,6 +6,7 @@
 
 use weft_packet::gso::complete_checksum;
 use weft_switch::{SharedTail, TxFrame};
+use weft_sys::IoVec;
 
 use crate::tx_small_gso::Route;
 
@@ -90,29 +91,21 @@ impl Burst {
         }
     }
 
-    /// Frame `index`'s datagram as iovecs: [`header` (`header_len` bytes; may be set
-    /// later), the frame's head, its body, its tail in a guest's memory] (its completed copy,
-    /// if it has one, as the body; unused pieces have length 0).
-    pub(crate) fn iovecs(
-        &self,
+    /// Frame `index`'s datagram as iovecs: [`header`, the frame's head, its body, its tail
+    /// in a guest's memory] (its completed copy, if it has one, as the body; unused pieces
+    /// have length 0).
+    pub(crate) fn iovecs<'a>(
+        &'a self,
         index: usize,
-        frame: &TxFrame<'_>,
-        header: *mut libc::c_void,
-        header_len: usize,
-    ) -> [libc::iovec; DATAGRAM_IOVECS] {
+        frame: &'a TxFrame<'_>,
+        header: IoVec<'a>,
+    ) -> [IoVec<'a>; DATAGRAM_IOVECS] {
         let (head, body, tail) = self.parts(index, frame);
-        let iovec = |ptr: *const u8, len: usize| libc::iovec {
-            iov_base: ptr.cast_mut().cast(),
-            iov_len: len,
-        };
         [
-            libc::iovec {
-                iov_base: header,
-                iov_len: header_len,
-            },
-            iovec(head.as_ptr(), head.len()),
-            iovec(body.as_ptr(), body.len()),
-            iovec(tail.as_ptr(), tail.len()),
+            header,
+            IoVec::new(head),
+            IoVec::new(body),
+            IoVec::shared(tail.as_volatile()),
         ]
     }
 }

@@ -6,43 +6,40 @@
 //! flow's source port: one `sendmmsg` per run of messages on the same socket.
 
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 
 use weft_switch::TxFrame;
+use weft_sys::{IoVec, Iovecs, MmsgBatch};
 
 use crate::encap::{write_header, ENCAP_LEN};
-use crate::sys::{self, RawAddr};
+use crate::sys::SockAddr;
 use crate::tx::{answer_too_big, VxlanTx, MAX_MSGS};
 use crate::tx_burst::{Burst, DATAGRAM_IOVECS};
 use crate::tx_small_gso::Route;
 use crate::udp_offload::socket_full;
 
-/// Headers for `sendmmsg`, rebuilt on every call.
+/// What the messages of a chunk are made of, rebuilt for every chunk (capacity kept).
 pub(crate) struct TxScratch {
+    /// One UDP + VXLAN header per frame carried.
     headers: Vec<[u8; ENCAP_LEN]>,
-    iovecs: Vec<[libc::iovec; DATAGRAM_IOVECS]>,
-    addrs: Vec<RawAddr>,
-    msgs: Vec<libc::mmsghdr>,
+    /// One destination per message.
+    addrs: Vec<SockAddr>,
     /// For each message, the index (in the burst) of the frame it carries.
     msg_frame: Vec<usize>,
     /// For each message, the bound socket it leaves through (without a raw socket).
     msg_socket: Vec<usize>,
+    /// The `sendmmsg` headers and iovecs.
+    batch: MmsgBatch,
 }
-
-// SAFETY: the raw pointers in the scratch headers point into buffers that live only for one
-// `transmit` call (the frames) or are owned by the scratch itself; they are rewritten before
-// every system call and never read otherwise.
-unsafe impl Send for TxScratch {}
 
 impl TxScratch {
     pub(crate) fn new() -> TxScratch {
         TxScratch {
             headers: Vec::with_capacity(MAX_MSGS),
-            iovecs: Vec::with_capacity(MAX_MSGS),
             addrs: Vec::with_capacity(MAX_MSGS),
-            msgs: Vec::with_capacity(MAX_MSGS),
             msg_frame: Vec::with_capacity(MAX_MSGS),
             msg_socket: Vec::with_capacity(MAX_MSGS),
+            batch: MmsgBatch::new(MAX_MSGS, MAX_MSGS * DATAGRAM_IOVECS),
         }
     }
 }
@@ -68,7 +65,6 @@ impl VxlanTx {
         let routes = burst.routes.get(first..).unwrap_or_default();
         let s = &mut self.scratch;
         s.headers.clear();
-        s.iovecs.clear();
         s.addrs.clear();
         s.msg_frame.clear();
         s.msg_socket.clear();
@@ -131,17 +127,15 @@ impl VxlanTx {
                 continue;
             };
             s.headers.push(header);
-            s.iovecs
-                .push(burst.iovecs(first + i, frame, std::ptr::null_mut(), ENCAP_LEN));
             match unicast_to {
                 Some(ip) => {
-                    s.addrs.push(RawAddr::new(SocketAddr::new(ip, to_port)));
+                    s.addrs.push(SockAddr::new(SocketAddr::new(ip, to_port)));
                     s.msg_frame.push(i);
                     s.msg_socket.push(socket);
                 }
                 None => {
                     for ip in &self.remotes {
-                        s.addrs.push(RawAddr::new(SocketAddr::new(*ip, to_port)));
+                        s.addrs.push(SockAddr::new(SocketAddr::new(*ip, to_port)));
                         s.msg_frame.push(i);
                         s.msg_socket.push(socket);
                     }
@@ -151,49 +145,55 @@ impl VxlanTx {
         consumed
     }
 
-    /// Points the message headers at the scratch buffers (after they stopped growing).
-    pub(crate) fn link(&mut self) {
+    /// Sends the messages `build` laid out for `frames` (the chunk, frame `first` of `burst`
+    /// on) in `sendmmsg` calls, each message gathered from its frame's header and pieces (a
+    /// frame's replicas share them). `Err(frame)`: the socket buffer is full, and the frames
+    /// from `frame` (in the chunk) on were not accepted.
+    pub(crate) fn send_built(
+        &mut self,
+        frames: &[TxFrame<'_>],
+        burst: &Burst,
+        first: usize,
+    ) -> Result<(), usize> {
         // Through a UDP socket the kernel writes the UDP header: only the VXLAN one is ours.
         let skip = if self.raw.is_some() { 0 } else { 8 };
         let s = &mut self.scratch;
-        s.msgs.clear();
-        let mut iov_index = 0;
+        let mut msgs = s.batch.sending();
+        let mut header_index = 0;
         let mut last_frame = None;
-        for (k, addr) in s.addrs.iter_mut().enumerate() {
-            let frame = s.msg_frame[k];
-            if last_frame.is_some_and(|f| f != frame) {
-                iov_index += 1;
+        let mut iovecs = Iovecs::default();
+        for (addr, &frame) in s.addrs.iter().zip(&s.msg_frame) {
+            if last_frame != Some(frame) {
+                if last_frame.is_some() {
+                    header_index += 1;
+                }
+                last_frame = Some(frame);
+                let header = s
+                    .headers
+                    .get(header_index)
+                    .and_then(|h| h.get(skip..))
+                    .unwrap_or_default();
+                iovecs = match frames.get(frame) {
+                    Some(f) => msgs.add_iovecs(&burst.iovecs(first + frame, f, IoVec::new(header))),
+                    None => Iovecs::default(),
+                };
             }
-            last_frame = Some(frame);
-            let header = &mut s.headers[iov_index];
-            let iov = &mut s.iovecs[iov_index];
-            iov[0].iov_base = header[skip..].as_mut_ptr().cast();
-            iov[0].iov_len = ENCAP_LEN - skip;
-            let mut m = sys::empty_mmsghdr();
-            m.msg_hdr.msg_name = std::ptr::from_mut(&mut addr.storage).cast();
-            m.msg_hdr.msg_namelen = addr.len;
-            m.msg_hdr.msg_iov = iov.as_mut_ptr();
-            m.msg_hdr.msg_iovlen = DATAGRAM_IOVECS;
-            s.msgs.push(m);
+            msgs.push(iovecs, Some(addr));
         }
-    }
-    /// Sends the built messages in `sendmmsg` calls. `Err(frame)`: the socket buffer is
-    /// full, and the frames from `frame` (in the built chunk) on were not accepted.
-    pub(crate) fn send_built(&mut self) -> Result<(), usize> {
-        let total = self.scratch.msgs.len();
+        let total = msgs.len();
         let mut sent = 0;
         let mut errors = 0;
         while sent < total {
             // The raw socket takes every message; a bound socket the run that is its own.
             let (fd, end) = match &self.raw {
-                Some(raw) => (Some(raw.as_raw_fd()), total),
+                Some(raw) => (Some(raw.as_fd()), total),
                 None => {
-                    let socket = self.scratch.msg_socket[sent];
-                    let run = self.scratch.msg_socket[sent..]
+                    let socket = s.msg_socket[sent];
+                    let run = s.msg_socket[sent..]
                         .iter()
                         .take_while(|s| **s == socket)
                         .count();
-                    (self.gso.get(socket).map(|g| g.0.as_raw_fd()), sent + run)
+                    (self.gso.get(socket).map(|g| g.0.as_fd()), sent + run)
                 }
             };
             let Some(fd) = fd else {
@@ -203,10 +203,7 @@ impl VxlanTx {
                 continue;
             };
             self.stats.tx_raw_send();
-            // SAFETY: each header points at a scratch address and iovec array, whose
-            // entries point at a scratch header and at the frames' head and body, all
-            // alive and unmodified for the call.
-            match unsafe { sys::sendmmsg(fd, &mut self.scratch.msgs[sent..end]) } {
+            match msgs.send(fd, sent..end) {
                 Ok(0) => break,
                 Ok(n) => sent += n,
                 Err(e) if socket_full(&e) => break,
@@ -223,14 +220,14 @@ impl VxlanTx {
             // The socket buffer is full: the frames from the first unsent datagram on
             // are not accepted (a frame's replicas are contiguous, so a frame some of
             // whose replicas went is retried whole by the caller, or dropped).
-            let frame = self.scratch.msg_frame[sent];
-            let whole = distinct_frames(&self.scratch.msg_frame[..sent])
-                - usize::from(sent > 0 && self.scratch.msg_frame[sent - 1] == frame);
+            let frame = s.msg_frame[sent];
+            let whole = distinct_frames(&s.msg_frame[..sent])
+                - usize::from(sent > 0 && s.msg_frame[sent - 1] == frame);
             self.stats
                 .tx(u64::try_from(whole).unwrap_or(u64::MAX), datagrams);
             return Err(frame);
         }
-        let frames_sent = distinct_frames(&self.scratch.msg_frame);
+        let frames_sent = distinct_frames(&s.msg_frame);
         self.stats
             .tx(u64::try_from(frames_sent).unwrap_or(u64::MAX), datagrams);
         Ok(())

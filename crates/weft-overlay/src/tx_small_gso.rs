@@ -11,18 +11,19 @@
 //! everything to the kernel in burst order.
 
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 
 use weft_packet::vxlan::{self, HEADER_LEN as VXLAN_HEADER_LEN};
 use weft_packet::Vni;
 use weft_switch::TxFrame;
+use weft_sys::{IoVec, IoVecStore};
 
-use crate::sys::RawAddr;
+use crate::sys::SockAddr;
 use crate::tx::VxlanTx;
 use crate::tx_burst::Burst;
 use crate::tx_burst::DATAGRAM_IOVECS;
 use crate::tx_super::{MAX_GSO_PAYLOAD, MAX_GSO_SEGMENTS};
-use crate::udp_offload::{send_segmented_iov, socket_full, UIO_MAXIOV};
+use crate::udp_offload::{send_segmented, socket_full, UIO_MAXIOV};
 
 /// Where a frame of a burst goes, worked out once per burst.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,15 +131,11 @@ pub(crate) fn runs(
 /// The iovecs of one segmented send and the VXLAN header they all start with.
 pub(crate) struct SmallGsoScratch {
     header: [u8; VXLAN_HEADER_LEN],
-    iov: Vec<libc::iovec>,
+    iov: IoVecStore,
     /// Datagrams at least this long are not sent segmented: the kernel refused one (`EINVAL`:
     /// a segment too large for the route's MTU).
     pub(crate) max_segment: usize,
 }
-
-// SAFETY: the iovecs point into the frames of one `transmit` call and at `header`; they are
-// rewritten before every system call and never read otherwise.
-unsafe impl Send for SmallGsoScratch {}
 
 impl SmallGsoScratch {
     pub(crate) fn new(vni: Vni) -> SmallGsoScratch {
@@ -147,7 +144,7 @@ impl SmallGsoScratch {
         let _ = vxlan::emit(vni, &mut header);
         SmallGsoScratch {
             header,
-            iov: Vec::with_capacity(DATAGRAM_IOVECS * MAX_RUN),
+            iov: IoVecStore::with_capacity(DATAGRAM_IOVECS * MAX_RUN),
             max_segment: usize::MAX,
         }
     }
@@ -178,24 +175,20 @@ impl VxlanTx {
         let Some(((remote, socket), segment)) = key else {
             return RunSent::Refused;
         };
-        let Some(fd) = self.gso.get(socket).map(|g| g.0.as_raw_fd()) else {
+        let Some(fd) = self.gso.get(socket).map(|g| g.0.as_fd()) else {
             return RunSent::Refused;
         };
         let Ok(gso_size) = u16::try_from(segment) else {
             return RunSent::Refused;
         };
         let s = &mut self.small;
-        s.iov.clear();
+        let mut iov = s.iov.start();
         for (i, frame) in frames.iter().enumerate() {
-            let header = s.header.as_mut_ptr().cast();
-            s.iov
-                .extend_from_slice(&burst.iovecs(first + i, frame, header, VXLAN_HEADER_LEN));
+            iov.extend(&burst.iovecs(first + i, frame, IoVec::new(&s.header)));
         }
-        let to = RawAddr::new(SocketAddr::new(remote, self.remote_port));
+        let to = SockAddr::new(SocketAddr::new(remote, self.remote_port));
         let datagrams = u64::try_from(frames.len()).unwrap_or(u64::MAX);
-        // SAFETY: the iovecs point at the scratch header and at the frames' heads and bodies,
-        // all alive and unmodified for the call.
-        match unsafe { send_segmented_iov(fd, &to, &s.iov, Some(gso_size)) } {
+        match send_segmented(fd, &to, iov.as_slice(), Some(gso_size)) {
             Ok(_) => {
                 self.stats.tx(datagrams, datagrams);
                 self.stats.tx_small_gso(datagrams);

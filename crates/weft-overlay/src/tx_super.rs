@@ -12,19 +12,20 @@
 
 use std::net::SocketAddr;
 use std::ops::Range;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd};
 
 use weft_packet::gso::{GsoError, Segmenter};
 use weft_packet::vxlan::{self, HEADER_LEN as VXLAN_HEADER_LEN};
 use weft_packet::{MacAddr, OffloadInfo, Vni};
 use weft_switch::TxFrame;
+use weft_sys::IoVec;
 
 use crate::encap::{flow_hash, HASH_PREFIX};
 use crate::remote_fdb::RemoteFdb;
-use crate::sys::RawAddr;
+use crate::sys::SockAddr;
 use crate::too_big::l3_offset;
 use crate::tx::{pick_source_port, VxlanTx};
-use crate::udp_offload::{send_segmented_iov, socket_full};
+use crate::udp_offload::{send_segmented, socket_full};
 
 /// Most datagrams per `UDP_SEGMENT` send (the kernel's `UDP_MAX_SEGMENTS` is 64 on older
 /// kernels, 128 on newer ones).
@@ -137,15 +138,15 @@ pub fn gather_super_frame(
 }
 
 /// Two iovecs per datagram, for one send's datagrams.
-type SendIovecs = [libc::iovec; 2 * MAX_GSO_SEGMENTS];
+type SendIovecs<'a> = [IoVec<'a>; 2 * MAX_GSO_SEGMENTS];
 
 /// Fills `iov` with datagrams `range` of `plan` (header block, then payload); how many
 /// iovecs it used.
-fn fill_iovecs(
-    iov: &mut [libc::iovec],
+fn fill_iovecs<'a>(
+    iov: &mut [IoVec<'a>],
     plan: &Gathered,
-    headers: &[u8],
-    frame: &[u8],
+    headers: &'a [u8],
+    frame: &'a [u8],
     range: Range<usize>,
 ) -> usize {
     let mut n = 0;
@@ -154,10 +155,7 @@ fn fill_iovecs(
             if piece.is_empty() || n == iov.len() {
                 continue;
             }
-            iov[n] = libc::iovec {
-                iov_base: piece.as_ptr().cast_mut().cast(),
-                iov_len: piece.len(),
-            };
+            iov[n] = IoVec::new(piece);
             n += 1;
         }
     }
@@ -165,8 +163,8 @@ fn fill_iovecs(
 }
 
 /// A destination of the super-frame path.
-fn destination(ip: std::net::IpAddr, port: u16) -> RawAddr {
-    RawAddr::new(SocketAddr::new(ip, port))
+fn destination(ip: std::net::IpAddr, port: u16) -> SockAddr {
+    SockAddr::new(SocketAddr::new(ip, port))
 }
 
 impl VxlanTx {
@@ -195,7 +193,7 @@ impl VxlanTx {
         let prefix = &linear[..len.min(HASH_PREFIX)];
         let (socket, _) = pick_source_port(&self.gso, flow_hash(prefix));
         let fd = self.gso.get(socket).filter(|_| self.offload);
-        let Some(fd) = fd.map(|g| g.0.as_raw_fd()) else {
+        let Some(fd) = fd.map(|g| g.0.as_fd()) else {
             self.stats.tx_error(1);
             return true;
         };
@@ -222,10 +220,7 @@ impl VxlanTx {
             return true;
         }
         let headers = &self.segments[..];
-        let mut iov: SendIovecs = [libc::iovec {
-            iov_base: std::ptr::null_mut(),
-            iov_len: 0,
-        }; 2 * MAX_GSO_SEGMENTS];
+        let mut iov: SendIovecs<'_> = [IoVec::EMPTY; 2 * MAX_GSO_SEGMENTS];
         let mut gso_sends = 0;
         let mut datagrams = 0;
         for k in 0..copies {
@@ -240,11 +235,7 @@ impl VxlanTx {
                 } else {
                     let n = fill_iovecs(&mut iov, &plan, headers, linear, range.clone());
                     let segment = u16::try_from(plan.segment()).unwrap_or(u16::MAX);
-                    // SAFETY: the iovecs point into `headers` and `linear`, both borrowed (so
-                    // alive and unmodified) for the whole call.
-                    match unsafe {
-                        send_segmented_iov(fd, &to, &iov[..n], (range.len() > 1).then_some(segment))
-                    } {
+                    match send_segmented(fd, &to, &iov[..n], (range.len() > 1).then_some(segment)) {
                         Ok(_) => {
                             gso_sends += 1;
                             (range.len(), None)
@@ -289,22 +280,18 @@ impl VxlanTx {
 /// The slow way: each datagram of `range` in its own call. How many went, and the error that
 /// stopped the rest, if one did.
 fn send_one_by_one(
-    fd: RawFd,
-    to: &RawAddr,
+    fd: BorrowedFd<'_>,
+    to: &SockAddr,
     plan: &Gathered,
     headers: &[u8],
     frame: &[u8],
     range: Range<usize>,
 ) -> (usize, Option<std::io::Error>) {
-    let mut iov = [libc::iovec {
-        iov_base: std::ptr::null_mut(),
-        iov_len: 0,
-    }; 2];
+    let mut iov = [IoVec::EMPTY; 2];
     let mut sent = 0;
     for i in range {
         let n = fill_iovecs(&mut iov, plan, headers, frame, i..i + 1);
-        // SAFETY: the iovecs point into `headers` and `frame`, borrowed for the call.
-        if let Err(e) = unsafe { send_segmented_iov(fd, to, &iov[..n], None) } {
+        if let Err(e) = send_segmented(fd, to, &iov[..n], None) {
             return (sent, Some(e));
         }
         sent += 1;

@@ -18,9 +18,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sys::epoll::{Epoll, EpollEvent, EpollFlags};
-use nix::sys::eventfd::EventFd;
 use nix::sys::socket::{setsockopt, sockopt};
+use weft_sys::event::{epoll_add, epoll_delete, Epoll, EventFd, EventSet};
 
 use super::auth::{HandshakeError, LinkKey, Role};
 use super::handshake::{Handshake, Pending, Refusals, MAX_PENDING};
@@ -55,14 +54,12 @@ impl Shared {
     fn publish(&self, stream: Option<Arc<TcpStream>>) {
         let mut current = lock(&self.current);
         if let Some(old) = current.take() {
-            let _ = self.readiness.delete(old.as_fd());
+            let _ = epoll_delete(&self.readiness, old.as_fd());
             let _ = old.shutdown(std::net::Shutdown::Both);
             self.stats.disconnected();
         }
         if let Some(new) = &stream {
-            let added = self
-                .readiness
-                .add(new.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, 0));
+            let added = epoll_add(&self.readiness, new.as_fd(), EventSet::IN, 0);
             if added.is_err() {
                 self.stats.io_error();
             }

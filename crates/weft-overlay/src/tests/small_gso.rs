@@ -212,7 +212,7 @@ fn as_tx(frames: &[Vec<u8>]) -> Vec<TxFrame<'_>> {
 /// A plain UDP socket (no GRO) at `ip`:`port`, with room for a whole burst.
 fn listener(ip: IpAddr, port: u16) -> UdpSocket {
     let s = UdpSocket::bind(SocketAddr::new(ip, port)).unwrap();
-    crate::udp_offload::size_buffer(std::os::fd::AsRawFd::as_raw_fd(&s), true, 1 << 20);
+    crate::udp_offload::size_buffer(&s, true, 1 << 20);
     s
 }
 

@@ -11,8 +11,7 @@ use crate::stats::DecapDrop;
 use crate::{VxlanConfig, VxlanPort, VxlanRx};
 
 pub(super) fn can_run(test: &str) -> bool {
-    // SAFETY: geteuid has no arguments and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if !nix::unistd::geteuid().is_root() {
         println!("SKIP {test}: needs root (raw socket)");
         return false;
     }

@@ -45,13 +45,7 @@ fn drop_cap_net_raw() -> bool {
 }
 
 fn raw_socket_refused() -> bool {
-    // SAFETY: plain socket(2); a descriptor it returns is closed at once.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_UDP) };
-    if fd >= 0 {
-        // SAFETY: `fd` is ours and open.
-        unsafe { libc::close(fd) };
-    }
-    fd < 0
+    weft_sys::socket::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_UDP).is_err()
 }
 
 fn udp_frame(dst: [u8; 6], sport: u16, payload: &[u8]) -> Vec<u8> {
