@@ -12,16 +12,17 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use weft_switch::PortCaps;
 
-use crate::config::{VxlanConfig, MAX_GSO_SOCKETS};
-use crate::decap::DecapRules;
 use crate::error::OverlayError;
-use crate::fdb_handle::RemoteFdbHandle;
-use crate::remote_fdb::RemoteFdb;
-use crate::rx::VxlanRx;
-use crate::stats::OverlayStats;
-use crate::too_big::{TooBigQueue, TooBigShared};
-use crate::tx::{TxSetup, VxlanTx};
-use crate::{netns, sys, udp_offload, MAX_REMOTES};
+use crate::vxlan::config::{VxlanConfig, MAX_GSO_SOCKETS};
+use crate::vxlan::decap::DecapRules;
+use crate::vxlan::fdb_handle::RemoteFdbHandle;
+use crate::vxlan::remote_fdb::RemoteFdb;
+use crate::vxlan::rx::VxlanRx;
+use crate::vxlan::stats::OverlayStats;
+use crate::vxlan::too_big::{TooBigQueue, TooBigShared};
+use crate::vxlan::tx::{TxSetup, VxlanTx};
+use crate::vxlan::{sys, udp_offload};
+use crate::{netns, MAX_REMOTES};
 
 /// Largest TCP super-frame the port takes (a 64 KB IP packet, Ethernet header and two tags).
 pub const MAX_SUPER_FRAME: usize = 65_535 + 22;
@@ -182,7 +183,7 @@ impl VxlanPort {
             remotes: config.remotes.clone(),
             learning: config.learning,
             gro,
-            merge: crate::rx_coalesce::MergeKinds::ALL,
+            merge: crate::vxlan::rx_coalesce::MergeKinds::ALL,
             socket_drops_seen: 0,
             fdb: Arc::clone(&fdb),
             stats: Arc::clone(&stats),

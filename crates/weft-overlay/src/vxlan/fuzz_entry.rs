@@ -5,8 +5,8 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use weft_packet::Vni;
 
-use crate::decap::{decapsulate as check, DecapRules};
-use crate::remote_fdb::RemoteFdb;
+use crate::vxlan::decap::{decapsulate as check, DecapRules};
+use crate::vxlan::remote_fdb::RemoteFdb;
 
 /// Decapsulates `data` as a datagram for VNI 42 (the first byte picks strictness and the
 /// truncation flag), and learns its inner source into a small FDB; also reads it as a UDP
@@ -14,7 +14,7 @@ use crate::remote_fdb::RemoteFdb;
 /// never panic; an accepted frame must lie inside `data` and be within the size bounds.
 pub fn decapsulate(data: &[u8]) -> bool {
     let (mode, datagram) = data.split_first().map_or((0, data), |(m, d)| (*m, d));
-    let _ = crate::gro::gro_segment_size(datagram);
+    let _ = crate::vxlan::gro::gro_segment_size(datagram);
     let mut copy = [0u8; 2048];
     let n = datagram.len().min(copy.len());
     copy[..n].copy_from_slice(&datagram[..n]);
@@ -23,11 +23,11 @@ pub fn decapsulate(data: &[u8]) -> bool {
         strict_reserved: false,
         max_frame_len: 1522,
     };
-    if let Some(m) = crate::rx_coalesce::coalesce(
+    if let Some(m) = crate::vxlan::rx_coalesce::coalesce(
         &mut copy[..n],
         usize::from(mode) * 8 + 1,
         &gro_rules,
-        crate::rx_coalesce::MergeKinds::ALL,
+        crate::vxlan::rx_coalesce::MergeKinds::ALL,
     ) {
         assert!(m.start + m.len <= n);
     }

@@ -8,7 +8,7 @@ use weft_packet::gso::complete_checksum;
 use weft_switch::{SharedTail, TxFrame};
 use weft_sys::IoVec;
 
-use crate::tx_small_gso::Route;
+use crate::vxlan::tx_small_gso::Route;
 
 /// Room kept for completed copies from the start (grown when a burst needs more).
 const ARENA_START: usize = 256 * 128;

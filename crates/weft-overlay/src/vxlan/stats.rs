@@ -160,11 +160,11 @@ impl OverlayStats {
     pub(crate) fn tx_no_remote(&self) {
         bump(&self.tx_no_remote, 1);
     }
-    pub(crate) fn learn(&self, outcome: crate::remote_fdb::LearnOutcome) {
+    pub(crate) fn learn(&self, outcome: crate::vxlan::remote_fdb::LearnOutcome) {
         match outcome {
-            crate::remote_fdb::LearnOutcome::Learned => self.learned(),
-            crate::remote_fdb::LearnOutcome::Full => self.learn_refused(),
-            crate::remote_fdb::LearnOutcome::Unchanged => {}
+            crate::vxlan::remote_fdb::LearnOutcome::Learned => self.learned(),
+            crate::vxlan::remote_fdb::LearnOutcome::Full => self.learn_refused(),
+            crate::vxlan::remote_fdb::LearnOutcome::Unchanged => {}
         }
     }
     pub(crate) fn too_big(&self) {

@@ -11,12 +11,12 @@ use std::os::fd::AsFd;
 use weft_switch::TxFrame;
 use weft_sys::{IoVec, Iovecs, MmsgBatch};
 
-use crate::encap::{write_header, ENCAP_LEN};
-use crate::sys::SockAddr;
-use crate::tx::{answer_too_big, VxlanTx, MAX_MSGS};
-use crate::tx_burst::{Burst, DATAGRAM_IOVECS};
-use crate::tx_small_gso::Route;
-use crate::udp_offload::socket_full;
+use crate::vxlan::encap::{write_header, ENCAP_LEN};
+use crate::vxlan::sys::SockAddr;
+use crate::vxlan::tx::{answer_too_big, VxlanTx, MAX_MSGS};
+use crate::vxlan::tx_burst::{Burst, DATAGRAM_IOVECS};
+use crate::vxlan::tx_small_gso::Route;
+use crate::vxlan::udp_offload::socket_full;
 
 /// What the messages of a chunk are made of, rebuilt for every chunk (capacity kept).
 pub(crate) struct TxScratch {

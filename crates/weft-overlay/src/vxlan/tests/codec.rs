@@ -4,11 +4,11 @@ use std::net::{IpAddr, Ipv4Addr};
 use proptest::prelude::*;
 use weft_packet::{MacAddr, Vni};
 
-use crate::decap::{decapsulate, DecapRules};
-use crate::encap::{flow_hash, source_port, write_header, ENCAP_LEN, SOURCE_PORT_MIN};
 use crate::error::OverlayError;
-use crate::remote_fdb::{LearnOutcome, RemoteFdb};
-use crate::stats::DecapDrop;
+use crate::vxlan::decap::{decapsulate, DecapRules};
+use crate::vxlan::encap::{flow_hash, source_port, write_header, ENCAP_LEN, SOURCE_PORT_MIN};
+use crate::vxlan::remote_fdb::{LearnOutcome, RemoteFdb};
+use crate::vxlan::stats::DecapDrop;
 
 fn vni(v: u32) -> Vni {
     Vni::new(v).unwrap()
@@ -301,7 +301,7 @@ proptest! {
 
     #[test]
     fn fuzz_entry_never_panics(data in proptest::collection::vec(any::<u8>(), 0..1600)) {
-        let _ = crate::fuzz_entry::decapsulate(&data);
+        let _ = crate::vxlan::fuzz_entry::decapsulate(&data);
     }
 
     #[test]

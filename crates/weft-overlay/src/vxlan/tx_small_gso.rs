@@ -18,12 +18,12 @@ use weft_packet::Vni;
 use weft_switch::TxFrame;
 use weft_sys::{IoVec, IoVecStore};
 
-use crate::sys::SockAddr;
-use crate::tx::VxlanTx;
-use crate::tx_burst::Burst;
-use crate::tx_burst::DATAGRAM_IOVECS;
-use crate::tx_super::{MAX_GSO_PAYLOAD, MAX_GSO_SEGMENTS};
-use crate::udp_offload::{send_segmented, socket_full, UIO_MAXIOV};
+use crate::vxlan::sys::SockAddr;
+use crate::vxlan::tx::VxlanTx;
+use crate::vxlan::tx_burst::Burst;
+use crate::vxlan::tx_burst::DATAGRAM_IOVECS;
+use crate::vxlan::tx_super::{MAX_GSO_PAYLOAD, MAX_GSO_SEGMENTS};
+use crate::vxlan::udp_offload::{send_segmented, socket_full, UIO_MAXIOV};
 
 /// Where a frame of a burst goes, worked out once per burst.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 
 use std::ops::Range;
 
-use crate::udp_offload::UDP_GRO;
+use crate::vxlan::udp_offload::UDP_GRO;
 
 /// Size of a `cmsghdr` on 64-bit Linux: `cmsg_len` (usize), `cmsg_level`, `cmsg_type` (i32).
 const CMSG_HEADER: usize = 16;

@@ -1,7 +1,7 @@
 //! The receive half: one `recvmmsg` per receive call into fixed slots, each datagram
 //! decapsulated in place and its inner frame lent to the switch. With UDP GRO on, a slot may
 //! hold many datagrams of one flow (one 64 KB buffer for what a peer sent with one
-//! `UDP_SEGMENT` call): they are cut apart ([`crate::gro`]) and drained into the switch's
+//! `UDP_SEGMENT` call): they are cut apart ([`crate::vxlan::gro`]) and drained into the switch's
 //! batches, across receive calls when one batch cannot take them all; no new datagram is read
 //! until the slots received before are drained.
 
@@ -14,13 +14,13 @@ use weft_packet::MacAddr;
 use weft_switch::{FrameHandle, PortCaps, PortRx, RxBatch, RxDesc, RxFrame};
 use weft_sys::{IoVecMut, MmsgBatch};
 
-use crate::decap::{decapsulate, remote_allowed, DecapRules};
-use crate::gro::{read_control, GroError};
-use crate::port::lock;
-use crate::remote_fdb::RemoteFdb;
-use crate::rx_coalesce::{coalesce, MergeKinds};
-use crate::stats::{DecapDrop, OverlayStats};
-use crate::too_big::{TooBigQueue, TooBigShared};
+use crate::vxlan::decap::{decapsulate, remote_allowed, DecapRules};
+use crate::vxlan::gro::{read_control, GroError};
+use crate::vxlan::port::lock;
+use crate::vxlan::remote_fdb::RemoteFdb;
+use crate::vxlan::rx_coalesce::{coalesce, MergeKinds};
+use crate::vxlan::stats::{DecapDrop, OverlayStats};
+use crate::vxlan::too_big::{TooBigQueue, TooBigShared};
 
 /// Where a received frame lies in `buffers`.
 #[derive(Debug, Clone, Copy)]

@@ -7,7 +7,7 @@ use std::ops::Range;
 use weft_packet::vxlan::{VxlanHeader, HEADER_LEN};
 use weft_packet::{MacAddr, Vni};
 
-use crate::stats::DecapDrop;
+use crate::vxlan::stats::DecapDrop;
 
 /// What a decapsulator checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,8 +7,8 @@ use weft_packet::gso::Segmenter;
 use weft_packet::{GsoKind, Vni};
 
 use super::offload::{encapsulate, udp_super_frame};
-use crate::decap::DecapRules;
-use crate::rx_coalesce::{coalesce, MergeKinds};
+use crate::vxlan::decap::DecapRules;
+use crate::vxlan::rx_coalesce::{coalesce, MergeKinds};
 
 fn rules() -> DecapRules {
     DecapRules {

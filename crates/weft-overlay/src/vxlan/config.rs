@@ -54,7 +54,7 @@ pub struct VxlanConfig {
     /// result (weftd advertises it to the port's peers).
     pub mtu_from_underlay: bool,
     /// Answer frames too big for the overlay with ICMP "fragmentation needed" (IPv4 with
-    /// DF) / ICMPv6 "packet too big" toward their sender (see [`crate::too_big`]): the
+    /// DF) / ICMPv6 "packet too big" toward their sender (see [`crate::vxlan::too_big`]): the
     /// switch hands the port the frames its MTU refuses through `PortTx::too_big`. Off, they
     /// are only the switch's counted drops.
     pub answer_too_big: bool,
@@ -95,7 +95,7 @@ impl VxlanConfig {
             learning: false,
             max_static: 4096,
             max_learned: 4096,
-            remote_ageing: crate::remote_fdb::DEFAULT_AGEING,
+            remote_ageing: crate::vxlan::remote_fdb::DEFAULT_AGEING,
             strict_reserved: false,
             ttl: None,
             dscp: 0,

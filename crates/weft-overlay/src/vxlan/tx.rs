@@ -13,15 +13,15 @@ use std::sync::{Arc, Mutex};
 use weft_packet::{MacAddr, Vni};
 use weft_switch::{PortCaps, PortTx, TxFrame};
 
-use crate::config::VxlanConfig;
-use crate::encap::{flow_hash, source_port, HASH_PREFIX};
-use crate::port::lock;
-use crate::remote_fdb::RemoteFdb;
-use crate::stats::OverlayStats;
-use crate::too_big::{answer, l3_offset, RateLimit, TooBigShared};
-use crate::tx_burst::Burst;
-use crate::tx_raw::TxScratch;
-use crate::tx_small_gso::{run_len, Route, RunSent, SmallGsoScratch};
+use crate::vxlan::config::VxlanConfig;
+use crate::vxlan::encap::{flow_hash, source_port, HASH_PREFIX};
+use crate::vxlan::port::lock;
+use crate::vxlan::remote_fdb::RemoteFdb;
+use crate::vxlan::stats::OverlayStats;
+use crate::vxlan::too_big::{answer, l3_offset, RateLimit, TooBigShared};
+use crate::vxlan::tx_burst::Burst;
+use crate::vxlan::tx_raw::TxScratch;
+use crate::vxlan::tx_small_gso::{run_len, Route, RunSent, SmallGsoScratch};
 
 /// Most datagrams per `sendmmsg` (and so most frames per chunk).
 pub(crate) const MAX_MSGS: usize = 256;
@@ -174,7 +174,7 @@ impl VxlanTx {
             burst: Burst::new(MAX_MSGS),
             small: SmallGsoScratch::new(config.vni),
             inner_mtu,
-            too_big_quote: vec![0; crate::too_big::QUOTE_PREFIX],
+            too_big_quote: vec![0; crate::vxlan::too_big::QUOTE_PREFIX],
             too_big_limit: RateLimit::new(TOO_BIG_RATE, TOO_BIG_BURST),
             too_big,
         }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use weft_packet::MacAddr;
 
-use crate::remote_fdb::{LearnOutcome, RemoteFdb};
+use crate::vxlan::remote_fdb::{LearnOutcome, RemoteFdb};
 
 fn ip(last: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(192, 0, 2, last))

@@ -13,9 +13,11 @@ use std::ops::Range;
 use weft_packet::checksum;
 use weft_packet::GsoKind;
 
-use crate::decap::{decapsulate, DecapRules};
-use crate::gro::gro_segments;
-use crate::rx_coalesce::{be16, ip_layer, pack, pseudo_header, super_frame, Merged, ETH, VXLAN};
+use crate::vxlan::decap::{decapsulate, DecapRules};
+use crate::vxlan::gro::gro_segments;
+use crate::vxlan::rx_coalesce::{
+    be16, ip_layer, pack, pseudo_header, super_frame, Merged, ETH, VXLAN,
+};
 
 const UDP: u8 = 17;
 const UDP_HEADER: usize = 8;

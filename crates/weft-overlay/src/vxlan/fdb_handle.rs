@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use weft_packet::MacAddr;
 
 use crate::error::OverlayError;
-use crate::port::lock;
-use crate::remote_fdb::{RemoteEntry, RemoteFdb};
+use crate::vxlan::port::lock;
+use crate::vxlan::remote_fdb::{RemoteEntry, RemoteFdb};
 
 /// A shared reference to one port's remote FDB. Each call takes the table's lock briefly
 /// (the data path takes it once per burst).

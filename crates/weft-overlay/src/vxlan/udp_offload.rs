@@ -7,9 +7,9 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use weft_sys::sockopt::{self, opt, SockOpt};
 
-use crate::encap::SOURCE_PORT_MIN;
 use crate::error::OverlayError;
-use crate::sys;
+use crate::vxlan::encap::SOURCE_PORT_MIN;
+use crate::vxlan::sys;
 
 pub(crate) use weft_sys::sockopt::opt::UDP_GRO_NAME as UDP_GRO;
 pub(crate) use weft_sys::udp_gso::{send_segmented, UIO_MAXIOV};
@@ -117,8 +117,11 @@ pub(crate) fn socket_full(e: &io::Error) -> bool {
 /// sent). `None` when there is no route.
 pub(crate) fn route_mtu(local: IpAddr, remote: IpAddr) -> Option<usize> {
     let sock = std::net::UdpSocket::bind(SocketAddr::new(local, 0)).ok()?;
-    sock.connect(SocketAddr::new(remote, crate::encap::SOURCE_PORT_MIN))
-        .ok()?;
+    sock.connect(SocketAddr::new(
+        remote,
+        crate::vxlan::encap::SOURCE_PORT_MIN,
+    ))
+    .ok()?;
     let option = if remote.is_ipv4() {
         opt::IP_MTU
     } else {

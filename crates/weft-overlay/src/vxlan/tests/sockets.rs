@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use weft_packet::{MacAddr, OffloadInfo, Vni};
 use weft_switch::{PortRx, PortTx, RxBatch, TxFrame};
 
-use crate::encap::{flow_hash, source_port};
-use crate::stats::DecapDrop;
+use crate::vxlan::encap::{flow_hash, source_port};
+use crate::vxlan::stats::DecapDrop;
 use crate::{VxlanConfig, VxlanPort, VxlanRx};
 
 pub(super) fn can_run(test: &str) -> bool {

@@ -13,8 +13,8 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use weft_packet::checksum;
 use weft_packet::{GsoKind, OffloadInfo};
 
-use crate::decap::{decapsulate, DecapRules};
-use crate::gro::gro_segments;
+use crate::vxlan::decap::{decapsulate, DecapRules};
+use crate::vxlan::gro::gro_segments;
 
 pub(crate) const ETH: usize = 14;
 pub(crate) const VXLAN: usize = weft_packet::vxlan::HEADER_LEN;
@@ -234,7 +234,7 @@ pub fn coalesce(
     if ip_layer(first)?.2 == UDP {
         return kinds
             .udp
-            .then(|| crate::rx_coalesce_udp::coalesce_udp(buf, segment, rules))
+            .then(|| crate::vxlan::rx_coalesce_udp::coalesce_udp(buf, segment, rules))
             .flatten();
     }
     let h = parse(first)?;

@@ -20,12 +20,12 @@ use weft_packet::{MacAddr, OffloadInfo, Vni};
 use weft_switch::TxFrame;
 use weft_sys::IoVec;
 
-use crate::encap::{flow_hash, HASH_PREFIX};
-use crate::remote_fdb::RemoteFdb;
-use crate::sys::SockAddr;
-use crate::too_big::l3_offset;
-use crate::tx::{pick_source_port, VxlanTx};
-use crate::udp_offload::{send_segmented, socket_full};
+use crate::vxlan::encap::{flow_hash, HASH_PREFIX};
+use crate::vxlan::remote_fdb::RemoteFdb;
+use crate::vxlan::sys::SockAddr;
+use crate::vxlan::too_big::l3_offset;
+use crate::vxlan::tx::{pick_source_port, VxlanTx};
+use crate::vxlan::udp_offload::{send_segmented, socket_full};
 
 /// Most datagrams per `UDP_SEGMENT` send (the kernel's `UDP_MAX_SEGMENTS` is 64 on older
 /// kernels, 128 on newer ones).

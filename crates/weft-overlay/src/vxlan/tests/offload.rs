@@ -6,10 +6,10 @@ use etherparse::{NetHeaders, PacketHeaders, TransportHeader};
 use proptest::prelude::*;
 use weft_packet::{GsoKind, OffloadInfo, Vni};
 
-use crate::gro::{gro_segment_size, gro_segments, read_control, GroError, RxControl};
-use crate::rx_coalesce::MergeKinds;
-use crate::tx_super::{gather_super_frame, Gathered, SuperFrameError, MAX_GSO_PAYLOAD};
-use crate::udp_offload::UDP_GRO;
+use crate::vxlan::gro::{gro_segment_size, gro_segments, read_control, GroError, RxControl};
+use crate::vxlan::rx_coalesce::MergeKinds;
+use crate::vxlan::tx_super::{gather_super_frame, Gathered, SuperFrameError, MAX_GSO_PAYLOAD};
+use crate::vxlan::udp_offload::UDP_GRO;
 
 const MSS: u16 = 1398;
 
@@ -319,8 +319,8 @@ proptest! {
     }
 }
 
-fn rules() -> crate::decap::DecapRules {
-    crate::decap::DecapRules {
+fn rules() -> crate::vxlan::decap::DecapRules {
+    crate::vxlan::decap::DecapRules {
         vni: Vni::new(42).unwrap(),
         strict_reserved: false,
         max_frame_len: 1472,
@@ -338,7 +338,8 @@ fn gro_buffer(v6: bool, len: usize) -> (Vec<u8>, usize, Vec<u8>) {
 fn consecutive_segments_merge_back_into_the_super_frame_with_a_partial_checksum() {
     for v6 in [false, true] {
         let (mut buf, segment, original) = gro_buffer(v6, 50_000);
-        let m = crate::rx_coalesce::coalesce(&mut buf, segment, &rules(), MergeKinds::ALL).unwrap();
+        let m = crate::vxlan::rx_coalesce::coalesce(&mut buf, segment, &rules(), MergeKinds::ALL)
+            .unwrap();
         let merged = &buf[m.start..m.start + m.len];
         assert_eq!(merged.len(), original.len());
         let h = PacketHeaders::from_ethernet_slice(merged).unwrap();
@@ -381,7 +382,7 @@ fn tcp_segments_are_merged_only_when_every_destination_takes_that_kind_whole() {
         };
         let mut kept = buf.clone();
         assert_eq!(
-            crate::rx_coalesce::coalesce(&mut kept, segment, &rules(), no_tso),
+            crate::vxlan::rx_coalesce::coalesce(&mut kept, segment, &rules(), no_tso),
             None
         );
         assert_eq!(kept, buf);
@@ -403,7 +404,7 @@ fn segments_that_do_not_belong_together_are_left_alone() {
         bad[at] ^= bits;
         let copy = bad.clone();
         assert_eq!(
-            crate::rx_coalesce::coalesce(&mut bad, segment, &rules(), MergeKinds::ALL),
+            crate::vxlan::rx_coalesce::coalesce(&mut bad, segment, &rules(), MergeKinds::ALL),
             None,
             "byte {at}"
         );
@@ -412,7 +413,7 @@ fn segments_that_do_not_belong_together_are_left_alone() {
     // One datagram alone is not merged.
     let mut one = buf[..segment].to_vec();
     assert_eq!(
-        crate::rx_coalesce::coalesce(&mut one, segment, &rules(), MergeKinds::ALL),
+        crate::vxlan::rx_coalesce::coalesce(&mut one, segment, &rules(), MergeKinds::ALL),
         None
     );
 }
@@ -420,7 +421,7 @@ fn segments_that_do_not_belong_together_are_left_alone() {
 proptest! {
     #[test]
     fn coalescing_any_bytes_never_panics(mut bytes in proptest::collection::vec(any::<u8>(), 0..4000), seg in 1usize..2000) {
-        let _ = crate::rx_coalesce::coalesce(&mut bytes, seg, &rules(), MergeKinds::ALL);
+        let _ = crate::vxlan::rx_coalesce::coalesce(&mut bytes, seg, &rules(), MergeKinds::ALL);
     }
 }
 
@@ -454,8 +455,8 @@ pub(super) fn oversize(v6: bool, dont_fragment: bool, payload_len: usize) -> Vec
 #[test]
 fn an_oversize_ipv4_frame_with_df_gets_a_well_formed_frag_needed_from_its_destination() {
     let frame = oversize(false, true, 2000);
-    let mut out = [0u8; crate::too_big::MAX_ANSWER];
-    let n = crate::too_big::answer(&frame, 1450, &mut out).unwrap();
+    let mut out = [0u8; crate::vxlan::too_big::MAX_ANSWER];
+    let n = crate::vxlan::too_big::answer(&frame, 1450, &mut out).unwrap();
     let reply = &out[..n];
     assert_eq!(&reply[0..6], &frame[6..12], "to the sender's MAC");
     assert_eq!(&reply[6..12], &frame[0..6], "from the destination's MAC");
@@ -482,8 +483,8 @@ fn an_oversize_ipv4_frame_with_df_gets_a_well_formed_frag_needed_from_its_destin
 #[test]
 fn an_oversize_ipv6_frame_gets_a_packet_too_big_with_a_right_checksum() {
     let frame = oversize(true, false, 3000);
-    let mut out = [0u8; crate::too_big::MAX_ANSWER];
-    let n = crate::too_big::answer(&frame, 1430, &mut out).unwrap();
+    let mut out = [0u8; crate::vxlan::too_big::MAX_ANSWER];
+    let n = crate::vxlan::too_big::answer(&frame, 1430, &mut out).unwrap();
     let reply = &out[..n];
     let h = PacketHeaders::from_ethernet_slice(reply).unwrap();
     let Some(NetHeaders::Ipv6(ip, _)) = &h.net else {
@@ -499,23 +500,29 @@ fn an_oversize_ipv6_frame_gets_a_packet_too_big_with_a_right_checksum() {
 
 #[test]
 fn no_answer_without_df_about_icmp_errors_or_from_multicast_senders() {
-    let mut out = [0u8; crate::too_big::MAX_ANSWER];
+    let mut out = [0u8; crate::vxlan::too_big::MAX_ANSWER];
     assert_eq!(
-        crate::too_big::answer(&oversize(false, false, 2000), 1450, &mut out),
+        crate::vxlan::too_big::answer(&oversize(false, false, 2000), 1450, &mut out),
         None
     );
     let mut error = oversize(false, true, 2000);
     error[34] = 3; // an ICMP error itself
-    assert_eq!(crate::too_big::answer(&error, 1450, &mut out), None);
+    assert_eq!(crate::vxlan::too_big::answer(&error, 1450, &mut out), None);
     let mut multicast = oversize(true, false, 2000);
     multicast[6] |= 1; // group source MAC
-    assert_eq!(crate::too_big::answer(&multicast, 1430, &mut out), None);
-    assert_eq!(crate::too_big::answer(&[0u8; 10], 1430, &mut out), None);
+    assert_eq!(
+        crate::vxlan::too_big::answer(&multicast, 1430, &mut out),
+        None
+    );
+    assert_eq!(
+        crate::vxlan::too_big::answer(&[0u8; 10], 1430, &mut out),
+        None
+    );
 }
 
 #[test]
 fn answers_are_rate_limited_to_a_burst_then_the_rate() {
-    let mut limit = crate::too_big::RateLimit::new(100, 10);
+    let mut limit = crate::vxlan::too_big::RateLimit::new(100, 10);
     let t0 = std::time::Instant::now();
     assert_eq!((0..50).filter(|_| limit.allow(t0)).count(), 10);
     let later = t0 + std::time::Duration::from_millis(50);
@@ -525,7 +532,7 @@ fn answers_are_rate_limited_to_a_burst_then_the_rate() {
 proptest! {
     #[test]
     fn answering_any_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..1600), mtu in 0usize..70_000) {
-        let mut out = [0u8; crate::too_big::MAX_ANSWER];
-        let _ = crate::too_big::answer(&bytes, mtu, &mut out);
+        let mut out = [0u8; crate::vxlan::too_big::MAX_ANSWER];
+        let _ = crate::vxlan::too_big::answer(&bytes, mtu, &mut out);
     }
 }

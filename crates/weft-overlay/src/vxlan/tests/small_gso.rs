@@ -10,8 +10,8 @@ use weft_packet::{MacAddr, OffloadInfo};
 use weft_switch::{PortTx, TxFrame};
 
 use super::sockets::{can_run, config, lo, port, receive_all};
-use crate::tx_small_gso::{run_len, runs, Route};
-use crate::tx_super::{MAX_GSO_PAYLOAD, MAX_GSO_SEGMENTS};
+use crate::vxlan::tx_small_gso::{run_len, runs, Route};
+use crate::vxlan::tx_super::{MAX_GSO_PAYLOAD, MAX_GSO_SEGMENTS};
 use crate::VxlanPort;
 
 fn unicast(remote: u8, socket: usize, len: usize) -> Route {
@@ -212,7 +212,7 @@ fn as_tx(frames: &[Vec<u8>]) -> Vec<TxFrame<'_>> {
 /// A plain UDP socket (no GRO) at `ip`:`port`, with room for a whole burst.
 fn listener(ip: IpAddr, port: u16) -> UdpSocket {
     let s = UdpSocket::bind(SocketAddr::new(ip, port)).unwrap();
-    crate::udp_offload::size_buffer(&s, true, 1 << 20);
+    crate::vxlan::udp_offload::size_buffer(&s, true, 1 << 20);
     s
 }
 
