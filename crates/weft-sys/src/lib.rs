@@ -31,9 +31,10 @@
 //! | crate | where, and why |
 //! |---|---|
 //! | weft-sys | the system-call layer itself (this crate) |
-//! | weft-tap | `ring`: the `TPACKET_V3` receive ring, memory the kernel writes |
+//! | weft-tap | `ring` only: the `TPACKET_V3` receive ring, memory the kernel writes (the rest of the crate denies unsafe code) |
 //! | weft-vhost | guest memory and the virtqueues (vm-memory, virtio-queue) |
-//! | weft-overlay, weft-runtime, weft-netns | none: `#![forbid(unsafe_code)]` |
+//! | weft-overlay | none outside tests: `#![forbid(unsafe_code)]` (one unit test drops a capability with `capset`) |
+//! | weft-runtime, weft-netns | none: `#![forbid(unsafe_code)]` |
 //! | weft-packet, weft-switch | none: no I/O |
 
 pub mod addr;
