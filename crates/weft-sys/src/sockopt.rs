@@ -26,6 +26,7 @@ macro_rules! opt_values {
 }
 opt_values!(
     c_int,
+    u32,
     libc::tpacket_req3,
     libc::tpacket_stats_v3,
     libc::packet_mreq
@@ -154,6 +155,17 @@ pub mod opt {
     pub const SO_SNDBUFFORCE: SockOpt<c_int> = SockOpt::new(libc::SOL_SOCKET, libc::SO_SNDBUFFORCE);
     /// Report the socket's drop count with each datagram received.
     pub const SO_RXQ_OVFL: SockOpt<c_int> = SockOpt::new(libc::SOL_SOCKET, libc::SO_RXQ_OVFL);
+    /// Send keepalive probes on an idle TCP connection.
+    pub const SO_KEEPALIVE: SockOpt<c_int> = SockOpt::new(libc::SOL_SOCKET, libc::SO_KEEPALIVE);
+    /// Seconds of idleness before the first keepalive probe.
+    pub const TCP_KEEPIDLE: SockOpt<c_int> = SockOpt::new(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE);
+    /// Seconds between keepalive probes.
+    pub const TCP_KEEPINTVL: SockOpt<c_int> = SockOpt::new(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL);
+    /// Unanswered keepalive probes before the connection is dropped.
+    pub const TCP_KEEPCNT: SockOpt<c_int> = SockOpt::new(libc::IPPROTO_TCP, libc::TCP_KEEPCNT);
+    /// Milliseconds sent data may stay unacknowledged before the connection is dropped.
+    pub const TCP_USER_TIMEOUT: SockOpt<u32> =
+        SockOpt::new(libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT);
     /// Let the kernel coalesce received datagrams of one flow.
     pub const UDP_GRO: SockOpt<c_int> = SockOpt::new(libc::SOL_UDP, UDP_GRO_NAME);
     /// A virtio-net header before every frame of a packet socket.
