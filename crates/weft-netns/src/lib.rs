@@ -14,10 +14,10 @@
 //! the target namespace).
 
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 /// Why a namespace could not be worked in.
@@ -73,13 +73,9 @@ fn enter(path: &Path) -> Result<(), NetnsError> {
         source,
     };
     let file = File::open(path).map_err(netns_error)?;
-    // SAFETY: setns takes a descriptor (open for the call) and a flag; it changes only the
-    // calling thread's network namespace, and this thread exits when the caller's closure
-    // returns, so no other code runs in the namespace by accident.
-    let ret = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-    if ret != 0 {
-        return Err(netns_error(io::Error::last_os_error()));
-    }
+    // Changes only the calling thread's network namespace, and this thread exits when the
+    // caller's closure returns, so no other code runs in the namespace by accident.
+    weft_sys::netns::enter_netns(&file).map_err(netns_error)?;
     Ok(())
 }
 

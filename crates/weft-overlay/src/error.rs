@@ -33,12 +33,3 @@ pub enum OverlayError {
     #[error("remote FDB full ({0} entries)")]
     FdbFull(usize),
 }
-
-impl OverlayError {
-    pub(crate) fn last_os(call: &'static str) -> OverlayError {
-        OverlayError::Socket {
-            call,
-            source: std::io::Error::last_os_error(),
-        }
-    }
-}

@@ -8,6 +8,9 @@
 //! bounded, adaptive sleep for idle poll threads). The control plane never shares a lock
 //! with a worker: it sends a closure ([`WorkerHandle::exec`]) that the worker runs between
 //! batches, and reads counters through the switches' atomic counters.
+//!
+//! No `unsafe` here: affinity and the epoll/eventfd family come from `weft-sys`.
+#![forbid(unsafe_code)]
 
 mod clock;
 mod idle;

@@ -12,9 +12,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
-use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 use weft_switch::{SwitchRegistry, Timestamp};
+use weft_sys::event::{ControlOperation, Epoll, EpollEvent, EventFd, EventSet};
 
 use crate::clock;
 use crate::idle::{IdleStrategy, Idler};
@@ -105,7 +104,7 @@ impl std::fmt::Debug for WorkerHandle {
 
 /// Starts a worker thread with no switches.
 pub fn spawn_worker(config: WorkerConfig) -> io::Result<WorkerHandle> {
-    let wake = EventFd::new(EFD_NONBLOCK)?;
+    let wake = EventFd::new(true)?;
     let thread_wake = wake.try_clone()?;
     let (jobs, inbox) = mpsc::channel();
     let stats = Arc::new(SharedStats::default());
@@ -334,23 +333,7 @@ fn add(counter: &AtomicU64, n: u64) {
 
 /// Pins the calling thread to `cpu` (also for tools that place their own threads).
 pub fn pin_to(cpu: usize) -> io::Result<()> {
-    let setsize = usize::try_from(libc::CPU_SETSIZE).unwrap_or(0);
-    if cpu >= setsize {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "CPU number out of range",
-        ));
-    }
-    // SAFETY: cpu_set_t is plain old data; all zeroes is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `cpu` is below CPU_SETSIZE (checked above), so CPU_SET stays inside `set`.
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: pid 0 names the calling thread; `set` is a valid cpu_set_t of the size given.
-    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    weft_sys::affinity::pin_to(cpu)
 }
 
 #[cfg(test)]

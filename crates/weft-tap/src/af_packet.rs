@@ -114,11 +114,11 @@ impl AfPacket {
             let fd = sys::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK, 0)
                 .map_err(|e| PortError::sys("socket(AF_PACKET)", name, e))?;
             let one: libc::c_int = 1;
-            sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_VNET_HDR, &one)
+            sys::setsockopt(&fd, sys::opt::PACKET_VNET_HDR, &one)
                 .map_err(|e| PortError::sys("PACKET_VNET_HDR", name, e))?;
             let v3 = libc::c_int::try_from(libc::tpacket_versions::TPACKET_V3 as u32)
                 .map_err(|_| PortError::Unsupported("TPACKET_V3".into()))?;
-            sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_VERSION, &v3)
+            sys::setsockopt(&fd, sys::opt::PACKET_VERSION, &v3)
                 .map_err(|e| PortError::sys("PACKET_VERSION", name, e))?;
             let ring = RxRing::new(
                 &fd,
@@ -128,7 +128,7 @@ impl AfPacket {
             )
             .map_err(|e| PortError::sys("PACKET_RX_RING", name, e))?;
             let ignore_outgoing =
-                sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, &one).is_ok();
+                sys::setsockopt(&fd, sys::opt::PACKET_IGNORE_OUTGOING, &one).is_ok();
             sys::bind_packet(&fd, info.ifindex).map_err(|e| PortError::sys("bind", name, e))?;
             if options.promiscuous {
                 let mreq = libc::packet_mreq {
@@ -137,12 +137,12 @@ impl AfPacket {
                     mr_alen: 0,
                     mr_address: [0; 8],
                 };
-                sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mreq)
+                sys::setsockopt(&fd, sys::opt::PACKET_ADD_MEMBERSHIP, &mreq)
                     .map_err(|e| PortError::sys("PACKET_ADD_MEMBERSHIP", name, e))?;
             }
             // Room for bursts of super-frames; without CAP_NET_ADMIN the default stays.
             let sndbuf: libc::c_int = 4 << 20;
-            let _ = sys::setsockopt(&fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &sndbuf);
+            let _ = sys::setsockopt(&fd, sys::opt::SO_SNDBUFFORCE, &sndbuf);
             Ok((fd, ring, info, ignore_outgoing))
         })?;
         Ok(AfPacket {

@@ -12,7 +12,7 @@
 //! bounds-checked, so a corrupt block cannot make them read outside it.
 
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -148,7 +148,7 @@ unsafe impl Send for RxRing {}
 impl RxRing {
     /// Asks for the ring on `fd` (a packet socket already set to `TPACKET_V3`) and maps it.
     pub(crate) fn new(
-        fd: &impl AsRawFd,
+        fd: &(impl AsRawFd + AsFd),
         block_size: usize,
         block_count: usize,
         retire_ms: u32,
@@ -169,7 +169,7 @@ impl RxRing {
             tp_sizeof_priv: 0,
             tp_feature_req_word: 0,
         };
-        sys::setsockopt(fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)?;
+        sys::setsockopt(fd.as_fd(), sys::opt::PACKET_RX_RING, &req)?;
         let len = block_size.checked_mul(block_count).ok_or_else(invalid)?;
         // SAFETY: a new shared mapping of the ring the kernel just allocated for `fd`; no
         // existing memory is affected. The result is checked before use.

@@ -28,6 +28,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use weft_switch::PortCaps;
+use weft_sys::ifreq::{
+    ioctl_ifreq, tun_set_offload, tun_set_vnet_hdr_len, tun_set_vnet_le, IfReq, IfReqRequest,
+};
 
 use crate::error::PortError;
 use crate::netns;
@@ -249,17 +252,20 @@ fn no_queue(name: &str) -> PortError {
 /// Opens one queue of TAP `name` with a virtio-net header. Returns the descriptor and the
 /// name the kernel gave the device.
 fn open_queue(name: &str, multi_queue: bool) -> Result<(OwnedFd, String), PortError> {
-    let fd = sys::open_tun().map_err(|e| PortError::sys("open(/dev/net/tun)", name, e))?;
+    let fd =
+        OwnedFd::from(sys::open_tun().map_err(|e| PortError::sys("open(/dev/net/tun)", name, e))?);
     let mut flags = libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_VNET_HDR;
     if multi_queue {
         flags |= libc::IFF_MULTI_QUEUE;
     }
-    let mut req = sys::ifreq(name);
-    req.ifr_ifru.ifru_flags = libc::c_short::try_from(flags)
-        .map_err(|_| PortError::Unsupported("TAP flags do not fit a short".into()))?;
-    sys::ioctl_ifreq(&fd, libc::TUNSETIFF, &mut req)
+    let mut req = IfReq::new(name);
+    req.set_flags(
+        libc::c_short::try_from(flags)
+            .map_err(|_| PortError::Unsupported("TAP flags do not fit a short".into()))?,
+    );
+    ioctl_ifreq(&fd, IfReqRequest::TunSetIff, &mut req)
         .map_err(|e| PortError::sys("TUNSETIFF", name, e))?;
-    let actual = sys::ifreq_name(&req);
+    let actual = req.name();
     set_vnet_hdr_len(&fd, &actual)?;
     Ok((fd, actual))
 }
@@ -267,15 +273,14 @@ fn open_queue(name: &str, multi_queue: bool) -> Result<(OwnedFd, String), PortEr
 /// Refuses a TUN device, or a TAP without virtio-net headers: their frames would be misread.
 /// Descriptors that are not TUN/TAP at all (`ENOTTY`) are the caller's responsibility.
 fn check_tap_flags(fd: &OwnedFd) -> Result<(), PortError> {
-    let mut req = sys::ifreq("");
-    match sys::ioctl_ifreq(fd, libc::TUNGETIFF, &mut req) {
+    let mut req = IfReq::new("");
+    match ioctl_ifreq(fd, IfReqRequest::TunGetIff, &mut req) {
         Ok(()) => {}
         Err(e) if e.raw_os_error() == Some(libc::ENOTTY) => return Ok(()),
         Err(e) => return Err(PortError::sys("TUNGETIFF", "fd", e)),
     }
-    // SAFETY: TUNGETIFF filled the `ifru_flags` member of the union.
-    let flags = libc::c_int::from(unsafe { req.ifr_ifru.ifru_flags });
-    let name = sys::ifreq_name(&req);
+    let flags = libc::c_int::from(req.flags());
+    let name = req.name();
     if flags & libc::IFF_TAP == 0 || flags & libc::IFF_VNET_HDR == 0 {
         return Err(PortError::BadOption(format!(
             "{name}: not a TAP with IFF_VNET_HDR (flags {flags:#x})"
@@ -288,14 +293,14 @@ fn check_tap_flags(fd: &OwnedFd) -> Result<(), PortError> {
 /// sockets) answer `ENOTTY` and are left alone.
 fn set_vnet_hdr_len(fd: &OwnedFd, name: &str) -> Result<(), PortError> {
     let len = libc::c_int::try_from(TAP_HDR_LEN).unwrap_or(12);
-    match sys::ioctl_int_ptr(fd, libc::TUNSETVNETHDRSZ, len) {
+    match tun_set_vnet_hdr_len(fd, len) {
         Ok(()) => {}
         Err(e) if e.raw_os_error() == Some(libc::ENOTTY) => return Ok(()),
         Err(e) => return Err(PortError::sys("TUNSETVNETHDRSZ", name, e)),
     }
     // Virtio 1.x headers are little-endian; a TAP uses the host's order unless told. Kernels
     // without cross-endian support refuse, which is harmless on a little-endian host.
-    if let Err(e) = sys::ioctl_int_ptr(fd, libc::TUNSETVNETLE, 1) {
+    if let Err(e) = tun_set_vnet_le(fd, true) {
         if cfg!(target_endian = "big") {
             return Err(PortError::sys("TUNSETVNETLE", name, e));
         }
@@ -319,7 +324,7 @@ fn negotiate_offloads(fd: &OwnedFd, wanted: Offloads, name: &str) -> Result<Offl
         if uso {
             flags |= libc::TUN_F_USO4 | libc::TUN_F_USO6;
         }
-        match sys::ioctl_value(fd, libc::TUNSETOFFLOAD, u64::from(flags)) {
+        match tun_set_offload(fd, flags) {
             Ok(()) => return Ok(Offloads { uso, ..wanted }),
             Err(e) if uso && e.raw_os_error() == Some(libc::EINVAL) => uso = false,
             Err(e) => return Err(PortError::sys("TUNSETOFFLOAD", name, e)),

@@ -28,24 +28,10 @@ pub(crate) fn eventfd_from_file(file: File) -> Result<EventFd, FdError> {
     if link != Path::new("anon_inode:[eventfd]") {
         return Err(FdError::NotEventFd);
     }
-    set_nonblocking(&file)?;
+    weft_sys::socket::set_nonblocking(&file)?;
     // SAFETY: `into_raw_fd` hands over the only owner of the descriptor, so the EventFd
     // becomes its sole owner and closes it once.
     Ok(unsafe { EventFd::from_raw_fd(file.into_raw_fd()) })
-}
-
-fn set_nonblocking(file: &File) -> io::Result<()> {
-    let fd = file.as_raw_fd();
-    // SAFETY: F_GETFL/F_SETFL on a descriptor we own; no memory is passed.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-    if flags < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: as above.
-    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 /// Empties an eventfd's counter without blocking; true when it held something.

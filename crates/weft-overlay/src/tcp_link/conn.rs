@@ -18,9 +18,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sys::epoll::{Epoll, EpollEvent, EpollFlags};
-use nix::sys::eventfd::EventFd;
-use nix::sys::socket::{setsockopt, sockopt};
+use weft_sys::event::{epoll_add, epoll_delete, Epoll, EventFd, EventSet};
+use weft_sys::sockopt::{self, opt};
 
 use super::auth::{HandshakeError, LinkKey, Role};
 use super::handshake::{Handshake, Pending, Refusals, MAX_PENDING};
@@ -55,14 +54,12 @@ impl Shared {
     fn publish(&self, stream: Option<Arc<TcpStream>>) {
         let mut current = lock(&self.current);
         if let Some(old) = current.take() {
-            let _ = self.readiness.delete(old.as_fd());
+            let _ = epoll_delete(&self.readiness, old.as_fd());
             let _ = old.shutdown(std::net::Shutdown::Both);
             self.stats.disconnected();
         }
         if let Some(new) = &stream {
-            let added = self
-                .readiness
-                .add(new.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, 0));
+            let added = epoll_add(&self.readiness, new.as_fd(), EventSet::IN, 0);
             if added.is_err() {
                 self.stats.io_error();
             }
@@ -413,16 +410,17 @@ fn tune(stream: &TcpStream, config: &TcpLinkConfig) -> std::io::Result<()> {
     stream.set_nonblocking(true)?;
     stream.set_nodelay(true)?;
     let dead = config.dead_after.max(Duration::from_secs(2));
-    let probe_every = u32::try_from((dead.as_secs() / 3).max(1)).unwrap_or(u32::MAX);
+    let probe_every = i32::try_from((dead.as_secs() / 3).max(1)).unwrap_or(i32::MAX);
     let user_timeout = u32::try_from(dead.as_millis()).unwrap_or(u32::MAX);
-    setsockopt(stream, sockopt::KeepAlive, &true)?;
-    setsockopt(stream, sockopt::TcpKeepIdle, &probe_every)?;
-    setsockopt(stream, sockopt::TcpKeepInterval, &probe_every)?;
-    setsockopt(stream, sockopt::TcpKeepCount, &2)?;
-    setsockopt(stream, sockopt::TcpUserTimeout, &user_timeout)?;
+    sockopt::set(stream, opt::SO_KEEPALIVE, &1)?;
+    sockopt::set(stream, opt::TCP_KEEPIDLE, &probe_every)?;
+    sockopt::set(stream, opt::TCP_KEEPINTVL, &probe_every)?;
+    sockopt::set(stream, opt::TCP_KEEPCNT, &2)?;
+    sockopt::set(stream, opt::TCP_USER_TIMEOUT, &user_timeout)?;
     if let Some(size) = config.socket_buffer {
-        setsockopt(stream, sockopt::SndBuf, &size)?;
-        setsockopt(stream, sockopt::RcvBuf, &size)?;
+        let size = i32::try_from(size).unwrap_or(i32::MAX);
+        sockopt::set(stream, opt::SO_SNDBUF, &size)?;
+        sockopt::set(stream, opt::SO_RCVBUF, &size)?;
     }
     Ok(())
 }

@@ -136,7 +136,7 @@ impl PortRx for TcpLinkRx {
     }
 
     fn readiness_fd(&self) -> Option<RawFd> {
-        Some(self.shared().readiness.0.as_raw_fd())
+        Some(self.shared().readiness.as_raw_fd())
     }
 }
 

@@ -52,9 +52,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use nix::sys::epoll::{Epoll, EpollCreateFlags};
-use nix::sys::eventfd::{EfdFlags, EventFd};
 use weft_switch::PortCaps;
+use weft_sys::event::{Epoll, EventFd};
 
 use crate::error::OverlayError;
 use conn::{Dial, Shared};
@@ -220,17 +219,13 @@ impl TcpLinkPort {
             generation: AtomicU64::new(0),
             current: Mutex::new(None),
             out: Mutex::new(OutBuf::new(config.out_buffer)),
-            kick: EventFd::from_flags(EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC).map_err(
-                |e| OverlayError::Socket {
-                    call: "eventfd",
-                    source: e.into(),
-                },
-            )?,
-            readiness: Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(|e| {
-                OverlayError::Socket {
-                    call: "epoll_create",
-                    source: e.into(),
-                }
+            kick: EventFd::new(true).map_err(|source| OverlayError::Socket {
+                call: "eventfd",
+                source,
+            })?,
+            readiness: Epoll::new().map_err(|source| OverlayError::Socket {
+                call: "epoll_create",
+                source,
             })?,
             stop: AtomicBool::new(false),
         });

@@ -6,6 +6,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
 use weft_switch::{PortCaps, PortTx, TxFrame};
+use weft_sys::{IoVec, MmsgBatch};
 
 use crate::stats::{PortDrop, PortStats};
 use crate::sys;
@@ -21,11 +22,18 @@ pub struct AfPacketTx {
     fd: Arc<OwnedFd>,
     caps: PortCaps,
     stats: Arc<PortStats>,
+    /// The `sendmmsg` headers and iovecs, kept from burst to burst.
+    batch: MmsgBatch,
 }
 
 impl AfPacketTx {
     pub(super) fn new(fd: Arc<OwnedFd>, caps: PortCaps, stats: Arc<PortStats>) -> Self {
-        AfPacketTx { fd, caps, stats }
+        AfPacketTx {
+            fd,
+            caps,
+            stats,
+            batch: MmsgBatch::new(TX_BATCH, TX_BATCH * sys::FRAME_IOVECS),
+        }
     }
 
     /// The port's counters.
@@ -35,31 +43,26 @@ impl AfPacketTx {
 
     /// Sends up to [`TX_BATCH`] frames. Returns how many the kernel took or refused
     /// (refusals are counted); fewer than `frames.len()` only when the socket is full.
-    fn send_burst(&self, frames: &[TxFrame<'_>]) -> usize {
+    fn send_burst(&mut self, frames: &[TxFrame<'_>]) -> usize {
         let n = frames.len().min(TX_BATCH);
         let frames = &frames[..n];
         let mut headers = [[0u8; TAP_HDR_LEN]; TX_BATCH];
         for (h, f) in headers.iter_mut().zip(frames) {
             *h = vnet::tx_header(&f.offload);
         }
-        let mut iovs = [[sys::EMPTY_IOVEC; sys::FRAME_IOVECS]; TX_BATCH];
-        let mut iov_lens = [0usize; TX_BATCH];
-        for (((iov, len), h), f) in iovs.iter_mut().zip(&mut iov_lens).zip(&headers).zip(frames) {
-            *len = sys::frame_iovecs(&h[..PACKET_HDR_LEN], f, iov);
-        }
-        // SAFETY: mmsghdr is a plain C struct for which all-zero (null pointers, zero
-        // lengths) is a valid value.
-        let mut msgs: [libc::mmsghdr; TX_BATCH] = unsafe { std::mem::zeroed() };
-        for ((m, iov), len) in msgs.iter_mut().zip(iovs.iter_mut()).zip(iov_lens) {
-            m.msg_hdr.msg_iov = iov.as_mut_ptr();
-            m.msg_hdr.msg_iovlen = len;
+        let mut msgs = self.batch.sending();
+        for (h, f) in headers.iter().zip(frames) {
+            let mut iov = [IoVec::EMPTY; sys::FRAME_IOVECS];
+            let len = sys::frame_iovecs(&h[..PACKET_HDR_LEN], f, &mut iov);
+            let iovecs = msgs.add_iovecs(&iov[..len]);
+            msgs.push(iovecs, None);
         }
         let mut done = 0;
         while done < n {
-            match sys::sendmmsg(self.fd.as_fd(), &mut msgs[done..n]) {
+            match msgs.send(self.fd.as_fd(), done..n) {
                 Ok(0) => break,
                 Ok(k) => {
-                    self.count_sent(&frames[done..done + k]);
+                    count_sent(&self.stats, &frames[done..done + k]);
                     done += k;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -74,16 +77,16 @@ impl AfPacketTx {
         }
         done
     }
+}
 
-    fn count_sent(&self, frames: &[TxFrame<'_>]) {
-        self.stats.tx_frames.add(frames.len() as u64);
-        self.stats
-            .tx_gso_frames
-            .add(frames.iter().filter(|f| f.offload.is_gso()).count() as u64);
-        self.stats
-            .tx_csum_partial
-            .add(frames.iter().filter(|f| f.offload.needs_csum).count() as u64);
-    }
+fn count_sent(stats: &PortStats, frames: &[TxFrame<'_>]) {
+    stats.tx_frames.add(frames.len() as u64);
+    stats
+        .tx_gso_frames
+        .add(frames.iter().filter(|f| f.offload.is_gso()).count() as u64);
+    stats
+        .tx_csum_partial
+        .add(frames.iter().filter(|f| f.offload.needs_csum).count() as u64);
 }
 
 impl PortTx for AfPacketTx {

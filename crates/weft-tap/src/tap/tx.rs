@@ -7,6 +7,7 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 
 use weft_switch::{PortCaps, PortTx, TxFrame};
+use weft_sys::IoVec;
 
 use crate::stats::{PortDrop, PortStats};
 use crate::sys;
@@ -34,7 +35,7 @@ impl TapTx {
     /// Writes one frame. `Ok(false)`: the kernel has no room now.
     fn write_frame(&self, frame: &TxFrame<'_>) -> Result<bool, io::Error> {
         let header = vnet::tx_header(&frame.offload);
-        let mut iov = [sys::EMPTY_IOVEC; sys::FRAME_IOVECS];
+        let mut iov = [IoVec::EMPTY; sys::FRAME_IOVECS];
         let n = sys::frame_iovecs(&header[..TAP_HDR_LEN], frame, &mut iov);
         loop {
             match sys::writev(self.file.as_fd(), &iov[..n]) {
