@@ -7,6 +7,8 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use weft_control::ControlError;
+
 use super::{encode, DaemonGauges};
 use crate::control::{self, Controller};
 use crate::ratelimit::RateLimit;
@@ -46,7 +48,7 @@ fn read_head(stream: &mut TcpStream) -> Option<Vec<u8>> {
 /// The status, content type and body for a request line.
 pub fn route(
     request_line: &str,
-    metrics: impl FnOnce() -> Result<String, String>,
+    metrics: impl FnOnce() -> Result<String, ControlError>,
 ) -> (u16, &'static str, String, bool) {
     let mut parts = request_line.split_whitespace();
     let (method, target, version) = (parts.next(), parts.next(), parts.next());
@@ -68,7 +70,7 @@ pub fn route(
                 body,
                 head_only,
             ),
-            Err(e) => (500, text, format!("{e}\n"), head_only),
+            Err(e) => (500, text, format!("{}\n", e.message), head_only),
         },
         "/" => (200, text, "weftd: metrics at /metrics\n".into(), head_only),
         _ => (
@@ -98,9 +100,7 @@ fn serve(mut stream: TcpStream, controller: &Mutex<Controller>, clients: &Client
     let text = String::from_utf8_lossy(&head);
     let request_line = text.lines().next().unwrap_or("");
     let (status, content_type, body, head_only) = route(request_line, || {
-        let snap = control::lock(controller)
-            .snapshot(None)
-            .map_err(|e| e.message)?;
+        let snap = control::lock(controller).snapshot(None)?;
         Ok(encode(
             &snap,
             DaemonGauges {
@@ -163,7 +163,7 @@ pub fn spawn(
 mod tests {
     use super::*;
 
-    fn ok() -> Result<String, String> {
+    fn ok() -> Result<String, ControlError> {
         Ok("m 1\n".into())
     }
 
@@ -178,6 +178,12 @@ mod tests {
         assert_eq!(route("", ok).0, 400);
         assert_eq!(route("GET /metrics SPDY/3", ok).0, 400);
         assert_eq!(route("GET /metrics HTTP/1.1 extra", ok).0, 400);
-        assert_eq!(route("GET /metrics HTTP/1.1", || Err("x".into())).0, 500);
+        assert_eq!(
+            route("GET /metrics HTTP/1.1", || {
+                Err(ControlError::new(weft_control::ErrorKind::Internal, "x"))
+            })
+            .0,
+            500
+        );
     }
 }
