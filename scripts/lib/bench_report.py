@@ -21,7 +21,8 @@ and reads it with
 
 `report` prints a markdown table: per case the median over the rounds of each system's
 rate, and for each peer the median of the rounds' subject / peer ratios (a round measures
-every system once, seconds apart), with their quartiles and range; then the medians of
+every system once, seconds apart), with their quartiles and range (with --baseline SYSTEM
+at `new`: every other system / that one instead); then the medians of
 any extra per-sample figures (e.g. what the traffic generator cost). `--plot` writes one
 PNG (matplotlib): for each unit among the plotted cases a panel of bars, the median per
 system, whiskers from the lowest to the highest round. `update-doc` copies the results
@@ -32,8 +33,8 @@ The results file (JSON, "schema": "weft-bench-results/1"):
     bench, title, command, commit, commit_dirty, started, finished (UTC, ISO 8601),
     machine {cpu_model, cpu_family, cpu_model_number, cpus, threads_per_core, hypervisor,
              kernel, load_before, load_after},
-    settings {KEY: VALUE}, subject, systems [..], x_label,
-    cases [{id, label, unit, better: "higher"|"lower", plot, goals {PEER: RATIO}, goal_value}],
+    settings {KEY: VALUE}, subject, baseline, systems [..], x_label,
+    cases [{id, label, unit, better: "higher"|"lower", plot, goals {"A/B": RATIO}, goal_value}],
     extras [{id, label, unit}],
     samples [{round, case, system, value, extra {ID: number}}],
     notes [..], attachments {NAME: TEXT}
@@ -139,11 +140,12 @@ def cmd_new(a):
         "schema": SCHEMA, "bench": a.bench, "title": a.title, "command": a.command,
         "commit": rev, "commit_dirty": dirty, "started": now_utc(), "finished": None,
         "machine": machine(), "settings": dict(a.setting), "subject": a.subject,
-        "systems": a.systems.split(), "x_label": a.x_label, "cases": [], "extras": [],
+        "baseline": a.baseline, "systems": a.systems.split(), "x_label": a.x_label, "cases": [], "extras": [],
         "samples": [], "notes": [], "attachments": {},
     }
-    if a.subject not in data["systems"]:
-        raise SystemExit(f"--subject {a.subject} is not one of --systems")
+    for who in (a.subject, a.baseline):
+        if who is not None and who not in data["systems"]:
+            raise SystemExit(f"{who} is not one of --systems")
     save(a.file, data)
 
 
@@ -152,8 +154,8 @@ def cmd_case(a):
     if any(c["id"] == a.id for c in data["cases"]):
         return  # declared already (a bench may declare its cases once per round)
     goals = {}
-    for peer, ratio in a.goal:
-        goals[peer] = float(ratio)
+    for pair, ratio in a.goal:
+        goals[pair if "/" in pair else f"{data['subject']}/{pair}"] = float(ratio)
     data["cases"].append({"id": a.id, "label": a.label or a.id, "unit": a.unit,
                           "better": "lower" if a.lower_is_better else "higher",
                           "plot": not a.no_plot, "goals": goals, "goal_value": a.goal_value})
@@ -216,10 +218,19 @@ def series(data, case_id, system):
             if s["case"] == case_id and s["system"] == system}
 
 
-def round_ratios(data, case, peer):
-    """The subject / peer ratio of every round that measured both (peer / subject when lower
-    is better, so that a ratio above 1 always means the subject is ahead)."""
-    mine, theirs = series(data, case["id"], data["subject"]), series(data, case["id"], peer)
+def pairs(data):
+    """The ratios a report gives: (subject, peer) for every peer, or (system, baseline) for
+    every other system when the results name a baseline."""
+    base = data.get("baseline")
+    if base:
+        return [(s, base) for s in data["systems"] if s != base]
+    return [(data["subject"], s) for s in data["systems"] if s != data["subject"]]
+
+
+def round_ratios(data, case, mine_system, peer):
+    """The mine / peer ratio of every round that measured both (peer / mine when lower
+    is better, so that a ratio above 1 always means the first is ahead)."""
+    mine, theirs = series(data, case["id"], mine_system), series(data, case["id"], peer)
     out = []
     for rnd in sorted(set(mine) & set(theirs)):
         a, b = mine[rnd], theirs[rnd]
@@ -232,7 +243,6 @@ def round_ratios(data, case, peer):
 
 def summary(data):
     """Per case: medians per system, and per peer the ratio figures."""
-    subject, peers = data["subject"], [s for s in data["systems"] if s != data["subject"]]
     rows = []
     for case in data["cases"]:
         med, spread, n = {}, {}, {}
@@ -243,11 +253,11 @@ def summary(data):
                 spread[system] = (min(v), max(v))
                 n[system] = len(v)
         ratios = {}
-        for peer in peers:
-            r = round_ratios(data, case, peer)
+        for a, b in pairs(data):
+            r = round_ratios(data, case, a, b)
             if r:
-                goal = case["goals"].get(peer)
-                ratios[peer] = {
+                goal = case["goals"].get(f"{a}/{b}")
+                ratios[(a, b)] = {
                     "median": statistics.median(r), "quartiles": quartiles(r),
                     "range": (min(r), max(r)), "rounds": len(r), "goal": goal,
                     "at_goal": sum(x >= goal for x in r) if goal is not None else None,
@@ -293,7 +303,7 @@ def when(data):
 def report(data, full=False):
     rows = summary(data)
     subject = data["subject"]
-    peers = [s for s in data["systems"] if s != subject]
+    peers = pairs(data)
     rounds = sorted({s["round"] for s in data["samples"]})
     m = data["machine"]
     load = lambda v: " ".join(f"{x:.2f}" for x in v) if v else "?"
@@ -308,7 +318,7 @@ def report(data, full=False):
     if data.get("settings"):
         lines += ["", "Settings: " + ", ".join(f"{k} = {v}" for k, v in data["settings"].items()) + "."]
     lines += [""]
-    head = ["case", "unit"] + data["systems"] + [f"{subject} / {p}" for p in peers]
+    head = ["case", "unit"] + data["systems"] + [f"{a} / {b}" for a, b in peers]
     lines += ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * (len(head) - 2)]
     for row in rows:
         case = row["case"]
@@ -322,14 +332,16 @@ def report(data, full=False):
                 cells.append(cell)
             else:
                 cells.append("–")
-        for peer in peers:
-            r = row["ratios"].get(peer)
+        for pair in peers:
+            r = row["ratios"].get(pair)
             if not r:
                 cells.append("–")
                 continue
             q1, q3 = r["quartiles"]
             lo, hi = r["range"]
-            cell = f"**{r['median']:.2f}** ({q1:.2f}–{q3:.2f}; {lo:.2f}–{hi:.2f})"
+            cell = f"**{r['median']:.2f}**"
+            if r["rounds"] > 1:
+                cell += f" ({q1:.2f}–{q3:.2f}; {lo:.2f}–{hi:.2f})"
             if r["goal"] is not None:
                 met = "met" if r["median"] >= r["goal"] else "not met"
                 cell += f"; goal ≥ {r['goal']:g}: {met}, {r['at_goal']} of {r['rounds']} rounds"
@@ -337,10 +349,10 @@ def report(data, full=False):
         lines.append("| " + " | ".join(cells) + " |")
     lines += [""]
     if peers:
-        lines.append(f"Rates: the median over the rounds. {subject} / peer: the median of the "
-                     "rounds' ratios (each round measures every system once, seconds apart), "
-                     "then its quartiles and its range over the rounds; above 1 means "
-                     f"{subject} is ahead.")
+        lines.append("Rates: the median over the rounds. Ratios: the median of the rounds' "
+                     "ratios (each round measures every system once, seconds apart), then "
+                     "its quartiles and its range over the rounds; above 1 means the first "
+                     "named is ahead.")
     else:
         lines.append("The median over the runs, and the lowest and highest run.")
     goals = [(row, row["case"]["goal_value"]) for row in rows
@@ -429,6 +441,11 @@ def plot(data, path):
             else:
                 ax.bar(pos, height, width=width, yerr=[err_lo, err_hi], capsize=3,
                        label=system, color=colours[i % len(colours)])
+        # A panel whose medians span more than 20x gets a log scale, so the small bars show.
+        medians = [statistics.median(v) for c in group for sy in systems
+                   for v in [list(series(data, c["id"], sy).values())] if v]
+        if medians and min(medians) > 0 and max(medians) / min(medians) > 20:
+            (ax.set_xscale if horizontal else ax.set_yscale)("log")
         labels = [c["label"] for c in group]
         better = "lower is better" if group[0]["better"] == "lower" else "higher is better"
         if horizontal:
@@ -445,15 +462,18 @@ def plot(data, path):
                 ax.set_xlabel(data["x_label"])
             ax.grid(axis="y", alpha=0.3)
         ax.set_axisbelow(True)
-        if len(systems) > 1:
-            ax.legend(fontsize=8)
     rounds = len({s["round"] for s in data["samples"]})
     fig.suptitle(f"{data['title']}\n{when(data)}, commit {data['commit']}, "
                  f"{data['machine'].get('cpus')} CPUs {data['machine'].get('cpu_model')}\n"
                  f"bars: median of {rounds} round{'s' if rounds != 1 else ''}; "
                  "whiskers: lowest to highest round",
                  fontsize=9)
-    fig.tight_layout()
+    if len(systems) > 1:
+        handles, names = axes[0][0].get_legend_handles_labels()
+        fig.legend(handles, names, loc="lower center", ncol=len(systems), fontsize=8, frameon=False)
+        fig.tight_layout(rect=(0, 0.05, 1, 1))
+    else:
+        fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
@@ -502,6 +522,7 @@ def main(argv=None):
     s.add_argument("--title", required=True)
     s.add_argument("--command", required=True)
     s.add_argument("--subject", required=True)
+    s.add_argument("--baseline", help="report every other system / this one")
     s.add_argument("--systems", required=True, help="space-separated, the subject among them")
     s.add_argument("--setting", type=key_value, action="append", default=[])
     s.add_argument("--x-label", default="")
@@ -515,7 +536,7 @@ def main(argv=None):
     s.add_argument("--lower-is-better", action="store_true")
     s.add_argument("--no-plot", action="store_true")
     s.add_argument("--goal", type=key_value, action="append", default=[],
-                   help="PEER=RATIO: the subject's goal against PEER")
+                   help="PEER=RATIO (the subject's goal against PEER) or A/B=RATIO")
     s.add_argument("--goal-value", type=number)
     s.set_defaults(func=cmd_case)
 

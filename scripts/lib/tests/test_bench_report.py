@@ -36,7 +36,7 @@ class Figures(unittest.TestCase):
         self.assertEqual(self.rows["64"]["range"]["peer"], (5, 8))
 
     def test_ratio_is_the_median_of_the_rounds_ratios_not_of_the_medians(self):
-        r = self.rows["64"]["ratios"]["peer"]
+        r = self.rows["64"]["ratios"][("weft", "peer")]
         # rounds: 10/5, 12/8, 14/7 = 2.0, 1.5, 2.0 (the medians' ratio, 12/7, is not used)
         self.assertAlmostEqual(r["median"], 2.0)
         self.assertEqual(r["quartiles"], (1.75, 2.0))
@@ -44,11 +44,23 @@ class Figures(unittest.TestCase):
         self.assertEqual((r["rounds"], r["goal"], r["at_goal"]), (3, 1.8, 2))
 
     def test_rounds_pair_by_round_number_not_by_order(self):
-        r = self.rows["1514"]["ratios"]["peer"]
+        r = self.rows["1514"]["ratios"][("weft", "peer")]
         self.assertEqual(r["range"], (1.0, 3.0))
 
     def test_lower_is_better_ratio_is_inverted(self):
-        self.assertAlmostEqual(self.rows["lat"]["ratios"]["peer"]["median"], 2.0)
+        self.assertAlmostEqual(self.rows["lat"]["ratios"][("weft", "peer")]["median"], 2.0)
+
+    def test_baseline_gives_every_other_system_over_it(self):
+        data = bench_report.load(FIXTURE)
+        data["baseline"] = "peer"
+        data["systems"] = ["weft", "peer", "other"]
+        data["samples"].append({"round": 1, "case": "64", "system": "other", "value": 2.5,
+                                "extra": {}})
+        rows = {r["case"]["id"]: r for r in bench_report.summary(data)}
+        self.assertEqual(set(rows["64"]["ratios"]), {("weft", "peer"), ("other", "peer")})
+        self.assertAlmostEqual(rows["64"]["ratios"][("other", "peer")]["median"], 0.5)
+        self.assertIn("| case | unit | weft | peer | other | weft / peer | other / peer |",
+                      bench_report.report(data))
 
     def test_quartiles_of_one_value(self):
         self.assertEqual(bench_report.quartiles([3.0]), (3.0, 3.0))
