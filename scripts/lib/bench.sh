@@ -104,15 +104,3 @@ bench_default_results() {
     mkdir -p target/bench
     echo "target/bench/$BENCH_NAME-$(date -u +%Y%m%dT%H%M%SZ).json"
 }
-# bench_write_section FILE MARKER TEXT_FILE: replaces everything after the line MARKER in FILE
-# with the contents of TEXT_FILE (appending MARKER first if FILE lacks it; the part above the
-# marker is hand-written and kept).
-bench_write_section() {
-    python3 - "$1" "$2" "$3" <<'PY'
-import os, sys
-out, marker, text = sys.argv[1], sys.argv[2], open(sys.argv[3]).read()
-old = open(out).read() if os.path.exists(out) else ""
-head = old.split(marker)[0].rstrip() + "\n\n" if marker in old else old + ("\n" if old else "")
-open(out, "w").write(head + marker + "\n\n" + text)
-PY
-}
