@@ -300,7 +300,7 @@ def when(data):
     return started[:16].replace("T", " ") + " UTC" if started else "unknown date"
 
 
-def report(data, full=False):
+def report(data, full=False, notes=True):
     rows = summary(data)
     subject = data["subject"]
     peers = pairs(data)
@@ -378,7 +378,7 @@ def report(data, full=False):
                     label = extra["label"] + (f" ({extra['unit']})" if extra.get("unit") else "")
                     lines.append(f"| {case['label']} | {label} | " + " | ".join(cells) + " |")
         lines += ["", "Extra figures: the median over the rounds."]
-    for note in data.get("notes", []):
+    for note in data.get("notes", []) if notes else []:
         lines += ["", note]
     if full:
         lines += ["", "Every round:", "",
@@ -504,7 +504,8 @@ def cmd_update_doc(a):
     head, rest = doc.split(begin, 1)
     _, tail = rest.split(end, 1)
     rel = lambda p: os.path.relpath(p, os.path.dirname(os.path.abspath(a.doc)) or ".")
-    body = (report(data).rstrip() + "\n\n"
+    # The page explains the systems in its own words: the run's notes stay in the file.
+    body = (report(data, notes=False).rstrip() + "\n\n"
             + f"![{data['title']}]({rel(os.path.abspath(png_path))})\n\n"
             + f"Results file: [`{rel(os.path.abspath(json_path))}`]({rel(os.path.abspath(json_path))}).")
     with open(a.doc, "w") as f:

@@ -169,6 +169,7 @@ class Plot(unittest.TestCase):
         self.assertTrue(text.startswith("# Page\n\nkept\n<!-- ex:begin -->\n"))
         self.assertTrue(text.endswith("<!-- ex:end -->\nkept too\n"))
         self.assertNotIn("old", text)
+        self.assertNotIn("A note.", text)  # notes stay in the results file
         self.assertIn("![Example: weft against a peer](perf/ex.png)", text)
         self.assertIn("[`perf/ex.json`](perf/ex.json)", text)
         self.assertTrue(os.path.exists(os.path.join(perf, "ex.png")))
