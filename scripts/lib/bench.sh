@@ -104,3 +104,14 @@ bench_default_results() {
     mkdir -p target/bench
     echo "target/bench/$BENCH_NAME-$(date -u +%Y%m%dT%H%M%SZ).json"
 }
+
+# bench_invocation NAME ARGS...: the command line as a reader would type it again
+# ("scripts/NAME ARGS...", an argument with spaces in double quotes).
+bench_invocation() {
+    local out="scripts/$1" a
+    shift
+    for a in "$@"; do
+        if [[ $a =~ [[:space:]] ]]; then out+=" \"$a\""; else out+=" $a"; fi
+    done
+    echo "$out"
+}

@@ -266,6 +266,18 @@ def summary(data):
     return rows
 
 
+def compared_rounds(data, case_ids=None):
+    """The rounds of the cases measured by more than one system (of every case when none is),
+    so that a case of the subject alone (e.g. idle windows) does not count as rounds."""
+    ids = case_ids or [c["id"] for c in data["cases"]]
+    by_case = {}
+    for s in data["samples"]:
+        if s["case"] in ids:
+            by_case.setdefault(s["case"], set()).add(s["system"])
+    shared = {c for c, systems in by_case.items() if len(systems) > 1} or set(by_case)
+    return sorted({s["round"] for s in data["samples"] if s["case"] in shared})
+
+
 def fmt(x):
     """Three significant figures, without an exponent."""
     if x == 0:
@@ -304,7 +316,7 @@ def report(data, full=False, notes=True):
     rows = summary(data)
     subject = data["subject"]
     peers = pairs(data)
-    rounds = sorted({s["round"] for s in data["samples"]})
+    rounds = compared_rounds(data)
     m = data["machine"]
     load = lambda v: " ".join(f"{x:.2f}" for x in v) if v else "?"
     commit = data["commit"] + (" (with uncommitted changes)" if data.get("commit_dirty") else "")
@@ -366,8 +378,8 @@ def report(data, full=False, notes=True):
     if data["extras"]:
         lines += ["", "| case | " + " | ".join(["figure"] + data["systems"]) + " |",
                   "|---|---|" + "---:|" * len(data["systems"])]
-        for extra in data["extras"]:
-            for case in data["cases"]:
+        for case in data["cases"]:
+            for extra in data["extras"]:
                 cells = []
                 for system in data["systems"]:
                     v = [s["extra"][extra["id"]] for s in data["samples"]
@@ -462,7 +474,7 @@ def plot(data, path):
                 ax.set_xlabel(data["x_label"])
             ax.grid(axis="y", alpha=0.3)
         ax.set_axisbelow(True)
-    rounds = len({s["round"] for s in data["samples"]})
+    rounds = len(compared_rounds(data, [c["id"] for c in cases]))
     fig.suptitle(f"{data['title']}\n{when(data)}, commit {data['commit']}, "
                  f"{data['machine'].get('cpus')} CPUs {data['machine'].get('cpu_model')}\n"
                  f"bars: median of {rounds} round{'s' if rounds != 1 else ''}; "
