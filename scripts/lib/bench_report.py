@@ -433,15 +433,18 @@ def plot(data, path):
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, unit in zip(axes[0], units):
         group = [c for c in cases if c["unit"] == unit]
-        width = 0.8 / len(systems)
-        for i, system in enumerate(systems):
+        # Slots only for the systems measured in this panel.
+        present = [sy for sy in systems if any(series(data, c["id"], sy) for c in group)]
+        width = 0.8 / len(present)
+        for system in present:
+            i = present.index(system)
             pos, height, err_lo, err_hi = [], [], [], []
             for j, case in enumerate(group):
                 v = list(series(data, case["id"], system).values())
                 if not v:
                     continue
                 med = statistics.median(v)
-                pos.append(j + (i - (len(systems) - 1) / 2) * width)
+                pos.append(j + (i - (len(present) - 1) / 2) * width)
                 height.append(med)
                 err_lo.append(med - min(v))
                 err_hi.append(max(v) - med)
@@ -449,17 +452,20 @@ def plot(data, path):
                 continue
             if horizontal:
                 ax.barh(pos, height, height=width, xerr=[err_lo, err_hi], capsize=3,
-                        label=system, color=colours[i % len(colours)])
+                        label=system, color=colours[systems.index(system) % len(colours)])
             else:
                 ax.bar(pos, height, width=width, yerr=[err_lo, err_hi], capsize=3,
-                       label=system, color=colours[i % len(colours)])
+                       label=system, color=colours[systems.index(system) % len(colours)])
         # A panel whose medians span more than 20x gets a log scale, so the small bars show.
         medians = [statistics.median(v) for c in group for sy in systems
                    for v in [list(series(data, c["id"], sy).values())] if v]
-        if medians and min(medians) > 0 and max(medians) / min(medians) > 20:
+        log = bool(medians) and min(medians) > 0 and max(medians) / min(medians) > 20
+        if log:
             (ax.set_xscale if horizontal else ax.set_yscale)("log")
         labels = [c["label"] for c in group]
         better = "lower is better" if group[0]["better"] == "lower" else "higher is better"
+        if log:
+            better += ", log scale"
         if horizontal:
             ax.set_yticks(range(len(group)))
             ax.set_yticklabels(labels, fontsize=8)
@@ -481,7 +487,14 @@ def plot(data, path):
                  "whiskers: lowest to highest round",
                  fontsize=9)
     if len(systems) > 1:
-        handles, names = axes[0][0].get_legend_handles_labels()
+        handles, names = [], []
+        for ax in axes[0]:
+            for handle, name in zip(*ax.get_legend_handles_labels()):
+                if name not in names:
+                    handles.append(handle)
+                    names.append(name)
+        order = sorted(range(len(names)), key=lambda k: systems.index(names[k]))
+        handles, names = [handles[k] for k in order], [names[k] for k in order]
         fig.legend(handles, names, loc="lower center", ncol=len(systems), fontsize=8, frameon=False)
         fig.tight_layout(rect=(0, 0.05, 1, 1))
     else:
