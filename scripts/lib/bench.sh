@@ -74,15 +74,44 @@ bench_stop_pid() {
     wait "$pid" 2>/dev/null || true
 }
 
-# bench_write_section FILE MARKER TEXT_FILE: replaces everything after the line MARKER in FILE
-# with the contents of TEXT_FILE (appending MARKER first if FILE lacks it; the part above the
-# marker is hand-written and kept).
-bench_write_section() {
-    python3 - "$1" "$2" "$3" <<'PY'
-import os, sys
-out, marker, text = sys.argv[1], sys.argv[2], open(sys.argv[3]).read()
-old = open(out).read() if os.path.exists(out) else ""
-head = old.split(marker)[0].rstrip() + "\n\n" if marker in old else old + ("\n" if old else "")
-open(out, "w").write(head + marker + "\n\n" + text)
-PY
+# Results: every bench-* script writes one results file (JSON, the format described in
+# scripts/lib/bench_report.py) while it runs, and prints its table and writes its plot with that
+# one tool. BENCH_PYTHON runs it: Debian's python3 (where python3-matplotlib installs) when it
+# has matplotlib, else the first python3 on PATH.
+if [ -z "${BENCH_PYTHON:-}" ]; then
+    if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+        BENCH_PYTHON=/usr/bin/python3
+    else
+        BENCH_PYTHON=python3
+    fi
+fi
+
+# bench_report ARGS...: scripts/lib/bench_report.py ARGS... (new, case, extra, sample, note,
+# attach, finish, report, update-doc; see its --help).
+bench_report() {
+    "$BENCH_PYTHON" "$(dirname "${BASH_SOURCE[0]}")/bench_report.py" "$@"
+}
+
+# bench_require_plotting: exits unless bench_report can draw (matplotlib).
+bench_require_plotting() {
+    "$BENCH_PYTHON" -c 'import matplotlib' 2>/dev/null ||
+        bench_die "matplotlib is missing: scripts/install-test-deps, or apt-get install python3-matplotlib"
+}
+
+# bench_default_results: the results file a run writes unless told otherwise,
+# target/bench/$BENCH_NAME-<UTC date and time>.json (the directory is created).
+bench_default_results() {
+    mkdir -p target/bench
+    echo "target/bench/$BENCH_NAME-$(date -u +%Y%m%dT%H%M%SZ).json"
+}
+
+# bench_invocation NAME ARGS...: the command line as a reader would type it again
+# ("scripts/NAME ARGS...", an argument with spaces in double quotes).
+bench_invocation() {
+    local out="scripts/$1" a
+    shift
+    for a in "$@"; do
+        if [[ $a =~ [[:space:]] ]]; then out+=" \"$a\""; else out+=" $a"; fi
+    done
+    echo "$out"
 }
