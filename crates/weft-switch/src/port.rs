@@ -37,7 +37,7 @@ pub struct RxDesc {
 pub const MAX_BATCH: usize = 1024;
 /// The default batch size. 128 rather than 64: a vhost-user port facing a 256-entry ring
 /// then takes up to half of it at a look, and the benchmark's generator forwarded 3–6 %
-/// more frames through weft (in-process A/B, `docs/PERFORMANCE-vhost.md`).
+/// more frames through weft (in-process A/B, `docs/performance-history.md`).
 pub const DEFAULT_BATCH: usize = 128;
 
 /// A receive burst: frame descriptors a port pushed, up to a fixed capacity.

@@ -142,7 +142,7 @@ impl<'m> SplitRing<'m> {
     /// pays off when the host puts the two CPUs far apart (a cache line's round trip near
     /// 300 ns): `scripts/ab-vhost`, 64 B, +9.7 % and +9.5 % in the two runs wholly in that
     /// placement (36 and 29 of 39 phases above 1); in the near one 0.98 to 1.09, never worse
-    /// than 0.98 in 17 runs (docs/PERFORMANCE-vhost.md, "Near and far rounds, and
+    /// than 0.98 in 17 runs (docs/performance-history.md, "Near and far rounds, and
     /// descriptor lines let go again"). With a driver that hands descriptors out in order
     /// (any with `IN_ORDER`, and DPDK's PMD also without it) the line is done with by then;
     /// one that reuses them in another order may see a line go before its other descriptors

@@ -108,7 +108,7 @@ pub(super) fn prefetch_ends(at: *const u8, span: usize) {
 /// of taken from it for a write that never comes. Asked for writing, that line was the
 /// DPDK generator's costliest load beside weft (20 % of its samples, its mergeable
 /// receive's `num_buffers` read); asked for reading, `scripts/ab-vhost` at 64 B gained
-/// 18.7 %, 13.7 % and 4.1 % (30, 36 and 32 of 39 phases above 1; docs/PERFORMANCE-vhost.md,
+/// 18.7 %, 13.7 % and 4.1 % (30, 36 and 32 of 39 phases above 1; docs/performance-history.md,
 /// "The header line left shared"). Hints only: never faults, whatever the address.
 #[inline(always)]
 pub(super) fn prefetch_receive_buffer(

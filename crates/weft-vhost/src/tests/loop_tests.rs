@@ -2,7 +2,7 @@
 //! switch would move them between two guests: every frame arrives whole and in order, and
 //! every buffer goes back to the guest. It is also the workload to count the data path's
 //! instructions per frame with (`valgrind --tool=callgrind` on this test; see
-//! docs/PERFORMANCE-vhost.md), free of the noise of a second process.
+//! docs/performance-history.md), free of the noise of a second process.
 
 use weft_switch::{PortRx, PortTx, RxBatch, TxFrame};
 
