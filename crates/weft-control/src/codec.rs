@@ -108,16 +108,63 @@ pub fn decode_request(line: &[u8]) -> Result<RequestEnvelope, DecodeError> {
         }
     }
     crate::text_form::decode_shape_first(|| RequestEnvelope::deserialize(&value)).map_err(
-        |(e, only_a_value)| DecodeError {
-            id,
-            error: if only_a_value {
-                // A well-formed request with an address, MAC or VNI that is not one.
-                ControlError::new(ErrorKind::Invalid, e.to_string())
-            } else {
-                ControlError::new(ErrorKind::BadRequest, format!("invalid request: {e}"))
-            },
+        |(e, only_a_value)| {
+            let place = place(&value);
+            DecodeError {
+                id,
+                error: if only_a_value {
+                    // A well-formed request with an address, MAC or VNI that is not one.
+                    ControlError::new(ErrorKind::Invalid, format!("{place}{e}"))
+                } else {
+                    ControlError::new(
+                        ErrorKind::BadRequest,
+                        format!("invalid request: {place}{e}"),
+                    )
+                },
+            }
         },
     )
+}
+
+/// Where in a configuration a value that does not decode is, by the names a user gave:
+/// `switch "br0": port "vx": ` for one inside port `vx` of switch `br0` (`config_apply`),
+/// `switch "br0": ` for one elsewhere in that switch; empty outside a configuration (a
+/// request names its one switch and port itself). (The request's tagged enums buffer their
+/// fields, so serde cannot say where it was; each switch and port is decoded on its own.)
+fn place(envelope: &serde_json::Value) -> String {
+    use crate::state::{PortState, SwitchState};
+    let Some(switches) = envelope
+        .pointer("/request/state/switches")
+        .and_then(serde_json::Value::as_array)
+    else {
+        return String::new();
+    };
+    let named = |v: &serde_json::Value| {
+        v.get("name")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string)
+    };
+    for switch in switches {
+        if SwitchState::deserialize(switch).is_ok() {
+            continue;
+        }
+        let Some(name) = named(switch) else {
+            return String::new();
+        };
+        let mut place = format!("switch {name:?}: ");
+        let ports = switch.get("ports").and_then(serde_json::Value::as_array);
+        if let Some(port) = ports
+            .into_iter()
+            .flatten()
+            .find(|p| PortState::deserialize(*p).is_err())
+        {
+            if let Some(port) = named(port) {
+                place.push_str(&format!("port {port:?}: "));
+            }
+        }
+        return place;
+    }
+    String::new()
 }
 
 /// One response as a line (newline included).

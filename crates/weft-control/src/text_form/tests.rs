@@ -216,3 +216,26 @@ fn a_request_that_is_not_one_stays_a_bad_request_after_a_refused_value() {
     .unwrap_err();
     assert_eq!(e.error.kind, ErrorKind::BadRequest, "{}", e.error.message);
 }
+
+#[test]
+fn a_refused_value_in_a_configuration_names_its_switch_and_port() {
+    let message = refusal(
+        r#"{"op":"config_apply","state":{"switches":[
+            {"name":"br0","ports":[{"name":"t0","kind":{"type":"tap"}}]},
+            {"name":"br1","ports":[
+                {"name":"t1","kind":{"type":"tap"}},
+                {"name":"vx","kind":{"type":"vxlan","local":"10.0.0.300","vni":1}}]}]}}"#,
+    );
+    assert!(
+        message.starts_with(r#"switch "br1": port "vx": local "10.0.0.300" is not an IP address"#),
+        "{message}"
+    );
+    let static_mac = refusal(
+        r#"{"op":"config_apply","state":{"switches":[
+            {"name":"br0","static_macs":[{"mac":"02:00:00:00:00:zz","port":"t0"}]}]}}"#,
+    );
+    assert!(
+        static_mac.starts_with(r#"switch "br0": invalid MAC address "02:00:00:00:00:zz""#),
+        "{static_mac}"
+    );
+}
