@@ -17,7 +17,7 @@ use crate::device::{DeviceShared, LaneShare, RingStart};
 use crate::features::{offered_features, Features};
 use crate::rx::VhostPortRx;
 use crate::tx::VhostPortTx;
-use crate::vring::{RingLayout, RX_QUEUE, TX_QUEUE};
+use crate::vring::RingLayout;
 
 /// An anonymous memory file of `len` bytes.
 pub(crate) fn memfd(len: u64) -> File {
@@ -281,6 +281,47 @@ pub(crate) struct GuestPair {
     pub(crate) tx_kick: EventFd,
 }
 
+impl GuestPair {
+    /// Starts pair `k`'s rings (`rxq` the guest's receive queue, `txq` its transmit queue) on
+    /// `dev`, each with a fresh call eventfd and the transmit queue with a kick, and forgets
+    /// the wake-up the start wrote.
+    fn start(
+        dev: &DeviceShared,
+        mem: &Arc<crate::memory::GuardedMemory>,
+        features: Features,
+        k: usize,
+        rxq: GuestRing,
+        txq: GuestRing,
+    ) -> GuestPair {
+        let pair = GuestPair {
+            rxq,
+            txq,
+            rx_call: EventFd::new(EFD_NONBLOCK).unwrap(),
+            tx_call: EventFd::new(EFD_NONBLOCK).unwrap(),
+            tx_kick: EventFd::new(EFD_NONBLOCK).unwrap(),
+        };
+        for (index, ring, call, kick) in [
+            (2 * k, &pair.rxq, &pair.rx_call, None),
+            (2 * k + 1, &pair.txq, &pair.tx_call, Some(&pair.tx_kick)),
+        ] {
+            dev.start_ring(
+                index,
+                RingStart {
+                    mem: Arc::clone(mem),
+                    layout: ring.layout(),
+                    features,
+                    enabled: true,
+                    kick: kick.map(|k| k.try_clone().unwrap()),
+                    call: Some(call.try_clone().unwrap()),
+                },
+            )
+            .unwrap();
+        }
+        let _ = pair.tx_kick.read();
+        pair
+    }
+}
+
 /// Guest memory each pair beyond the first adds (rings and buffers).
 const PAIR_MEM: u64 = 1 << 20;
 
@@ -303,73 +344,48 @@ impl Rig {
         .unwrap();
         let dev = DeviceShared::new(config).unwrap();
         dev.set_features(features);
-        let rxq = GuestRing::new(mem.clone(), size, 0x1000, 0x10_0000, 0x30_0000);
-        let txq = GuestRing::new(mem.clone(), size, 0x8_0000, 0x40_0000, 0x30_0000);
-        let rx_call = EventFd::new(EFD_NONBLOCK).unwrap();
-        let tx_call = EventFd::new(EFD_NONBLOCK).unwrap();
-        let tx_kick = EventFd::new(EFD_NONBLOCK).unwrap();
         let shared_mem = Arc::new(crate::memory::GuardedMemory::unguarded(mem));
-        for (index, ring, call, kick) in [
-            (RX_QUEUE, &rxq, &rx_call, None),
-            (TX_QUEUE, &txq, &tx_call, Some(&tx_kick)),
-        ] {
-            dev.start_ring(
-                index,
-                RingStart {
-                    mem: Arc::clone(&shared_mem),
-                    layout: ring.layout(),
-                    features,
-                    enabled: true,
-                    kick: kick.map(|k| k.try_clone().unwrap()),
-                    call: Some(call.try_clone().unwrap()),
-                },
-            )
-            .unwrap();
-        }
-        // Forget the wake-up the start wrote.
-        let _ = tx_kick.read();
+        let first = GuestPair::start(
+            &dev,
+            &shared_mem,
+            features,
+            0,
+            GuestRing::new(
+                shared_mem.memory().clone(),
+                size,
+                0x1000,
+                0x10_0000,
+                0x30_0000,
+            ),
+            GuestRing::new(
+                shared_mem.memory().clone(),
+                size,
+                0x8_0000,
+                0x40_0000,
+                0x30_0000,
+            ),
+        );
+        let GuestPair {
+            rxq,
+            txq,
+            rx_call,
+            tx_call,
+            tx_kick,
+        } = first;
         let more = (1..=extra)
             .map(|k| {
                 let base = GUEST_MEM + (k - 1) * PAIR_MEM;
-                let pair = GuestPair {
-                    rxq: GuestRing::new(
-                        shared_mem.memory().clone(),
-                        size,
-                        base,
-                        base + 0x2_0000,
-                        0x7_0000,
-                    ),
-                    txq: GuestRing::new(
-                        shared_mem.memory().clone(),
-                        size,
-                        base + 0x1_0000,
-                        base + 0x9_0000,
-                        0x7_0000,
-                    ),
-                    rx_call: EventFd::new(EFD_NONBLOCK).unwrap(),
-                    tx_call: EventFd::new(EFD_NONBLOCK).unwrap(),
-                    tx_kick: EventFd::new(EFD_NONBLOCK).unwrap(),
+                let ring = |desc: u64, avail: u64| {
+                    GuestRing::new(shared_mem.memory().clone(), size, desc, avail, 0x7_0000)
                 };
-                let k = usize::try_from(k).unwrap();
-                for (index, ring, call, kick) in [
-                    (2 * k, &pair.rxq, &pair.rx_call, None),
-                    (2 * k + 1, &pair.txq, &pair.tx_call, Some(&pair.tx_kick)),
-                ] {
-                    dev.start_ring(
-                        index,
-                        RingStart {
-                            mem: Arc::clone(&shared_mem),
-                            layout: ring.layout(),
-                            features,
-                            enabled: true,
-                            kick: kick.map(|k| k.try_clone().unwrap()),
-                            call: Some(call.try_clone().unwrap()),
-                        },
-                    )
-                    .unwrap();
-                }
-                let _ = pair.tx_kick.read();
-                pair
+                GuestPair::start(
+                    &dev,
+                    &shared_mem,
+                    features,
+                    usize::try_from(k).unwrap(),
+                    ring(base, base + 0x2_0000),
+                    ring(base + 0x1_0000, base + 0x9_0000),
+                )
             })
             .collect();
         let rx = VhostPortRx::new(Arc::clone(&dev), LaneShare::WHOLE).unwrap();
