@@ -269,5 +269,26 @@ impl ArpRepr {
     }
 }
 
+/// Length of an announcement frame: the Ethernet minimum without its FCS.
+pub const ANNOUNCEMENT_LEN: usize = 60;
+
+/// The frame a hypervisor broadcasts for a guest that moved, so that every switch on the
+/// way learns `mac` behind its new port: a RARP "request reverse" (operation 3) from and
+/// about `mac`, no addresses, padded to 60 bytes — byte for byte what QEMU sends
+/// (`qemu_announce_self`) and DPDK's vhost library injects for `SEND_RARP`.
+pub fn rarp_announcement(mac: MacAddr) -> [u8; ANNOUNCEMENT_LEN] {
+    let mut frame = [0u8; ANNOUNCEMENT_LEN];
+    let mut eth = crate::ethernet::EthernetFrame::new_unchecked(&mut frame[..]);
+    eth.set_dst_addr(MacAddr::BROADCAST);
+    eth.set_src_addr(mac);
+    eth.set_ethertype(ethertype::RARP);
+    let mut packet = ArpPacket::new_unchecked(&mut frame[crate::ethernet::HEADER_LEN..]);
+    packet.set_ethernet_ipv4_format();
+    packet.set_operation(ArpOperation::Other(3));
+    packet.set_sender_hardware_addr(mac);
+    packet.set_target_hardware_addr(mac);
+    frame
+}
+
 #[cfg(test)]
 mod tests;

@@ -100,6 +100,8 @@ pub mod ethertype {
     pub const IPV4: u16 = 0x0800;
     /// ARP.
     pub const ARP: u16 = 0x0806;
+    /// Reverse ARP (RFC 903), what hypervisors announce a moved guest with.
+    pub const RARP: u16 = 0x8035;
     /// IEEE 802.1Q customer VLAN tag.
     pub const VLAN: u16 = 0x8100;
     /// IEEE 802.1ad service VLAN tag (QinQ outer tag).

@@ -11,7 +11,8 @@ use std::time::Duration;
 use vhost::vhost_user::message::{
     VhostTransferStateDirection, VhostTransferStatePhase, VhostUserConfigFlags, VhostUserInflight,
     VhostUserLog, VhostUserMemoryRegion, VhostUserProtocolFeatures, VhostUserShMemConfig,
-    VhostUserSharedMsg, VhostUserSingleMemoryRegion, VhostUserVringAddrFlags, VhostUserVringState,
+    VhostUserSharedMsg, VhostUserSingleMemoryRegion, VhostUserVirtioFeatures,
+    VhostUserVringAddrFlags, VhostUserVringState,
 };
 use vhost::vhost_user::{Error, GpuBackend, Result, VhostUserBackendReqHandlerMut};
 use vhost::VhostUserMemoryRegionBase;
@@ -22,29 +23,38 @@ use crate::counters::LogLimiter;
 use crate::device::{DeviceShared, RingStart};
 use crate::fds::eventfd_from_file;
 use crate::features::{offered_features, Features};
-use crate::memory::{GuestMemoryTable, RegionDesc};
+use crate::memory::{max_log_bytes, DirtyLog, GuestMemoryTable, LogRefusal, RegionDesc, RingLog};
 use crate::vring::{is_guest_tx, RingLayout};
 
 /// Protocol features on offer (REPLY_ACK is added by the `vhost` crate, which implements
-/// it): `MQ` (and so `GET_QUEUE_NUM`) with several queue pairs.
+/// it): `LOG_SHMFD` (the dirty log of a live migration comes as a descriptor), `RARP`
+/// (`SEND_RARP`: announce a migrated guest), and `MQ` (and so `GET_QUEUE_NUM`) with several
+/// queue pairs.
 fn offered_protocol_features(queue_pairs: u16) -> VhostUserProtocolFeatures {
+    let always = VhostUserProtocolFeatures::LOG_SHMFD | VhostUserProtocolFeatures::RARP;
     if queue_pairs > 1 {
-        VhostUserProtocolFeatures::MQ
+        always | VhostUserProtocolFeatures::MQ
     } else {
-        VhostUserProtocolFeatures::empty()
+        always
     }
 }
+
+/// `VHOST_F_LOG_ALL`: the frontend asks for dirty page logging (live migration).
+const LOG_ALL: u64 = VhostUserVirtioFeatures::LOG_ALL.bits();
 
 /// How long `GET_VRING_BASE` waits for a batch in flight to be returned before it gives the
 /// batch back to the available ring instead.
 const IN_FLIGHT_WAIT: Duration = Duration::from_millis(50);
 
-/// A ring's addresses as the frontend gave them (its own virtual addresses).
+/// A ring's addresses as the frontend gave them (its own virtual addresses), and the guest
+/// physical address of its used ring for dirty logging when the frontend asked for it
+/// (`VHOST_VRING_F_LOG`).
 #[derive(Debug, Clone, Copy)]
 struct RingAddrs {
     desc: u64,
     avail: u64,
     used: u64,
+    log: Option<u64>,
 }
 
 /// What the frontend has told us about one ring.
@@ -68,7 +78,15 @@ pub(crate) struct Device {
     /// One per queue of the port (`2 × queue_pairs`).
     rings: Vec<RingConfig>,
     log: LogLimiter,
+    /// The dirty page log of a live migration (`SET_LOG_BASE`), used while `LOG_ALL` is
+    /// negotiated.
+    dirty_log: Option<Arc<DirtyLog>>,
+    /// When the last announcement was accepted (`SEND_RARP`).
+    last_announce: Option<std::time::Instant>,
 }
+
+/// The closest two announcements of one frontend may follow each other.
+const MIN_ANNOUNCE_INTERVAL: Duration = Duration::from_millis(10);
 
 /// Sizes of the three parts of a split ring of `size` entries (virtio 1.x §2.7).
 fn ring_sizes(size: u16) -> (u64, u64, u64) {
@@ -110,6 +128,8 @@ impl Device {
             memory: None,
             rings,
             log: LogLimiter::new(),
+            dirty_log: None,
+            last_announce: None,
         }
     }
 
@@ -155,6 +175,110 @@ impl Device {
         self.acked_features = 0;
         self.acked_protocol = 0;
         self.shared.set_features(Features(0));
+        self.dirty_log = None;
+        self.sync_logging();
+    }
+
+    /// Whether the frontend acknowledged protocol feature `f`.
+    pub(crate) fn protocol_acked(&self, f: VhostUserProtocolFeatures) -> bool {
+        self.acked_protocol & f.bits() != 0
+    }
+
+    /// A request read outside the `vhost` crate (`server/side_requests.rs`) refused.
+    pub(crate) fn refuse_side(
+        &mut self,
+        what: &str,
+        reason: LogRefusal,
+        why: &dyn std::fmt::Display,
+    ) {
+        self.refuse_logging(what, reason, why);
+    }
+
+    /// A request refused for a logging reason: counted, and the frontend dropped.
+    fn refuse_logging(
+        &mut self,
+        what: &str,
+        reason: LogRefusal,
+        why: &dyn std::fmt::Display,
+    ) -> Error {
+        self.shared.log_refusals.count(reason.index());
+        self.refuse(what, why)
+    }
+
+    /// How ring `index` logs now: with the log while `LOG_ALL` is negotiated and a log is
+    /// mapped; its used ring only if the frontend gave its log address.
+    fn ring_log(&self, index: usize) -> Option<RingLog> {
+        if self.acked_features & LOG_ALL == 0 {
+            return None;
+        }
+        let log = self.dirty_log.as_ref()?;
+        Some(RingLog {
+            log: Arc::clone(log),
+            used: self
+                .rings
+                .get(index)
+                .and_then(|r| r.addrs)
+                .and_then(|a| a.log),
+            counters: Arc::clone(&self.shared.log_counters),
+        })
+    }
+
+    /// Puts the logging in force on every ring, each under its lock, so that when this
+    /// returns no ring writes without logging (or into a log it replaced): the frontend
+    /// may fetch and free a replaced log as soon as it is answered.
+    fn sync_logging(&mut self) {
+        for (index, vring) in self.shared.vrings.iter().enumerate() {
+            let dirty = self.ring_log(index);
+            vring.lock().dirty = dirty;
+        }
+        let on = self.acked_features & LOG_ALL != 0 && self.dirty_log.is_some();
+        self.shared.set_logging(on, self.dirty_log.as_deref());
+    }
+
+    /// `SET_LOG_FD`: the descriptor the frontend would have us signal when the log changes.
+    /// Nothing in this port needs it (it writes the log as it goes); it must be an eventfd
+    /// and is closed.
+    pub(crate) fn set_log_fd(&mut self, fd: Option<File>) -> Result<()> {
+        match fd.map(eventfd_from_file) {
+            Some(Ok(_)) => Ok(()),
+            Some(Err(e)) => Err(self.refuse_logging("SET_LOG_FD", LogRefusal::BadLogFd, &e)),
+            None => Err(self.refuse_logging(
+                "SET_LOG_FD",
+                LogRefusal::BadLogFd,
+                &"no descriptor attached",
+            )),
+        }
+    }
+
+    /// `SEND_RARP`: the guest with MAC `mac` now runs behind this port (a live migration
+    /// completed): announce it from here, as though the guest had sent it, at once.
+    pub(crate) fn send_rarp(&mut self, mac: [u8; 6]) -> Result<()> {
+        if mac[0] & 1 != 0 || mac == [0; 6] {
+            return Err(self.refuse_logging(
+                "SEND_RARP",
+                LogRefusal::BadAnnounce,
+                &"the MAC to announce is not a station's (multicast or zero)",
+            ));
+        }
+        // QEMU announces a few times, 50 ms apart at the closest; a frontend asking faster
+        // would have the port broadcast as fast as its worker polls.
+        let now = std::time::Instant::now();
+        if self
+            .last_announce
+            .is_some_and(|at| now.duration_since(at) < MIN_ANNOUNCE_INTERVAL)
+        {
+            self.shared
+                .log_refusals
+                .count(LogRefusal::AnnounceTooFast.index());
+            return Ok(());
+        }
+        self.last_announce = Some(now);
+        tracing::info!(
+            mac = %weft_packet::MacAddr(mac),
+            "announcing a migrated guest (RARP)"
+        );
+        self.shared.request_announce(mac);
+        Ok(())
     }
 
     /// Starts ring `index` with the kick descriptor just received.
@@ -199,7 +323,8 @@ impl Device {
             kick,
             call,
         };
-        if let Err(e) = self.shared.start_ring(index, start) {
+        let dirty = self.ring_log(index);
+        if let Err(e) = self.shared.start_ring(index, start, dirty) {
             return Err(self.refuse("SET_VRING_KICK", &e));
         }
         if let Some(ring) = self.rings.get_mut(index) {
@@ -236,11 +361,15 @@ impl VhostUserBackendReqHandlerMut for Device {
                 &format_args!("features {:#x} not offered", features & !offered),
             ));
         }
-        if self.rings.iter().any(|r| r.started) && features != self.acked_features {
+        // Logging goes on and off while the rings run (a live migration); nothing else may
+        // change under them.
+        if self.rings.iter().any(|r| r.started) && (features ^ self.acked_features) & !LOG_ALL != 0
+        {
             return Err(self.refuse("SET_FEATURES", &"features changed while rings run"));
         }
         self.acked_features = features;
         self.shared.set_features(Features(features));
+        self.sync_logging();
         Ok(())
     }
 
@@ -263,7 +392,7 @@ impl VhostUserBackendReqHandlerMut for Device {
         let table = match GuestMemoryTable::map(&descs, files, limit) {
             Ok(t) => t,
             Err(e) => {
-                self.shared.memory_refusals.count(e.reason());
+                self.shared.memory_refusals.count(e.reason().index());
                 return Err(self.refuse("SET_MEM_TABLE", &e));
             }
         };
@@ -316,22 +445,42 @@ impl VhostUserBackendReqHandlerMut for Device {
         descriptor: u64,
         used: u64,
         available: u64,
-        _log: u64,
+        log: u64,
     ) -> Result<()> {
-        if !flags.is_empty() {
-            return Err(self.refuse("SET_VRING_ADDR", &"logging was not negotiated"));
-        }
-        let (_, ring) = self.ring(index)?;
-        if ring.started {
-            return Err(Error::InvalidOperation(
-                "ring addresses changed while running",
-            ));
-        }
-        ring.addrs = Some(RingAddrs {
+        let logged = flags.contains(VhostUserVringAddrFlags::VHOST_VRING_F_LOG);
+        let addrs = RingAddrs {
             desc: descriptor,
             avail: available,
             used,
-        });
+            log: logged.then_some(log),
+        };
+        if logged && log.checked_add(ring_sizes(u16::MAX).2).is_none() {
+            return Err(self.refuse_logging(
+                "SET_VRING_ADDR",
+                LogRefusal::BadRingLog,
+                &format_args!("used ring log address {log:#x} wraps the address space"),
+            ));
+        }
+        let (i, ring) = self.ring(index)?;
+        if ring.started {
+            // A running ring may only have its logging turned on or off (a live migration
+            // starting or ending), its addresses as they are.
+            let same = ring
+                .addrs
+                .is_some_and(|a| (a.desc, a.avail, a.used) == (descriptor, available, used));
+            if !same {
+                return Err(Error::InvalidOperation(
+                    "ring addresses changed while running",
+                ));
+            }
+            ring.addrs = Some(addrs);
+            let dirty = self.ring_log(i);
+            if let Some(vring) = self.shared.vrings.get(i) {
+                vring.lock().dirty = dirty;
+            }
+            return Ok(());
+        }
+        ring.addrs = Some(addrs);
         Ok(())
     }
 
@@ -520,8 +669,20 @@ impl VhostUserBackendReqHandlerMut for Device {
         Err(Error::InvalidOperation("shared memory regions not offered"))
     }
 
-    fn set_log_base(&mut self, _: &VhostUserLog, _: File) -> Result<()> {
-        Err(Error::InvalidOperation("dirty logging not offered"))
+    /// The dirty log of a live migration, new or replacing the last (QEMU grows it with
+    /// the guest's memory while logging): in force on every ring before the answer.
+    fn set_log_base(&mut self, log: &VhostUserLog, file: File) -> Result<()> {
+        let limit = max_log_bytes(self.shared.config.max_guest_memory);
+        let (size, offset) = (log.mmap_size, log.mmap_offset);
+        match DirtyLog::map(file, size, offset, limit) {
+            Ok(mapped) => {
+                tracing::info!(bytes = size, "dirty page log mapped");
+                self.dirty_log = Some(Arc::new(mapped));
+                self.sync_logging();
+                Ok(())
+            }
+            Err(e) => Err(self.refuse_logging("SET_LOG_BASE", e.reason(), &e)),
+        }
     }
 }
 

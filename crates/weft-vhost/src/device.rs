@@ -12,7 +12,7 @@ use weft_switch::PortCaps;
 use crate::config::VhostPortConfig;
 use crate::error::VhostError;
 use crate::features::Features;
-use crate::memory::{GuardedMemory, MemoryRefusals};
+use crate::memory::{DirtyLog, GuardedMemory, LogCounters, LogRefusals, MemoryRefusals, RingLog};
 use crate::vring::{is_guest_tx, RingError, RingLayout, Vring, VringState};
 
 /// Shared by the control thread and the two halves of one port.
@@ -32,7 +32,22 @@ pub(crate) struct DeviceShared {
     pub(crate) connected: AtomicBool,
     /// Memory tables refused, by reason.
     pub(crate) memory_refusals: MemoryRefusals,
+    /// Logging requests refused, by reason.
+    pub(crate) log_refusals: LogRefusals,
+    /// What the rings logged while the frontend had dirty logging on.
+    pub(crate) log_counters: Arc<LogCounters>,
+    /// Whether the rings log now, and the size of the log they write (for status).
+    logging: AtomicBool,
+    log_bytes: AtomicU64,
+    /// A guest MAC to announce from this port (`SEND_RARP`), with [`ANNOUNCE_PENDING`] set
+    /// until the receive half sends it.
+    announce: AtomicU64,
+    /// Announcements sent.
+    pub(crate) announcements: AtomicU64,
 }
+
+/// Marks [`DeviceShared::announce`] as holding a MAC to announce.
+const ANNOUNCE_PENDING: u64 = 1 << 63;
 
 impl DeviceShared {
     pub(crate) fn new(config: VhostPortConfig) -> Result<Arc<Self>, VhostError> {
@@ -49,6 +64,12 @@ impl DeviceShared {
                 .collect::<Result<_, _>>()?,
             connected: AtomicBool::new(false),
             memory_refusals: MemoryRefusals::default(),
+            log_refusals: LogRefusals::default(),
+            log_counters: Arc::default(),
+            logging: AtomicBool::new(false),
+            log_bytes: AtomicU64::new(0),
+            announce: AtomicU64::new(0),
+            announcements: AtomicU64::new(0),
         }))
     }
 
@@ -142,10 +163,66 @@ impl DeviceShared {
         state.kick = kick;
     }
 
-    /// Starts ring `index` (under its lock) with its descriptors.
-    pub(crate) fn start_ring(&self, index: usize, start: RingStart) -> Result<(), RingError> {
+    /// Records whether the rings log dirty pages now, into `log`.
+    pub(crate) fn set_logging(&self, on: bool, log: Option<&DirtyLog>) {
+        self.logging.store(on, Ordering::Relaxed);
+        let bytes = log.map_or(0, |l| l.len() as u64);
+        self.log_bytes
+            .store(if on { bytes } else { 0 }, Ordering::Relaxed);
+    }
+
+    /// Whether the rings log dirty pages now, and the bytes of the log.
+    pub(crate) fn logging(&self) -> (bool, u64) {
+        (
+            self.logging.load(Ordering::Relaxed),
+            self.log_bytes.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Asks the receive half to announce `mac` (a later request replaces an earlier one
+    /// not yet sent) and wakes its worker.
+    pub(crate) fn request_announce(&self, mac: [u8; 6]) {
+        let mut word = [0u8; 8];
+        word[..6].copy_from_slice(&mac);
+        self.announce.store(
+            u64::from_le_bytes(word) | ANNOUNCE_PENDING,
+            Ordering::Release,
+        );
+        for pair in 0..self.queue_pairs() {
+            if let Some(vring) = self.tx_vring_of(pair) {
+                if let Some(kick) = &vring.lock().kick {
+                    let _ = kick.write(1);
+                    break;
+                }
+            }
+        }
+    }
+
+    /// The MAC to announce, if one is waiting (taken: announced once).
+    pub(crate) fn take_announce(&self) -> Option<[u8; 6]> {
+        if self.announce.load(Ordering::Relaxed) & ANNOUNCE_PENDING == 0 {
+            return None;
+        }
+        let word = self.announce.swap(0, Ordering::Acquire);
+        if word & ANNOUNCE_PENDING == 0 {
+            return None;
+        }
+        let bytes = word.to_le_bytes();
+        let mut mac = [0u8; 6];
+        mac.copy_from_slice(&bytes[..6]);
+        Some(mac)
+    }
+
+    /// Starts ring `index` (under its lock) with its descriptors, logging as `dirty` says.
+    pub(crate) fn start_ring(
+        &self,
+        index: usize,
+        start: RingStart,
+        dirty: Option<RingLog>,
+    ) -> Result<(), RingError> {
         let vring = self.vrings.get(index).ok_or(RingError::BadSize(0))?;
         let mut state = vring.lock();
+        state.dirty = dirty;
         state.start(
             start.mem,
             &start.layout,

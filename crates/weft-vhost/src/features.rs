@@ -4,9 +4,10 @@
 use vhost::vhost_user::message::VhostUserVirtioFeatures;
 use virtio_bindings::bindings::virtio_config::{VIRTIO_F_IN_ORDER, VIRTIO_F_VERSION_1};
 use virtio_bindings::bindings::virtio_net::{
-    VIRTIO_NET_F_CSUM, VIRTIO_NET_F_GUEST_CSUM, VIRTIO_NET_F_GUEST_TSO4, VIRTIO_NET_F_GUEST_TSO6,
-    VIRTIO_NET_F_HOST_TSO4, VIRTIO_NET_F_HOST_TSO6, VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF,
-    VIRTIO_NET_F_MTU, VIRTIO_NET_F_STATUS,
+    VIRTIO_NET_F_CSUM, VIRTIO_NET_F_GUEST_ANNOUNCE, VIRTIO_NET_F_GUEST_CSUM,
+    VIRTIO_NET_F_GUEST_TSO4, VIRTIO_NET_F_GUEST_TSO6, VIRTIO_NET_F_HOST_TSO4,
+    VIRTIO_NET_F_HOST_TSO6, VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF, VIRTIO_NET_F_MTU,
+    VIRTIO_NET_F_STATUS,
 };
 use virtio_bindings::bindings::virtio_ring::{
     VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC,
@@ -36,11 +37,19 @@ const OFFLOAD_FEATURES: u64 = bit(VIRTIO_NET_F_CSUM)
 /// that knows it can skip the used ring's ids: DPDK's virtio PMD then takes its in-order
 /// paths (10–20 % fewer cycles per frame than its general ones, in our benchmark's
 /// generator).
+///
+/// For live migration: `VHOST_F_LOG_ALL` (the port logs the pages it writes while the
+/// frontend asks; QEMU refuses to migrate a guest whose backend lacks it) and
+/// `GUEST_ANNOUNCE` (a guest that takes it announces itself after a migration, through the
+/// control queue the frontend emulates; for one that does not, QEMU asks the port to with
+/// `SEND_RARP`).
 const BASE_FEATURES: u64 = bit(VIRTIO_F_VERSION_1)
     | bit(VIRTIO_F_IN_ORDER)
     | bit(VIRTIO_RING_F_INDIRECT_DESC)
     | bit(VIRTIO_NET_F_MTU)
-    | bit(VIRTIO_NET_F_STATUS);
+    | bit(VIRTIO_NET_F_STATUS)
+    | bit(VIRTIO_NET_F_GUEST_ANNOUNCE)
+    | VhostUserVirtioFeatures::LOG_ALL.bits();
 
 /// The virtio features this backend offers under `config` (the vhost-user
 /// `PROTOCOL_FEATURES` bit included).

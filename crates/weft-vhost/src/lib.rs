@@ -69,8 +69,8 @@ pub use error::VhostError;
 pub use fds::FdError;
 pub use features::{offered_features, Features};
 pub use memory::{
-    GuardError, GuardedMemory, GuestMemoryTable, MemoryRefusal, MemoryTableError, RegionDesc,
-    DEFAULT_MAX_GUEST_MEMORY, MAX_REGIONS,
+    max_log_bytes, DirtyLogError, GuardError, GuardedMemory, GuestMemoryTable, LogRefusal,
+    MemoryRefusal, MemoryTableError, RegionDesc, DEFAULT_MAX_GUEST_MEMORY, LOG_PAGE, MAX_REGIONS,
 };
 pub use modes::{DispatchMode, ModeError, NotifyPolicy, MAX_MODE_PERIOD};
 pub use rx::VhostPortRx;

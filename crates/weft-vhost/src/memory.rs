@@ -8,6 +8,10 @@ use std::sync::Arc;
 use vm_memory::{FileOffset, GuestAddress, GuestMemoryMmap, GuestRegionMmap, MmapRegion};
 
 use admit::{admit_file, check_aliasing, check_total};
+#[cfg(test)]
+pub(crate) use dirty_log::marked_pages;
+pub use dirty_log::{max_log_bytes, DirtyLogError, LogRefusal, LOG_PAGE};
+pub(crate) use dirty_log::{DirtyLog, LogCounters, LogRefusals, RingLog};
 pub use guarded::GuardedMemory;
 pub use refusals::MemoryRefusal;
 pub(crate) use refusals::MemoryRefusals;
@@ -306,6 +310,7 @@ fn warn_if_unsealed(index: usize, file: &File) {
 }
 
 mod admit;
+mod dirty_log;
 mod guarded;
 mod refusals;
 pub(crate) mod sigbus;

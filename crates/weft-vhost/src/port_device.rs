@@ -5,7 +5,7 @@
 use weft_switch::{DeviceCounter, DeviceError, DeviceStatus, Link, PortDevice, PortHalves};
 
 use crate::counters::{FrameDrop, QueueFault, QueueStats, BATCH_BUCKETS};
-use crate::memory::MemoryRefusal;
+use crate::memory::{LogRefusal, MemoryRefusal};
 use crate::{queue_name, VhostUserPort};
 
 impl PortDevice for VhostUserPort {
@@ -61,6 +61,11 @@ impl PortDevice for VhostUserPort {
             }),
             running: self.is_running(),
             broken,
+            activity: if self.stats().logging {
+                vec!["logging".into()]
+            } else {
+                Vec::new()
+            },
         }
     }
 
@@ -95,6 +100,19 @@ impl PortDevice for VhostUserPort {
         for r in MemoryRefusal::ALL {
             let n = s.memory_refusals.get(r.index()).copied().unwrap_or(0);
             let name = format!("vhost_memory_refused_{}", r.counter_name());
+            visit(DeviceCounter::event(&name, n));
+        }
+        // Live migration: the pages written while logging, and the guests announced here.
+        visit(DeviceCounter::event("vhost_log_bytes", s.log_bytes));
+        visit(DeviceCounter::event("vhost_pages_logged", s.pages_logged));
+        visit(DeviceCounter::event(
+            "vhost_pages_beyond_log",
+            s.pages_beyond_log,
+        ));
+        visit(DeviceCounter::event("vhost_announcements", s.announcements));
+        for r in LogRefusal::ALL {
+            let n = s.log_refusals.get(r.index()).copied().unwrap_or(0);
+            let name = format!("vhost_refused_{}", r.counter_name());
             visit(DeviceCounter::event(&name, n));
         }
         if s.pairs.len() > 1 {

@@ -19,11 +19,14 @@
 //! policy held back (`notify.rs`), on every queue.
 
 use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
 use virtio_queue::QueueT;
+use vm_memory::VolatileSlice;
 use vmm_sys_util::epoll::Epoll;
+use weft_packet::OffloadInfo;
 use weft_switch::port::MAX_BATCH;
 use weft_switch::{FrameHandle, PortRx, RxBatch, RxFrame, SharedTail};
 
@@ -101,6 +104,26 @@ impl VhostPortRx {
             batch,
             next_first: 0,
         })
+    }
+
+    /// Puts the announcement of a guest that moved here (`SEND_RARP`) first in the batch, as
+    /// though the guest had sent it: the switch learns its MAC on this port at once and
+    /// floods the broadcast on, across the overlay too, so every switch moves it.
+    fn push_announcement(&mut self, batch: &mut RxBatch, mac: [u8; 6]) {
+        let mut frame = weft_packet::arp::rarp_announcement(weft_packet::MacAddr(mac));
+        let start = self.batch.bounce.used();
+        let loc = FrameLoc::Bounce(start, frame.len());
+        let pushed = self
+            .batch
+            .bounce
+            .append(&VolatileSlice::from(&mut frame[..]))
+            .is_ok()
+            && self.batch.push(batch, loc, OffloadInfo::default(), 0);
+        if pushed {
+            self.dev.announcements.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.batch.bounce.truncate(start);
+        }
     }
 
     /// The batch is over: its frames are forgotten and its chains wait to be returned
@@ -188,8 +211,11 @@ impl VhostPortRx {
             } else {
                 // With EVENT_IDX this writes nothing: not moving avail_event is enough
                 // for the short while until the next empty poll.
-                (st.guest_kicks != Some(false))
-                    .then(|| st.queue.disable_notification(&*mem).map_err(|_| ()))
+                (st.guest_kicks != Some(false)).then(|| {
+                    let stored = st.queue.disable_notification(&*mem).map_err(|_| ());
+                    st.log_kick_state();
+                    stored
+                })
             };
             match held_off {
                 Some(Err(())) => {
@@ -212,7 +238,9 @@ impl VhostPortRx {
                 }
             }
             if st.guest_kicks != Some(true) {
-                match st.queue.enable_notification(&*mem) {
+                let enabled = st.queue.enable_notification(&*mem);
+                st.log_kick_state();
+                match enabled {
                     Ok(true) => {
                         // With EVENT_IDX the guest kicks when it passes the index just
                         // armed; taking chains beyond it would leave the guest past it
@@ -294,6 +322,9 @@ impl PortRx for VhostPortRx {
             self.finish();
         }
         let dev = Arc::clone(&self.dev);
+        if let Some(mac) = dev.take_announce() {
+            self.push_announcement(batch, mac);
+        }
         let now = Instant::now();
         let n = self.queues.len();
         let first = self.next_first;

@@ -30,9 +30,12 @@ use crate::socket_dir::{FileId, SocketDir, SocketDirError};
 use crate::tx::VhostPortTx;
 
 mod serve;
+mod side_requests;
 mod source;
 
 use serve::{serve, Ready};
+#[cfg(any(test, fuzzing))]
+pub(crate) use side_requests::{serve_side_request, Side};
 use source::StreamSource;
 
 /// Which side of the socket the port takes.
@@ -57,6 +60,19 @@ pub struct VhostPortStats {
     pub pairs: Vec<QueuePairStats>,
     /// Memory tables refused, per [`MemoryRefusal::index`](crate::MemoryRefusal::index).
     pub memory_refusals: [u64; crate::MemoryRefusal::ALL.len()],
+    /// Live migration: whether the port logs the pages it writes now (the frontend turned
+    /// logging on and gave a log), and the bytes of that log.
+    pub logging: bool,
+    /// The bytes of the dirty log in use (0 while not logging).
+    pub log_bytes: u64,
+    /// Pages of guest memory whose dirty bit the port set (they were clean).
+    pub pages_logged: u64,
+    /// Pages written that lay beyond the frontend's log (not marked).
+    pub pages_beyond_log: u64,
+    /// Logging requests refused, per [`LogRefusal::index`](crate::LogRefusal::index).
+    pub log_refusals: [u64; crate::LogRefusal::ALL.len()],
+    /// Guests announced from this port after a migration (`SEND_RARP`).
+    pub announcements: u64,
 }
 
 /// The counters of one queue pair.
@@ -347,8 +363,16 @@ impl VhostUserPort {
 
     /// The port's counters.
     pub fn stats(&self) -> VhostPortStats {
+        let (logging, log_bytes) = self.shared.logging();
+        let log = &self.shared.log_counters;
         let mut stats = VhostPortStats {
             memory_refusals: self.shared.memory_refusals.snapshot(),
+            logging,
+            log_bytes,
+            pages_logged: log.pages.load(Ordering::Relaxed),
+            pages_beyond_log: log.beyond.load(Ordering::Relaxed),
+            log_refusals: self.shared.log_refusals.snapshot(),
+            announcements: self.shared.announcements.load(Ordering::Relaxed),
             ..VhostPortStats::default()
         };
         for pair in self.shared.vrings.chunks(crate::vring::NUM_QUEUES) {

@@ -42,6 +42,7 @@ use crate::ring_access::{GuestView, SplitRing};
 use crate::vring::{Vring, VringState};
 
 mod budget;
+mod dirty;
 mod plain_group;
 mod ring_writer;
 
@@ -460,6 +461,9 @@ impl VhostPortTx {
         let Some(used) = self.used.get_mut(pair) else {
             return 0;
         };
+        if let Some(log) = &st.dirty {
+            dirty::log_receive_buffers(mem, &st.queue, used, log);
+        }
         let added = st
             .publish_used(mem, used.iter().copied())
             .unwrap_or_else(|written| {

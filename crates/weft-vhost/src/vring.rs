@@ -19,7 +19,7 @@ use vmm_sys_util::eventfd::EventFd;
 
 use crate::counters::{FrameDrop, LogLimiter, QueueCounters, QueueFault};
 use crate::features::Features;
-use crate::memory::{sigbus, GuardedMemory};
+use crate::memory::{sigbus, GuardedMemory, RingLog};
 use crate::modes::NotifyPolicy;
 use crate::notify::{Decision, Notifier};
 use crate::ring_access::{GuestView, SplitRing};
@@ -71,6 +71,14 @@ impl RingLayout {
     }
 }
 
+/// Where the used ring's index lies in it (after its flags).
+const USED_IDX_OFFSET: u64 = 2;
+
+/// Where used-ring entry `i` lies in the used ring (entry `size` is `avail_event`).
+fn used_entry_offset(i: usize) -> u64 {
+    4 + 8 * i as u64
+}
+
 /// Why a ring could not start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum RingError {
@@ -113,6 +121,9 @@ pub(crate) struct VringState {
     /// [`sigbus::handled`] when the ring's memory was last found whole.
     sigbus_seen: u64,
     log: LogLimiter,
+    /// While the frontend logs dirty pages (a live migration): the log and where this
+    /// ring's used ring goes in it. Set by the control thread between two data-path calls.
+    pub(crate) dirty: Option<RingLog>,
 }
 
 impl VringState {
@@ -134,6 +145,7 @@ impl VringState {
             untouched_since: None,
             sigbus_seen: 0,
             log: LogLimiter::new(),
+            dirty: None,
         })
     }
 
@@ -253,12 +265,40 @@ impl VringState {
             if !ring.store_used_idx(next) {
                 return Err(0);
             }
+            let first = self.queue.next_used();
             self.queue.set_next_used(next);
+            self.log_used_entries(first, written);
         }
         if failed {
             Err(written)
         } else {
             Ok(written)
+        }
+    }
+
+    /// While logging: marks the used ring's `count` entries from index `first` and its
+    /// index dirty (the entries may wrap round the ring: two runs then).
+    fn log_used_entries(&self, first: u16, count: usize) {
+        let Some(log) = &self.dirty else {
+            return;
+        };
+        let size = usize::from(self.queue.size()).max(1);
+        let start = usize::from(first) % size;
+        let count = count.min(size);
+        let till_end = count.min(size - start);
+        log.used_written(used_entry_offset(start), 8 * till_end as u64);
+        if count > till_end {
+            log.used_written(used_entry_offset(0), 8 * (count - till_end) as u64);
+        }
+        log.used_written(USED_IDX_OFFSET, 2);
+    }
+
+    /// While logging: marks what enabling or disabling guest kicks writes in the used ring
+    /// (its flags, or `avail_event` after the entries) dirty.
+    pub(crate) fn log_kick_state(&self) {
+        if let Some(log) = &self.dirty {
+            log.used_written(0, 2);
+            log.used_written(used_entry_offset(usize::from(self.queue.size())), 2);
         }
     }
 
@@ -316,13 +356,18 @@ impl VringState {
     /// wraps all the way round, which rewriting at every batch prevents.
     pub(crate) fn hold_off_kicks(&mut self, mem: &GuestMemoryMmap) -> Result<(), ()> {
         if !self.queue.event_idx_enabled() {
-            return self.queue.disable_notification(mem).map_err(|_| ());
+            let stored = self.queue.disable_notification(mem).map_err(|_| ());
+            self.log_kick_state();
+            return stored;
         }
         let offset = 4 + 8 * u64::from(self.queue.size());
         let at = self.queue.used_ring().checked_add(offset).ok_or(())?;
         let behind = self.queue.next_avail().wrapping_sub(1);
-        mem.store(behind.to_le(), GuestAddress(at), Ordering::Relaxed)
-            .map_err(|_| ())
+        let stored = mem
+            .store(behind.to_le(), GuestAddress(at), Ordering::Relaxed)
+            .map_err(|_| ());
+        self.log_kick_state();
+        stored
     }
 
     /// After chains were added to the used ring: notifies the guest unless it asked not to

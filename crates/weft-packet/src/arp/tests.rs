@@ -135,3 +135,18 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_rarp_announcement_is_the_frame_qemu_sends() {
+    let mac = MacAddr([0x52, 0x54, 0, 0x12, 0x34, 0x56]);
+    let f = rarp_announcement(mac);
+    let mut expected = vec![0xff; 6];
+    expected.extend_from_slice(&mac.0);
+    expected.extend_from_slice(&[0x80, 0x35, 0, 1, 8, 0, 6, 4, 0, 3]);
+    expected.extend_from_slice(&mac.0);
+    expected.extend_from_slice(&[0; 4]);
+    expected.extend_from_slice(&mac.0);
+    expected.extend_from_slice(&[0; 4]);
+    expected.resize(60, 0);
+    assert_eq!(f.as_slice(), expected.as_slice());
+}

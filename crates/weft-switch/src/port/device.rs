@@ -55,11 +55,15 @@ pub struct DeviceStatus {
     /// What is broken now, each as `<where>:<why>` (a vhost-user ring and its fault), until
     /// the peer repairs it.
     pub broken: Vec<String>,
+    /// What the device does now beside moving frames, one word each (a vhost-user port
+    /// logging the pages it writes for a live migration: `logging`).
+    pub activity: Vec<String>,
 }
 
 impl DeviceStatus {
     /// The status as one list, as `port show` has always shown it: the offloads, then
-    /// `connected` or `disconnected`, `running`, and `broken:<where>:<why>` for each fault.
+    /// `connected` or `disconnected`, `running`, what it is doing (`logging`), and
+    /// `broken:<where>:<why>` for each fault.
     pub fn words(&self) -> Vec<String> {
         let mut words = self.offloads.clone();
         match self.link {
@@ -70,6 +74,7 @@ impl DeviceStatus {
         if self.running {
             words.push("running".into());
         }
+        words.extend(self.activity.iter().cloned());
         words.extend(self.broken.iter().map(|b| format!("broken:{b}")));
         words
     }
@@ -240,6 +245,7 @@ mod tests {
             link: Some(Link::Connected),
             running: true,
             broken: vec!["rx0:avail_index_out_of_range".into()],
+            activity: vec!["logging".into()],
         };
         assert_eq!(
             status.words(),
@@ -248,6 +254,7 @@ mod tests {
                 "tso4",
                 "connected",
                 "running",
+                "logging",
                 "broken:rx0:avail_index_out_of_range"
             ]
         );

@@ -368,6 +368,7 @@ fn a_fault_is_cleared_when_the_frontend_restarts_the_ring() {
                 kick: None,
                 call: None,
             },
+            None,
         )
         .unwrap();
     assert_eq!(rig.fault_from_guest(), None);

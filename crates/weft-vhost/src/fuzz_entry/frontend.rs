@@ -5,8 +5,9 @@
 //! of memfds sent with it, kick and call eventfds), sometimes perturbed, with a wrong size or
 //! stray descriptors, or garbage — or a whole ring's setup. All are written to one end of a
 //! socket pair, shut for writing (a truncated message ends in end-of-file, not a wait); the
-//! other end goes where `server/serve.rs` sends a connection: the `vhost` crate's handler over
-//! the port's `Device`. Rings that then run serve once (the guest maybe having posted a buffer
+//! other end goes where `server/serve.rs` sends a connection: the requests the `vhost` crate
+//! does not dispatch (`server/side_requests.rs`), then the crate's handler over the port's
+//! `Device`. Rings that then run serve once (the guest maybe having posted a buffer
 //! on each); the device is reset as at a disconnection, and the halves look once more.
 //!
 //! Checks: nothing panics or hangs; replies are whole and answer requests sent; frames are
@@ -31,6 +32,7 @@ use crate::config::{VhostPortConfig, MAX_FRAME_LEN};
 use crate::control::Device;
 use crate::device::{DeviceShared, LaneShare};
 use crate::rx::VhostPortRx;
+use crate::server::{serve_side_request, Side};
 use crate::tx::VhostPortTx;
 use crate::vring::is_guest_tx;
 
@@ -174,14 +176,27 @@ fn run(data: &[u8]) -> Outcome {
     }
     // As `serve` does. A request that does not end the connection takes 12 bytes at least.
     let device = Arc::new(Mutex::new(Device::new(Arc::clone(&shared))));
+    let Ok(peek) = back.try_clone() else {
+        return out;
+    };
     let mut handler = BackendReqHandler::from_stream(back, Arc::clone(&device));
-    let stopped = (0..MAX_INPUT).any(|_| match handler.handle_request() {
-        Ok(()) => {
-            out.handled += 1;
-            false
+    let stopped = (0..MAX_INPUT).any(|_| {
+        match serve_side_request(&peek, &device) {
+            Side::Served => {
+                out.handled += 1;
+                return false;
+            }
+            Side::Refused => return true,
+            Side::NotMine => {}
         }
-        Err(VhostUserError::InactiveFeature(_)) => false,
-        Err(_) => true,
+        match handler.handle_request() {
+            Ok(()) => {
+                out.handled += 1;
+                false
+            }
+            Err(VhostUserError::InactiveFeature(_)) => false,
+            Err(_) => true,
+        }
     });
     assert!(stopped, "the handler never saw the stream end");
     out.serving = shared.vrings.iter().filter(|v| v.lock().serving()).count();
@@ -198,7 +213,7 @@ fn run(data: &[u8]) -> Outcome {
     let mut reset = device.lock().unwrap_or_else(PoisonError::into_inner);
     reset.reset();
     drop(reset);
-    drop((handler, device));
+    drop((handler, device, peek));
     if let Some((rx, tx)) = halves.as_mut() {
         let before = out;
         serve_once(rx, tx, &mut out);

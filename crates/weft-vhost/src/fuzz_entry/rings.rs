@@ -295,6 +295,13 @@ pub fn guest_rings(data: &[u8]) -> GuestRun {
         write_desc_at(&mem, INDIRECT_ZONE + 16 * k, 8, &mut input);
     }
     let mem = Arc::new(crate::memory::GuardedMemory::unguarded(mem));
+    // Bit 5: a live migration in progress, both rings logging what the port writes (the
+    // chains walked again to log them are the guest's to make anything of).
+    let log = (options & 0x20 != 0)
+        .then(|| GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), 4096)]).ok())
+        .flatten()
+        .map(|m| Arc::new(crate::memory::DirtyLog::from_mapped(m, 8)));
+    let log_counters = Arc::new(crate::memory::LogCounters::default());
     let calls = [EventFd::new(EFD_NONBLOCK), EventFd::new(EFD_NONBLOCK)];
     let Ok(kick) = EventFd::new(EFD_NONBLOCK) else {
         return run;
@@ -308,7 +315,12 @@ pub fn guest_rings(data: &[u8]) -> GuestRun {
             kick: (index == TX_QUEUE).then(|| kick.try_clone().ok()).flatten(),
             call: call.ok(),
         };
-        if dev.start_ring(index, start).is_err() {
+        let dirty = log.as_ref().map(|log| crate::memory::RingLog {
+            log: Arc::clone(log),
+            used: Some(q.layout().used.0),
+            counters: Arc::clone(&log_counters),
+        });
+        if dev.start_ring(index, start, dirty).is_err() {
             return run;
         }
     }

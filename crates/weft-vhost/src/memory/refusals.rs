@@ -69,19 +69,30 @@ impl MemoryRefusal {
     }
 }
 
-/// One port's refused memory tables by reason (written by its control thread).
-#[derive(Debug, Default)]
-pub(crate) struct MemoryRefusals([AtomicU64; MemoryRefusal::ALL.len()]);
+/// Requests a port refused, counted by reason (`N` reasons, by their index); written by its
+/// control thread, read by anyone.
+#[derive(Debug)]
+pub(crate) struct Refusals<const N: usize>([AtomicU64; N]);
 
-impl MemoryRefusals {
-    pub(crate) fn count(&self, reason: MemoryRefusal) {
-        if let Some(counter) = self.0.get(reason.index()) {
+impl<const N: usize> Default for Refusals<N> {
+    fn default() -> Self {
+        Refusals(std::array::from_fn(|_| AtomicU64::new(0)))
+    }
+}
+
+impl<const N: usize> Refusals<N> {
+    /// One more refusal for the reason at `index`.
+    pub(crate) fn count(&self, index: usize) {
+        if let Some(counter) = self.0.get(index) {
             counter.fetch_add(1, Ordering::Relaxed);
         }
     }
 
-    /// Refusals per [`MemoryRefusal::index`].
-    pub(crate) fn snapshot(&self) -> [u64; MemoryRefusal::ALL.len()] {
+    /// Refusals per reason index.
+    pub(crate) fn snapshot(&self) -> [u64; N] {
         std::array::from_fn(|i| self.0.get(i).map_or(0, |c| c.load(Ordering::Relaxed)))
     }
 }
+
+/// One port's refused memory tables by [`MemoryRefusal::index`].
+pub(crate) type MemoryRefusals = Refusals<{ MemoryRefusal::ALL.len() }>;

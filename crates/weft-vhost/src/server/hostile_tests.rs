@@ -1,4 +1,4 @@
-//! A hostile frontend speaking raw vhost-user (60 scenarios): malformed and out-of-range
+//! A hostile frontend speaking raw vhost-user (80 scenarios): malformed and out-of-range
 //! messages, requests for features never offered, memory of every wrong shape, rings changed
 //! or abandoned while they run, wrong descriptor counts, truncated messages. After each one
 //! the port still takes a well-behaved frontend, a port beside it keeps carrying traffic, and
@@ -46,6 +46,7 @@ mod req {
     pub(super) const ADD_MEM_REG: u32 = 37;
     pub(super) const REM_MEM_REG: u32 = 38;
     pub(super) const SET_STATUS: u32 = 39;
+    pub(super) const SEND_RARP: u32 = 19;
 }
 
 /// A connection speaking raw bytes.
@@ -241,6 +242,44 @@ fn ring_ready(r: &mut Raw) -> (std::fs::File, EventFd, EventFd) {
         &[kick.as_raw_fd()],
     );
     (f, call, kick)
+}
+
+/// As [`ring_ready`], with the protocol features of a live migration (`LOG_SHMFD`, `RARP`).
+fn migration_ready(r: &mut Raw) -> (std::fs::File, EventFd, EventFd) {
+    let ring = ring_ready(r);
+    r.send(req::SET_PROTOCOL_FEATURES, VERSION, &u64_body(0b110), &[]);
+    ring
+}
+
+/// A `SET_LOG_BASE` body: size and offset.
+fn log_body(size: u64, offset: u64) -> Vec<u8> {
+    [size.to_le_bytes(), offset.to_le_bytes()].concat()
+}
+
+/// What QEMU sends to start logging: a log for the ring's 64 KiB, `LOG_ALL`, the ring's
+/// addresses again with the log flag.
+fn start_logging(r: &mut Raw) -> std::fs::File {
+    let log = tagged_memfd(PAGE);
+    r.send(
+        req::SET_LOG_BASE,
+        VERSION,
+        &log_body(8, 0),
+        &[log.as_raw_fd()],
+    );
+    r.send(req::GET_FEATURES, VERSION, &[], &[]);
+    let mut reply = [0u8; 20];
+    r.0.read_exact(&mut reply).unwrap();
+    let offered = u64::from_le_bytes(reply[12..20].try_into().unwrap());
+    r.send(
+        req::SET_FEATURES,
+        VERSION,
+        &u64_body(offered | 1 << 26),
+        &[],
+    );
+    let mut addrs = addr_body(1, 1, RING_VA, RING_VA + 2 * PAGE, RING_VA + PAGE);
+    addrs[32..40].copy_from_slice(&(2 * PAGE).to_le_bytes());
+    r.send(req::SET_VRING_ADDR, VERSION, &addrs, &[]);
+    log
 }
 
 /// A descriptor of something that is neither a memory file nor an eventfd: a pipe's read end.
@@ -591,6 +630,151 @@ fn attacks() -> Vec<(&'static str, Attack)> {
             r.send_raw(&h);
         }),
         ("garbage", |r| r.send_raw(&[0xff; 200])),
+        ("dirty log of size zero", |r| {
+            migration_ready(r);
+            let f = tagged_memfd(PAGE);
+            r.send(
+                req::SET_LOG_BASE,
+                VERSION,
+                &log_body(0, 0),
+                &[f.as_raw_fd()],
+            );
+        }),
+        ("dirty log of a petabyte", |r| {
+            migration_ready(r);
+            let f = tagged_memfd(PAGE);
+            r.send(
+                req::SET_LOG_BASE,
+                VERSION,
+                &log_body(1 << 50, 0),
+                &[f.as_raw_fd()],
+            );
+        }),
+        ("dirty log past its file's end", |r| {
+            migration_ready(r);
+            let f = tagged_memfd(PAGE);
+            r.send(
+                req::SET_LOG_BASE,
+                VERSION,
+                &log_body(PAGE, 8),
+                &[f.as_raw_fd()],
+            );
+        }),
+        ("dirty log whose offset wraps", |r| {
+            migration_ready(r);
+            let f = tagged_memfd(PAGE);
+            let body = log_body(16, u64::MAX - 8);
+            r.send(req::SET_LOG_BASE, VERSION, &body, &[f.as_raw_fd()]);
+        }),
+        ("dirty log that is a pipe", |r| {
+            migration_ready(r);
+            let (read, _write) = tagged_pipe();
+            r.send(
+                req::SET_LOG_BASE,
+                VERSION,
+                &log_body(8, 0),
+                &[read.as_raw_fd()],
+            );
+        }),
+        ("dirty log without its descriptor", |r| {
+            migration_ready(r);
+            r.send(req::SET_LOG_BASE, VERSION, &log_body(8, 0), &[]);
+        }),
+        ("dirty log with two descriptors", |r| {
+            migration_ready(r);
+            let (a, b) = (tagged_memfd(PAGE), tagged_memfd(PAGE));
+            let body = log_body(8, 0);
+            r.send(
+                req::SET_LOG_BASE,
+                VERSION,
+                &body,
+                &[a.as_raw_fd(), b.as_raw_fd()],
+            );
+        }),
+        (
+            "dirty log replaced a hundred times while the ring logs",
+            |r| {
+                migration_ready(r);
+                let _log = start_logging(r);
+                for _ in 0..100 {
+                    let f = tagged_memfd(PAGE);
+                    r.send(
+                        req::SET_LOG_BASE,
+                        VERSION,
+                        &log_body(8, 0),
+                        &[f.as_raw_fd()],
+                    );
+                }
+            },
+        ),
+        ("dirty log whose file shrinks while the ring logs", |r| {
+            migration_ready(r);
+            let log = start_logging(r);
+            log.set_len(0).unwrap();
+        }),
+        (
+            "logging turned on and off while the ring runs, then memory replaced",
+            |r| {
+                let (_f, _call, _kick) = migration_ready(r);
+                let _log = start_logging(r);
+                r.send(req::SET_FEATURES, VERSION, &u64_body(1 << 32), &[]);
+                let f = tagged_memfd(16 * PAGE);
+                let body = mem_body(&[(0, 16 * PAGE, RING_VA, 0)]);
+                r.send(req::SET_MEM_TABLE, VERSION, &body, &[f.as_raw_fd()]);
+            },
+        ),
+        ("used ring log address that wraps", |r| {
+            migration_ready(r);
+            let mut addrs = addr_body(1, 1, RING_VA, RING_VA + 2 * PAGE, RING_VA + PAGE);
+            addrs[32..40].copy_from_slice(&(u64::MAX - 16).to_le_bytes());
+            r.send(req::SET_VRING_ADDR, VERSION, &addrs, &[]);
+        }),
+        ("log descriptor that is a memfd", |r| {
+            migration_ready(r);
+            let f = tagged_memfd(PAGE);
+            r.send(req::SET_LOG_FD, VERSION, &[], &[f.as_raw_fd()]);
+        }),
+        ("log descriptor missing", |r| {
+            migration_ready(r);
+            r.send(req::SET_LOG_FD, VERSION | NEED_REPLY, &[], &[]);
+        }),
+        ("log descriptor message with a body", |r| {
+            migration_ready(r);
+            let e = tagged_eventfd();
+            r.send(req::SET_LOG_FD, VERSION, &u64_body(7), &[e.as_raw_fd()]);
+        }),
+        ("announcement never negotiated", |r| {
+            negotiate(r);
+            r.send(req::SEND_RARP, VERSION, &u64_body(0x5634_1200_5452), &[]);
+        }),
+        ("announcement of a multicast MAC", |r| {
+            migration_ready(r);
+            r.send(req::SEND_RARP, VERSION, &u64_body(0x0100_5e01), &[]);
+        }),
+        ("announcement with a short body", |r| {
+            migration_ready(r);
+            r.send(req::SEND_RARP, VERSION, &[0x52, 0x54, 0], &[]);
+        }),
+        ("announcement with a descriptor", |r| {
+            migration_ready(r);
+            let e = tagged_eventfd();
+            r.send(
+                req::SEND_RARP,
+                VERSION,
+                &u64_body(0x5634_1200_5452),
+                &[e.as_raw_fd()],
+            );
+        }),
+        ("announcement header cut short", |r| {
+            migration_ready(r);
+            r.send_raw(&req::SEND_RARP.to_le_bytes());
+        }),
+        ("ten thousand announcements", |r| {
+            migration_ready(r);
+            for _ in 0..10_000 {
+                r.send(req::SEND_RARP, VERSION, &u64_body(0x5634_1200_5452), &[]);
+            }
+        }),
     ]
 }
 
@@ -610,7 +794,7 @@ fn a_hostile_frontend_breaks_nothing_and_leaks_nothing() {
     good.start();
     assert!(beside.wait_running(Duration::from_secs(5)));
     let attacks = attacks();
-    assert!(attacks.len() >= 60, "{} scenarios", attacks.len());
+    assert!(attacks.len() >= 80, "{} scenarios", attacks.len());
     for (i, (name, attack)) in attacks.iter().enumerate() {
         let mut raw = Raw::connect(&hostile_path);
         attack(&mut raw);

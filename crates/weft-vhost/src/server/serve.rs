@@ -13,6 +13,7 @@ use vhost::vhost_user::{BackendReqHandler, Error as VhostUserError};
 use vmm_sys_util::eventfd::EventFd;
 
 use super::lock;
+use super::side_requests::{serve_side_request, Side};
 use crate::control::Device;
 use crate::counters::LogLimiter;
 use crate::device::DeviceShared;
@@ -113,6 +114,11 @@ pub(super) fn serve(
             Ok(Ready::Stop) => break Ready::Stop,
             Ok(_) => {}
             Err(_) => break Ready::Socket,
+        }
+        match serve_side_request(&watch, &device) {
+            Side::Served => continue,
+            Side::Refused => break Ready::Socket,
+            Side::NotMine => {}
         }
         if let Err(e) = handler.handle_request() {
             match e {

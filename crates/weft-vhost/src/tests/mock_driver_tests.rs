@@ -39,6 +39,7 @@ use crate::tx::VhostPortTx;
 use crate::vring::{RingLayout, RX_QUEUE, TX_QUEUE};
 
 mod budget;
+mod dirty_log;
 mod malformed;
 mod traffic;
 mod tso;
@@ -331,6 +332,17 @@ struct MockRig<'m> {
 
 impl<'m> MockRig<'m> {
     fn new(mem: &'m GuestMemoryMmap, features: Features) -> Self {
+        Self::logged(mem, features, None)
+    }
+
+    /// As [`MockRig::new`], both rings logging into `log` (their used rings included)
+    /// when given: a live migration in progress.
+    fn logged(
+        mem: &'m GuestMemoryMmap,
+        features: Features,
+        log: Option<Arc<crate::memory::DirtyLog>>,
+    ) -> Self {
+        let counters = Arc::new(crate::memory::LogCounters::default());
         let rxq = Driver::new(mem, RXQ_RING, RXQ_DATA);
         let txq = Driver::new(mem, TXQ_RING, TXQ_DATA);
         let dev = DeviceShared::new(VhostPortConfig::default()).unwrap();
@@ -353,6 +365,11 @@ impl<'m> MockRig<'m> {
                     kick: kick.map(|k| k.try_clone().unwrap()),
                     call: Some(call.try_clone().unwrap()),
                 },
+                log.as_ref().map(|log| crate::memory::RingLog {
+                    log: Arc::clone(log),
+                    used: Some(driver.layout().used.0),
+                    counters: Arc::clone(&counters),
+                }),
             )
             .unwrap();
         }

@@ -314,6 +314,7 @@ impl GuestPair {
                     kick: kick.map(|k| k.try_clone().unwrap()),
                     call: Some(call.try_clone().unwrap()),
                 },
+                None,
             )
             .unwrap();
         }

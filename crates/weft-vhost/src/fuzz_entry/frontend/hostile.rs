@@ -48,12 +48,16 @@ mod req {
     pub(super) const SET_VRING_ERR: u64 = 14;
     pub(super) const SET_PROTOCOL_FEATURES: u64 = 16;
     pub(super) const SET_VRING_ENABLE: u64 = 18;
+    pub(super) const SET_LOG_BASE: u64 = 6;
+    pub(super) const SET_LOG_FD: u64 = 7;
+    pub(super) const SEND_RARP: u64 = 19;
 }
 
 /// Requests most records are: setup (table, ring size, addresses, base, kick, call, features,
-/// protocol features, enable, owner), some twice; queries, SET_VRING_ERR, RESET_OWNER.
-const FAVOURED: [u64; 20] = [
-    5, 5, 8, 9, 9, 10, 12, 12, 13, 2, 2, 16, 18, 3, 1, 11, 17, 15, 14, 4,
+/// protocol features, enable, owner), some twice; queries, SET_VRING_ERR, RESET_OWNER; a live
+/// migration's (the dirty log, its descriptor, the announcement).
+const FAVOURED: [u64; 24] = [
+    5, 5, 8, 9, 9, 10, 12, 12, 13, 2, 2, 16, 18, 3, 1, 11, 17, 15, 14, 4, 6, 6, 7, 19,
 ];
 
 /// Tells runs apart in the process's descriptors (tests run them in parallel).
@@ -212,7 +216,8 @@ impl Frontend {
                     1 => Protocol::empty(),
                     _ => Protocol::MQ,
                 };
-                vec![(Protocol::REPLY_ACK | mq).bits() & u64::from(input.u8())]
+                let migration = Protocol::LOG_SHMFD | Protocol::RARP;
+                vec![(Protocol::REPLY_ACK | migration | mq).bits() & u64::from(input.u8())]
             }
             req::SET_VRING_NUM
             | req::SET_VRING_BASE
@@ -231,14 +236,35 @@ impl Frontend {
                 let region = u64::from(input.u8()) % self.regions;
                 let ring = USER_BASE + region * STRIDE + (index % 16) * SLOT;
                 if perturb {
-                    // Logging asked for; the parts anywhere near (misaligned, overlapping).
+                    // Logging asked for (its used ring logged anywhere near); the parts
+                    // anywhere near (misaligned, overlapping).
                     let flags = u64::from(input.u8() & 1) << 32;
                     let mut near = || ring + input.num(2);
-                    vec![index | flags, near(), near(), near(), 0]
+                    vec![index | flags, near(), near(), near(), near()]
                 } else {
                     vec![index, ring, ring + 0x5000, ring + 0x4000, 0]
                 }
             }
+            req::SET_LOG_BASE => {
+                // Size and offset: a log for the tables' memory at 0, or anything.
+                let (size, offset) = if perturb {
+                    (input.num(8), input.num(8))
+                } else {
+                    (u64::from(input.u8()) * 8 + 8, 0)
+                };
+                fds.push(self.memfd(0x1000, input)?);
+                vec![size, offset]
+            }
+            req::SET_LOG_FD => {
+                fds.push(if perturb {
+                    self.memfd(0x1000, input)?
+                } else {
+                    self.eventfd()?
+                });
+                Vec::new()
+            }
+            req::SEND_RARP if perturb => vec![input.num(8)],
+            req::SEND_RARP => vec![0x5634_1200_5452 | (u64::from(input.u8()) << 40)],
             req::SET_VRING_KICK | req::SET_VRING_CALL | req::SET_VRING_ERR => {
                 // Perturbed: 1, "no descriptor" and none; 2, that and one; 3, a memfd.
                 let how = if perturb { input.u8() % 4 } else { 0 };
