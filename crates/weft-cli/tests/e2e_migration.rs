@@ -223,6 +223,19 @@ impl Lab {
     }
 }
 
+/// The first line of a kernel oops or panic on the guest's console, if it has one.
+fn crashed(guest: &Guest) -> Option<String> {
+    guest
+        .log()
+        .lines()
+        .find(|l| {
+            ["BUG:", "Oops:", "Kernel panic", "general protection"]
+                .iter()
+                .any(|m| l.contains(m))
+        })
+        .map(str::to_string)
+}
+
 /// Pings from `ns` until one is answered, at most `limit`; how long it took.
 fn reachable_within(ns: &Netns, ip: &str, limit: Duration) -> Option<Duration> {
     let start = Instant::now();
@@ -466,9 +479,12 @@ fn migrate_under_load_on_one_host(guest_announce: bool) {
     }
     let report = |src: &Guest, dst: Option<&Guest>| {
         format!(
-            "--- source console\n{}\n--- destination console\n{}\n--- weftd\n{}",
+            "--- source console\n{}\n--- source QEMU\n{}\n--- destination console\n{}\n\
+             --- destination QEMU\n{}\n--- weftd\n{}",
             src.log(),
+            src.errors(),
             dst.map(Guest::log).unwrap_or_default(),
+            dst.map(Guest::errors).unwrap_or_default(),
             weftd.log()
         )
     };
@@ -516,7 +532,16 @@ fn migrate_under_load_on_one_host(guest_announce: bool) {
     assert_eq!(src.1.run_state(), "postmigrate");
 
     // The stream arrives whole in the guest, now on the destination.
-    let received = qemu::wait_until(Duration::from_secs(90), || dst.marker("WEFT-RECEIVED"));
+    let received = qemu::wait_until(Duration::from_secs(90), || {
+        dst.marker("WEFT-RECEIVED")
+            .or_else(|| crashed(&dst).map(|_| String::new()))
+    });
+    if let Some(oops) = crashed(&dst) {
+        panic!(
+            "the guest crashed after the migration: {oops}\n{}",
+            report(&src.0, Some(&dst))
+        );
+    }
     let written = stream.written();
     let sent = stream.sender.join().unwrap();
     let Some(received) = received else {
@@ -538,10 +563,17 @@ fn migrate_under_load_on_one_host(guest_announce: bool) {
     let end = epoch_now();
     let replies = pinger.stop();
     let (gap, at) = longest_gap(&replies, migrated.started, end, migrated.switched);
+    let (across, _) = longest_gap(
+        &replies,
+        migrated.switched - 1.0,
+        migrated.switched + 1.0,
+        migrated.switched,
+    );
     let after = replies.iter().filter(|t| **t > migrated.switched).count();
     eprintln!(
-        "{which}: longest gap in ping replies from the migration's start on: {gap:.0} ms \
-         (ending {at:.0} ms after the switch-over); {after} replies after the switch-over"
+        "{which}: longest gap in ping replies across the switch-over (1 s either side): \
+         {across:.0} ms; from the migration's start on: {gap:.0} ms (ending {at:.0} ms after \
+         the switch-over); {after} replies after the switch-over"
     );
     assert!(
         after >= 10,
