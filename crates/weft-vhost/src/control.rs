@@ -507,6 +507,15 @@ impl VhostUserBackendReqHandlerMut for Device {
         let vring = self.shared.vrings.get(i).ok_or(Error::InvalidParam)?;
         let deadline = std::time::Instant::now() + IN_FLIGHT_WAIT;
         let mut st = vring.lock();
+        if st.in_flight > 0 {
+            // Chains lent to a batch are returned by the worker's next look at the port
+            // (its `finish`, or the `receive` after it, when `finish` found the ring locked):
+            // wake a worker that sleeps, so that they are completed — and logged, during a
+            // migration — before the ring stops, rather than given back and sent twice.
+            if let Some(kick) = &st.kick {
+                let _ = kick.write(1);
+            }
+        }
         while st.in_flight > 0 && st.running && std::time::Instant::now() < deadline {
             drop(st);
             std::thread::sleep(Duration::from_micros(200));

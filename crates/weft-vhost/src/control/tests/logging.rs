@@ -282,3 +282,42 @@ fn send_rarp_announces_the_guest_from_the_port_first_in_the_next_batch() {
     let refused = fe.shared.log_refusals.snapshot();
     assert_eq!(refused[LogRefusal::BadAnnounce.index()], 2);
 }
+
+#[test]
+fn stopping_a_ring_completes_its_chains_in_flight_first_and_logs_them() {
+    let mut fe = frontend();
+    fe.start();
+    let log = memfd(4096);
+    fe.start_logging(&log);
+    let (mut rx, _tx) = fe.halves();
+    let out = ether_frame(1, 2, 300, 1);
+    fe.txq.send(&[0; 12], &out, &[]);
+    let mut batch = RxBatch::new(64);
+    rx.receive(&mut batch);
+    assert_eq!(batch.len(), 1, "lent to the switch, in flight");
+    clear(&log);
+    // The worker finishes its batch while the frontend stops the ring (QEMU's source at
+    // the switch-over).
+    let worker = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(10));
+        rx.finish();
+        rx
+    });
+    let base = fe
+        .dev
+        .get_vring_base(u32::try_from(TX_QUEUE).unwrap())
+        .unwrap();
+    let _rx = worker.join().unwrap();
+    assert_eq!({ base.num }, 1, "resumes after the chain, not before it");
+    assert_eq!(
+        fe.txq.take_used().len(),
+        1,
+        "completed once, before the stop"
+    );
+    assert_eq!(marked(&log), vec![fe.txq.used.0 / LOG_PAGE]);
+    let discarded = fe.shared.vrings[TX_QUEUE]
+        .counters
+        .snapshot()
+        .discarded_in_flight;
+    assert_eq!(discarded, 0);
+}
