@@ -123,6 +123,22 @@ trait Daemon {
             .map(|e| e.port)
     }
 
+    /// `switch:port`'s status words (`connected`, `running`, `logging`...).
+    fn status_words(&self, port: &str) -> Vec<String> {
+        let Response::Port { port, .. } = self.json(&["port", "show", port]) else {
+            panic!("port show answered something else")
+        };
+        port.offloads
+    }
+
+    /// The device counter `name` of `switch:port`, 0 when it has none.
+    fn counter(&self, port: &str, name: &str) -> u64 {
+        let Response::Port { counters, .. } = self.json(&["port", "show", port]) else {
+            panic!("port show answered something else")
+        };
+        counters.device.get(name).copied().unwrap_or(0)
+    }
+
     /// Frames `switch:port` sent, and frames it dropped (all reasons).
     fn sent_and_dropped(&self, port: &str) -> (u64, u64) {
         let Response::Port { counters, .. } = self.json(&["port", "show", port]) else {
@@ -592,6 +608,20 @@ fn migrate_under_load_on_one_host(guest_announce: bool) {
         "the FDB has not moved the guest to its new port\n{}",
         report(&src.0, Some(&dst))
     );
+    // The source's port logged the pages it wrote; the announcement came from weft (QEMU's
+    // VHOST_USER_SEND_RARP) only when the guest could not make its own.
+    let logged = weftd.counter("br0:a", "vhost_pages_logged");
+    let announcements = weftd.counter("br0:b", "vhost_announcements");
+    eprintln!("{which}: {logged} pages logged on br0:a, {announcements} announcements by br0:b");
+    assert!(logged > 0, "br0:a logged no page during the migration");
+    if guest_announce {
+        assert_eq!(
+            announcements, 0,
+            "weft announced a guest that announces itself"
+        );
+    } else {
+        assert!(announcements > 0, "weft never announced the guest");
+    }
 }
 
 #[test]
@@ -622,6 +652,20 @@ fn source_unchanged(
     case: &str,
 ) {
     assert_eq!(src.1.run_state(), "running", "{case}: the source stopped");
+    // QEMU turns logging off when its migration ends (it may take a moment).
+    let switch_port = format!("br0:{port}");
+    let stopped_logging = qemu::wait_until(Duration::from_secs(5), || {
+        (!daemon
+            .status_words(&switch_port)
+            .iter()
+            .any(|w| w == "logging"))
+        .then_some(())
+    });
+    assert!(
+        stopped_logging.is_some(),
+        "{case}: {switch_port} still logs: {:?}",
+        daemon.status_words(&switch_port)
+    );
     assert_eq!(
         daemon.fdb_port("br0", GUEST_MAC).as_deref(),
         Some(port),
@@ -702,6 +746,11 @@ fn cancelled_or_failed_migrations_leave_the_source_running_and_reachable_on_its_
 
     // Cancelled while it copies memory (the guest reachable meanwhile, its pages logged).
     let mut dst = start_slow_migration(&lab, &mut src, &weftd.vhost_socket("b"), "cancel");
+    let words = weftd.status_words("br0:a");
+    assert!(
+        words.iter().any(|w| w == "logging"),
+        "br0:a does not log the pages it writes while the guest's memory is copied: {words:?}"
+    );
     assert!(
         p.ping(GUEST_IP, 3, 56),
         "the guest stopped answering while its memory was being copied\n{}",
@@ -920,6 +969,8 @@ fn a_guest_migrated_to_another_weftd_host_is_reached_over_vxlan_at_its_new_host_
         "A's FDB\n{report}"
     );
     assert_eq!(b.fdb_port("br0", GUEST_MAC).as_deref(), Some("b"));
+    // The guest cannot announce itself (guest_announce=off): B's port did, for QEMU.
+    assert!(b.counter("br0:b", "vhost_announcements") > 0);
     drop(hosts);
     drop(host_ns);
     drop(underlay);
