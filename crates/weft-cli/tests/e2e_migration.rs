@@ -548,7 +548,7 @@ fn migrate_under_load_on_one_host(guest_announce: bool) {
     assert_eq!(src.1.run_state(), "postmigrate");
 
     // The stream arrives whole in the guest, now on the destination.
-    let received = qemu::wait_until(Duration::from_secs(90), || {
+    let received = qemu::wait_until(Duration::from_secs(60), || {
         dst.marker("WEFT-RECEIVED")
             .or_else(|| crashed(&dst).map(|_| String::new()))
     });
@@ -558,14 +558,27 @@ fn migrate_under_load_on_one_host(guest_announce: bool) {
             report(&src.0, Some(&dst))
         );
     }
-    let written = stream.written();
-    let sent = stream.sender.join().unwrap();
     let Some(received) = received else {
+        // Whether the guest still answers tells a stuck stream from a stuck guest.
+        let written = stream.written();
+        let replies = pinger.stop();
+        let after: Vec<f64> = replies
+            .iter()
+            .filter(|t| **t > migrated.switched)
+            .map(|t| (t - migrated.switched) * 1000.0)
+            .collect();
+        let show = |port: &str| text(&weftd.weft(&["port", "show", port]).stdout);
         panic!(
-            "the stream never completed in the guest (sender: {sent:?}, {written} bytes sent)\n{}",
+            "the stream never completed in the guest ({written} bytes sent); {} ping replies \
+             after the switch-over, the last {:?} ms after it\n--- br0:a\n{}\n--- br0:b\n{}\n{}",
+            after.len(),
+            after.last(),
+            show("br0:a"),
+            show("br0:b"),
             report(&src.0, Some(&dst))
         );
     };
+    let sent = stream.sender.join().unwrap();
     assert_eq!(sent, Ok(()));
     assert_eq!(
         received,
