@@ -11,6 +11,7 @@ pub mod blast;
 pub mod lab;
 pub mod ports;
 pub mod qemu;
+pub mod qmp;
 pub mod runner;
 pub mod testpmd;
 pub mod worker_switch;

@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::qmp::Qmp;
+
 /// The virtio-net driver's modules, in load order.
 pub const MODULES: [&str; 8] = [
     "virtio_ring",
@@ -193,6 +195,9 @@ pub enum SocketSide {
 pub struct Guest {
     child: Child,
     log: PathBuf,
+    qmp: Option<PathBuf>,
+    /// Where QEMU's stderr goes, when not to a pipe.
+    errors: Option<PathBuf>,
 }
 
 impl Guest {
@@ -223,52 +228,101 @@ impl Guest {
         queues: u16,
         cpus: u16,
     ) -> Guest {
-        let (netdev_mq, device_mq) = if queues > 1 {
-            (format!(",queues={queues}"), ",mq=on".to_string())
-        } else {
-            (String::new(), String::new())
-        };
-        let cpus = cpus.max(1).to_string();
         let log = dir.join(format!("guest{id}.log"));
-        let server = match side {
-            SocketSide::SwitchListens => "",
-            SocketSide::QemuListens => ",server=on,wait=off",
-        };
-        let child = Command::new("qemu-system-x86_64")
-            .args([
-                "-accel",
-                "tcg",
-                "-m",
-                "256",
-                "-smp",
-                &cpus,
-                "-nodefaults",
-                "-no-reboot",
-            ])
-            .args(["-display", "none", "-kernel"])
-            .arg(kernel)
-            .arg("-initrd")
-            .arg(initrd)
-            .arg("-append")
-            .arg(format!("console=ttyS0 panic=-1 quiet weft.id={id}"))
-            .arg("-serial")
-            .arg(format!("file:{}", log.display()))
-            .args(["-object", "memory-backend-memfd,id=mem,size=256M,share=on"])
-            .args(["-numa", "node,memdev=mem"])
-            .arg("-chardev")
-            .arg(format!("socket,id=c0,path={}{server}", sock.display()))
-            .arg("-netdev")
-            .arg(format!("vhost-user,id=n0,chardev=c0{netdev_mq}"))
-            .arg("-device")
-            .arg(format!(
-                "virtio-net-pci,netdev=n0,mac=52:54:00:00:00:0{id},vectors=0,romfile={device_mq}"
-            ))
+        let child = qemu_command(&Machine {
+            id,
+            sock,
+            side,
+            log: &log,
+            kernel,
+            initrd,
+            queues,
+            cpus,
+            device_extra: "",
+        })
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("qemu-system-x86_64 not found: run scripts/install-test-deps as root");
+        Guest {
+            child,
+            log,
+            qmp: None,
+            errors: None,
+        }
+    }
+
+    /// Guest `id` as [`Guest::start`] (one queue pair, one vCPU, the switch listening on
+    /// `sock`), ready to be migrated: a QMP socket `dir/qmp-<tag>.sock` (see
+    /// [`Guest::qmp`]) and its console in `dir/guest<id>-<tag>.log`. `incoming` starts it
+    /// as a migration's destination (`-incoming defer`: it waits for `migrate-incoming`
+    /// and the source's state, and boots nothing itself); a destination must be started
+    /// with the same `id`, kernel, initramfs and `guest_announce` as its source.
+    /// `guest_announce: false` sets the device's `guest_announce=off`, so that the guest
+    /// cannot announce itself after a migration (QEMU then asks the backend to, with
+    /// `VHOST_USER_SEND_RARP`); with `true` the device keeps QEMU's default.
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_migratable(
+        id: u32,
+        sock: &Path,
+        dir: &Path,
+        kernel: &Path,
+        initrd: &Path,
+        tag: &str,
+        incoming: bool,
+        guest_announce: bool,
+    ) -> Guest {
+        let log = dir.join(format!("guest{id}-{tag}.log"));
+        let qmp = dir.join(format!("qmp-{tag}.sock"));
+        let errors = dir.join(format!("qemu-{tag}.stderr"));
+        let mut cmd = qemu_command(&Machine {
+            id,
+            sock,
+            side: SocketSide::SwitchListens,
+            log: &log,
+            kernel,
+            initrd,
+            queues: 1,
+            cpus: 1,
+            device_extra: if guest_announce {
+                ""
+            } else {
+                ",guest_announce=off"
+            },
+        });
+        cmd.arg("-qmp")
+            .arg(format!("unix:{},server=on,wait=off", qmp.display()));
+        if incoming {
+            cmd.args(["-incoming", "defer"]);
+        }
+        let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
+            .stderr(std::fs::File::create(&errors).unwrap())
             .spawn()
             .expect("qemu-system-x86_64 not found: run scripts/install-test-deps as root");
-        Guest { child, log }
+        Guest {
+            child,
+            log,
+            qmp: Some(qmp),
+            errors: Some(errors),
+        }
+    }
+
+    /// A new QMP connection to a guest started with [`Guest::start_migratable`].
+    pub fn qmp(&self) -> Qmp {
+        let path = self
+            .qmp
+            .as_ref()
+            .expect("a guest started with a QMP socket");
+        Qmp::connect(path, Duration::from_secs(30)).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Kills QEMU (SIGKILL) and waits for it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// The guest's console so far.
@@ -286,8 +340,22 @@ impl Guest {
         matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// QEMU's own messages so far, QEMU left running (a guest started with
+    /// [`Guest::start_migratable`], whose stderr goes to a file).
+    pub fn errors(&self) -> String {
+        let path = self
+            .errors
+            .as_ref()
+            .expect("a guest whose stderr goes to a file");
+        std::fs::read_to_string(path).unwrap_or_default()
+    }
+
     /// QEMU's own messages (after it exited or was killed).
     pub fn stderr(&mut self) -> String {
+        if self.errors.is_some() {
+            self.kill();
+            return self.errors();
+        }
         use std::io::Read;
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -311,6 +379,68 @@ impl Drop for Guest {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// What one QEMU command line is made of.
+struct Machine<'a> {
+    id: u32,
+    sock: &'a Path,
+    side: SocketSide,
+    log: &'a Path,
+    kernel: &'a Path,
+    initrd: &'a Path,
+    queues: u16,
+    cpus: u16,
+    /// Appended to the `virtio-net-pci` device's options (`,name=value...`).
+    device_extra: &'a str,
+}
+
+/// The QEMU command line of guest `m.id`: TCG, 256 MB of shared memory (a memfd, as a
+/// vhost-user backend needs to map it, and live migration with it), the console to
+/// `m.log`, a virtio-net device on vhost-user socket `m.sock`.
+fn qemu_command(m: &Machine<'_>) -> Command {
+    let (netdev_mq, device_mq) = if m.queues > 1 {
+        (format!(",queues={}", m.queues), ",mq=on".to_string())
+    } else {
+        (String::new(), String::new())
+    };
+    let cpus = m.cpus.max(1).to_string();
+    let server = match m.side {
+        SocketSide::SwitchListens => "",
+        SocketSide::QemuListens => ",server=on,wait=off",
+    };
+    let id = m.id;
+    let mut cmd = Command::new("qemu-system-x86_64");
+    cmd.args([
+        "-accel",
+        "tcg",
+        "-m",
+        "256",
+        "-smp",
+        &cpus,
+        "-nodefaults",
+        "-no-reboot",
+    ])
+    .args(["-display", "none", "-kernel"])
+    .arg(m.kernel)
+    .arg("-initrd")
+    .arg(m.initrd)
+    .arg("-append")
+    .arg(format!("console=ttyS0 panic=-1 quiet weft.id={id}"))
+    .arg("-serial")
+    .arg(format!("file:{}", m.log.display()))
+    .args(["-object", "memory-backend-memfd,id=mem,size=256M,share=on"])
+    .args(["-numa", "node,memdev=mem"])
+    .arg("-chardev")
+    .arg(format!("socket,id=c0,path={}{server}", m.sock.display()))
+    .arg("-netdev")
+    .arg(format!("vhost-user,id=n0,chardev=c0{netdev_mq}"))
+    .arg("-device")
+    .arg(format!(
+        "virtio-net-pci,netdev=n0,mac=52:54:00:00:00:0{id},vectors=0,romfile={device_mq}{}",
+        m.device_extra
+    ));
+    cmd
 }
 
 /// Polls `f` every 100 ms until it gives a value or `timeout` passes.
