@@ -638,7 +638,7 @@ fn migrate_under_load_on_one_host(guest_announce: bool) {
 }
 
 #[test]
-#[ignore = "under traffic, the guest's kernel memory at the destination is sometimes stale (2-3 runs in 10 crash under QEMU 7.2 TCG); issue 30 stays open until it is found: run with --ignored to reproduce"]
+#[ignore = "QEMU 7.2 under TCG loses guest pages when it migrates a busy guest, with or without weft (docs/MIGRATION.md): the guest crashes in 2-3 runs of 10; run with --ignored"]
 fn a_guest_migrated_to_another_port_keeps_its_tcp_stream_and_pings_when_weft_announces_it() {
     if let Some(why) = skip_reason() {
         eprintln!("SKIP: {why}");
@@ -648,7 +648,7 @@ fn a_guest_migrated_to_another_port_keeps_its_tcp_stream_and_pings_when_weft_ann
 }
 
 #[test]
-#[ignore = "under traffic, the guest's kernel memory at the destination is sometimes stale (2-3 runs in 10 crash under QEMU 7.2 TCG); issue 30 stays open until it is found: run with --ignored to reproduce"]
+#[ignore = "QEMU 7.2 under TCG loses guest pages when it migrates a busy guest, with or without weft (docs/MIGRATION.md): the guest crashes in 2-3 runs of 10; run with --ignored"]
 fn a_guest_migrated_to_another_port_keeps_its_tcp_stream_and_pings_when_it_announces_itself() {
     if let Some(why) = skip_reason() {
         eprintln!("SKIP: {why}");
@@ -884,7 +884,7 @@ fn underlay_hosts() -> (Netns, Vec<Netns>) {
 }
 
 #[test]
-#[ignore = "under traffic, the guest's memory at the destination is sometimes stale (its virtio-net driver sees used ids that are not heads, its kernel crashes); issue 30 stays open until it is found: run with --ignored to reproduce"]
+#[ignore = "QEMU 7.2 under TCG loses guest pages when it migrates a busy guest, with or without weft (docs/MIGRATION.md): the guest crashes in 2-3 runs of 10; run with --ignored"]
 fn a_guest_migrated_to_another_weftd_host_is_reached_over_vxlan_at_its_new_host_within_a_second() {
     if let Some(why) = skip_reason() {
         eprintln!("SKIP: {why}");
