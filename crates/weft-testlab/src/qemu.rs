@@ -366,9 +366,13 @@ impl Guest {
         s
     }
 
-    /// The rest of the first console line starting with `marker`.
+    /// The rest of the first whole console line starting with `marker`.
     pub fn marker(&self, marker: &str) -> Option<String> {
-        self.log()
+        let log = self.log();
+        // Whole lines only: QEMU may be halfway through writing the last one, and a marker
+        // read then would be cut short.
+        let whole = log.rfind('\n').map_or("", |end| &log[..end]);
+        whole
             .lines()
             .find_map(|l| l.strip_prefix(marker).map(|r| r.trim().to_string()))
     }
