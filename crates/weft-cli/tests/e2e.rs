@@ -59,21 +59,12 @@ impl Weftd {
             .spawn()
             .unwrap();
         self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("weftd exited with {status} while starting:\n{}", self.log());
-            }
-            if code(&self.weft(&["--json", "hello"])) == 0 {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "weftd did not come up:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let socket = self.socket();
+        common::wait_until_answering(
+            self.child.as_mut().unwrap(),
+            &socket,
+            &self.dir.path().join("weftd.log"),
+        );
     }
 
     /// SIGTERM, then wait for the exit.

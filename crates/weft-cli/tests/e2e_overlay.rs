@@ -23,11 +23,11 @@ mod client_endpoint;
 mod common;
 
 use std::net::Ipv4Addr;
-use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use client_endpoint::{arp_request, udp_frame, ClientEndpoint};
+use common::hosts::{Host, Underlay};
 use weft_control::Response;
 use weft_testlab::lab::{self, Netns};
 
@@ -41,70 +41,7 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// One host: a weftd process running inside the host's namespace, with its own runtime
-/// directory and state file; killed when dropped.
-struct Host {
-    dir: tempfile::TempDir,
-    child: Child,
-}
-
 impl Host {
-    fn start(binary: &Path, ns: &Netns) -> Host {
-        let dir = tempfile::tempdir().unwrap();
-        let log = std::fs::File::create(dir.path().join("weftd.log")).unwrap();
-        let child = ns
-            .cmd(binary.to_str().unwrap())
-            .arg("--foreground")
-            .arg("--runtime-dir")
-            .arg(dir.path().join("run"))
-            .arg("--state-file")
-            .arg(dir.path().join("state.json"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let host = Host { dir, child };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !host.weft(&["--json", "hello"]).status.success() {
-            assert!(
-                Instant::now() < deadline,
-                "weftd did not come up:\n{}",
-                host.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        host
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("weftd.log")).unwrap_or_default()
-    }
-
-    fn weft(&self, args: &[&str]) -> Output {
-        let socket = self.dir.path().join("run").join("weftd.sock");
-        let mut c = Command::new("timeout");
-        c.args(["-k", "2", "20", env!("CARGO_BIN_EXE_weft"), "--socket"])
-            .arg(socket)
-            .args(args)
-            .env_remove("WEFT_SOCKET");
-        lab::run(&mut c, Duration::from_secs(25)).unwrap()
-    }
-
-    /// `weft --json ARGS`, which must succeed; the answer.
-    fn json(&self, args: &[&str]) -> Response {
-        let mut all = vec!["--json"];
-        all.extend_from_slice(args);
-        let o = self.weft(&all);
-        assert!(
-            o.status.success(),
-            "weft {args:?} failed: {}\nweftd log:\n{}",
-            text(&o.stderr),
-            self.log()
-        );
-        serde_json::from_slice(&o.stdout).unwrap()
-    }
-
     /// (rx, tx) packets of `switch:port`.
     fn packets(&self, port: &str) -> (u64, u64) {
         let Response::Port { counters, .. } = self.json(&["port", "show", port]) else {
@@ -119,13 +56,6 @@ impl Host {
             panic!("fdb show answered something else")
         };
         entries.into_iter().map(|e| e.mac.to_lowercase()).collect()
-    }
-}
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -643,25 +573,6 @@ fn addresses_seen(endpoint: &Endpoint, traffic: impl FnOnce()) -> Vec<String> {
         .collect()
 }
 
-/// The underlay: a bridge in its own namespace, and `count` host namespaces each joined to
-/// it by a veth (`u0`, address `UNDERLAY[i]`; its bridge end is `uh{i}`, which a test may
-/// cut).
-fn underlay_hosts(count: usize) -> (Netns, Vec<Netns>) {
-    let underlay = Netns::new("u");
-    underlay.ip(&["link", "add", "ub", "type", "bridge"]);
-    underlay.ip(&["link", "set", "ub", "up"]);
-    let host_ns: Vec<Netns> = (0..count).map(|_| Netns::new("h")).collect();
-    for (i, ns) in host_ns.iter().enumerate() {
-        let peer = format!("uh{i}");
-        underlay.ip(&["link", "add", &peer, "type", "veth", "peer", "name", "u0"]);
-        underlay.ip(&["link", "set", "u0", "netns", &ns.name]);
-        underlay.ip(&["link", "set", &peer, "master", "ub", "up"]);
-        ns.ip(&["addr", "add", &format!("{}/24", UNDERLAY[i]), "dev", "u0"]);
-        ns.ip(&["link", "set", "u0", "up"]);
-    }
-    (underlay, host_ns)
-}
-
 #[test]
 fn three_weftd_hosts_join_two_vnis_that_never_leak_into_each_other() {
     if !lab::can_run("three_weftd_hosts_join_two_vnis_that_never_leak_into_each_other") {
@@ -672,8 +583,12 @@ fn three_weftd_hosts_join_two_vnis_that_never_leak_into_each_other() {
     let binary = common::weftd_binary();
 
     // The underlay: one bridge, a veth to each host.
-    let (underlay, host_ns) = underlay_hosts(3);
-    let hosts: Vec<Host> = host_ns.iter().map(|ns| Host::start(&binary, ns)).collect();
+    let underlay = Underlay::new("10.99.0", 3, "");
+    let host_ns = &underlay.hosts;
+    let hosts: Vec<Host> = host_ns
+        .iter()
+        .map(|ns| Host::start(&binary, ns, &[]))
+        .collect();
     let vni100 = overlay(&hosts, "br0", 100, 4789, 100);
     let vni200 = overlay(&hosts, "br1", 200, 4790, 200);
 
@@ -747,7 +662,6 @@ fn three_weftd_hosts_join_two_vnis_that_never_leak_into_each_other() {
     drop(hosts);
     drop(vni100);
     drop(vni200);
-    drop(host_ns);
     drop(underlay);
 }
 
@@ -771,8 +685,12 @@ fn two_weftd_hosts_over_a_tcp_link_resume_on_their_own_after_the_underlay_is_cut
     }
     let _serial = lab::serial();
     let binary = common::weftd_binary();
-    let (underlay, host_ns) = underlay_hosts(2);
-    let hosts: Vec<Host> = host_ns.iter().map(|ns| Host::start(&binary, ns)).collect();
+    let underlay = Underlay::new("10.99.0", 2, "");
+    let host_ns = &underlay.hosts;
+    let hosts: Vec<Host> = host_ns
+        .iter()
+        .map(|ns| Host::start(&binary, ns, &[]))
+        .collect();
     let listen = format!("{}:4795", UNDERLAY[0]);
     hosts[0].json(&["port", "add", "br0:t1", "tcp-link", "--listen", &listen]);
     hosts[1].json(&["port", "add", "br0:t1", "tcp-link", "--peer", &listen]);
@@ -814,6 +732,5 @@ fn two_weftd_hosts_over_a_tcp_link_resume_on_their_own_after_the_underlay_is_cut
     assert!(e1.0.ping(&e0.1, 3, 56));
     drop(hosts);
     drop(endpoints);
-    drop(host_ns);
     drop(underlay);
 }

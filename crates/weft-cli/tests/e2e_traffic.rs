@@ -167,15 +167,11 @@ impl Weftd {
             .spawn()
             .unwrap();
         self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !self.weft(&["--json", "hello"]).status.success() {
-            assert!(
-                Instant::now() < deadline,
-                "weftd did not come up:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        common::wait_until_answering(
+            self.child.as_mut().unwrap(),
+            &self.dir.path().join("run/weftd.sock"),
+            &self.dir.path().join("weftd.log"),
+        );
     }
 
     fn kill_hard(&mut self) {
@@ -200,17 +196,7 @@ impl Weftd {
 
     /// `weft --json ARGS`, which must succeed; the answer.
     fn json(&self, args: &[&str]) -> Response {
-        let mut all = vec!["--json"];
-        all.extend_from_slice(args);
-        let o = self.weft(&all);
-        assert!(
-            o.status.success(),
-            "weft {args:?} failed: {}\nweftd log:\n{}",
-            text(&o.stderr),
-            self.log()
-        );
-        serde_json::from_slice(&o.stdout)
-            .unwrap_or_else(|e| panic!("weft {args:?} printed no answer ({e}): {:?}", o.stdout))
+        common::json_answer(args, |a| self.weft(a), || self.log())
     }
 
     /// `weft port show` of `port`: (rx packets, tx packets, drops by name).

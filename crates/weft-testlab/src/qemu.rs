@@ -238,6 +238,7 @@ impl Guest {
             initrd,
             queues,
             cpus,
+            ram_kib: RAM_KIB,
             device_extra: "",
         })
         .stdin(Stdio::null())
@@ -285,6 +286,7 @@ impl Guest {
             initrd,
             queues: 1,
             cpus: 1,
+            ram_kib: MIGRATABLE_RAM_KIB,
             device_extra: if guest_announce {
                 ""
             } else {
@@ -395,11 +397,27 @@ struct Machine<'a> {
     initrd: &'a Path,
     queues: u16,
     cpus: u16,
+    /// Guest memory in KiB.
+    ram_kib: u32,
     /// Appended to the `virtio-net-pci` device's options (`,name=value...`).
     device_extra: &'a str,
 }
 
-/// The QEMU command line of guest `m.id`: TCG, 256 MB of shared memory (a memfd, as a
+/// Memory of a guest that is not migrated: 256 MiB.
+const RAM_KIB: u32 = 256 << 10;
+
+/// Memory of a guest that may be migrated: 8 KiB more than [`RAM_KIB`], so that its size is
+/// not a multiple of 64 pages. QEMU 7.2 under TCG loses guest writes when it migrates a
+/// block of that shape: the word-at-a-time path that syncs the dirty bitmap clears dirty
+/// bits without re-arming TCG's write tracking, so pages written through translations
+/// cached before the sync never get dirty again (fixed upstream in QEMU 9.0, "physmem: Fix
+/// migration dirty bitmap coherency with TCG memory access"). A block of any other size
+/// takes the page-at-a-time path, which re-arms it. Same guest, QEMU's own user network,
+/// no vhost-user: 20, 0, 1, 38 and 0 pages of guest memory differed between source and
+/// destination with 256 MiB; 0 in each of 16 runs with this size.
+const MIGRATABLE_RAM_KIB: u32 = RAM_KIB + 8;
+
+/// The QEMU command line of guest `m.id`: TCG, shared memory (a memfd, as a
 /// vhost-user backend needs to map it, and live migration with it), the console to
 /// `m.log`, a virtio-net device on vhost-user socket `m.sock`.
 fn qemu_command(m: &Machine<'_>) -> Command {
@@ -409,6 +427,7 @@ fn qemu_command(m: &Machine<'_>) -> Command {
         (String::new(), String::new())
     };
     let cpus = m.cpus.max(1).to_string();
+    let ram = format!("{}K", m.ram_kib);
     let server = match m.side {
         SocketSide::SwitchListens => "",
         SocketSide::QemuListens => ",server=on,wait=off",
@@ -419,7 +438,7 @@ fn qemu_command(m: &Machine<'_>) -> Command {
         "-accel",
         "tcg",
         "-m",
-        "256",
+        &ram,
         "-smp",
         &cpus,
         "-nodefaults",
@@ -433,7 +452,8 @@ fn qemu_command(m: &Machine<'_>) -> Command {
     .arg(format!("console=ttyS0 panic=-1 quiet weft.id={id}"))
     .arg("-serial")
     .arg(format!("file:{}", m.log.display()))
-    .args(["-object", "memory-backend-memfd,id=mem,size=256M,share=on"])
+    .arg("-object")
+    .arg(format!("memory-backend-memfd,id=mem,size={ram},share=on"))
     .args(["-numa", "node,memdev=mem"])
     .arg("-chardev")
     .arg(format!("socket,id=c0,path={}{server}", m.sock.display()))

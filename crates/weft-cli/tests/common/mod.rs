@@ -3,12 +3,13 @@
 
 #![allow(dead_code)] // each test file uses a different part
 
+pub(crate) mod hosts;
 pub(crate) mod weftd;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::os::unix::net::UnixListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -207,4 +208,46 @@ pub(crate) fn weftd_binary() -> PathBuf {
     let status = build.status().expect("running cargo to build weftd");
     assert!(status.success(), "cargo build -p weftd failed");
     dir.join("weftd")
+}
+
+/// Waits (30 s at most) until the weftd `child`, logging to `log`, answers `weft hello` on
+/// `socket`; panics with its log when it exits or does not answer in time.
+pub(crate) fn wait_until_answering(child: &mut std::process::Child, socket: &Path, log: &Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let log = || std::fs::read_to_string(log).unwrap_or_default();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("weftd exited with {status} while starting:\n{}", log());
+        }
+        let hello = weft_cmd().arg("--socket").arg(socket).arg("hello").output();
+        if hello.is_ok_and(|o| o.status.success()) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "weftd did not come up:\n{}",
+            log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// `weft --json ARGS` run by `weft`, which must succeed; the answer. `log` gives weftd's log
+/// for the failure message.
+pub(crate) fn json_answer(
+    args: &[&str],
+    weft: impl FnOnce(&[&str]) -> Output,
+    log: impl FnOnce() -> String,
+) -> Response {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let o = weft(&all);
+    assert!(
+        o.status.success(),
+        "weft {args:?} failed: {}\nweftd log:\n{}",
+        stderr(&o),
+        log()
+    );
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("weft {args:?} printed no answer ({e}): {}", stdout(&o)))
 }

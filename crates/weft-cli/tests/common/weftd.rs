@@ -5,7 +5,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
 use weft_control::Response;
 
@@ -77,19 +76,12 @@ impl Weftd {
             .spawn()
             .unwrap();
         self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while code(&self.weft(&["hello"])) != 0 {
-            let exited = self.child.as_mut().and_then(|c| c.try_wait().unwrap());
-            if let Some(status) = exited {
-                panic!("weftd exited with {status}:\n{}", self.log());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "weftd did not come up:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let child = self.child.as_mut().unwrap();
+        super::wait_until_answering(
+            child,
+            &self.dir.path().join("run/weftd.sock"),
+            &self.dir.path().join("weftd.log"),
+        );
     }
 
     /// The running weftd's process id.
