@@ -8,6 +8,7 @@
 #![allow(missing_docs, unreachable_pub, clippy::missing_panics_doc)]
 
 pub mod blast;
+pub mod etcd;
 pub mod lab;
 pub mod ports;
 pub mod qemu;

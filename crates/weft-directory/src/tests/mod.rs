@@ -1,0 +1,3 @@
+mod keys;
+mod publish;
+mod view;
