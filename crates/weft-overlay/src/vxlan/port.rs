@@ -103,6 +103,8 @@ impl VxlanPort {
         }
         let mut fdb = RemoteFdb::new(config.max_static, config.max_learned);
         fdb.set_ageing(config.remote_ageing);
+        fdb.set_max_directory(config.max_directory);
+        fdb.set_local(config.local.ip());
         for (mac, ip) in &config.static_fdb {
             fdb.insert_static(*mac, *ip)?;
         }
@@ -227,7 +229,8 @@ impl VxlanPort {
         self.paths
     }
 
-    /// A handle on the port's remote FDB, for changing static entries while it runs.
+    /// A handle on the port's remote FDB, for changing static and directory entries while
+    /// it runs.
     pub fn remote_fdb(&self) -> RemoteFdbHandle {
         RemoteFdbHandle::new(Arc::clone(&self.fdb))
     }

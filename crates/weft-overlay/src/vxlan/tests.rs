@@ -1,7 +1,9 @@
 //! Unit tests: encapsulation bytes, flow hashing, decapsulation of hostile datagrams, the
-//! remote FDB's bounds; and (as root) two ports talking over loopback.
+//! remote FDB's bounds and directory entries; and (as root) two ports talking over
+//! loopback.
 
 mod codec;
+mod directory;
 mod offload;
 mod remote_ageing;
 mod small_gso;

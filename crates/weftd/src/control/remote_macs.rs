@@ -83,7 +83,7 @@ impl CheckedRemoteMac {
             return;
         };
         match previous {
-            Some(e) if e.is_static => {
+            Some(e) if e.is_static() => {
                 if let Err(e) = fdb.insert_static(self.addr, e.endpoint) {
                     tracing::error!(error = %e, "cannot restore a remote MAC");
                 }
@@ -202,7 +202,7 @@ impl Controller {
                 .map(|(mac, e, age)| RemoteMacEntry {
                     mac: mac.to_string(),
                     remote: e.endpoint.to_string(),
-                    is_static: e.is_static,
+                    is_static: e.is_static(),
                     age_secs: age.map(|a| a.as_secs()),
                 })
                 .collect(),
