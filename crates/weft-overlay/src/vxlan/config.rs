@@ -38,6 +38,8 @@ pub struct VxlanConfig {
     /// The VNI: one L2 domain, i.e. one weft switch.
     pub vni: Vni,
     /// Remote endpoints for head-end replication (broadcast, multicast, unknown unicast).
+    /// The directory's VTEPs join them while the port runs
+    /// ([`crate::RemoteFdbHandle::set_directory_remotes`]).
     pub remotes: Vec<IpAddr>,
     /// Static remote FDB entries.
     pub static_fdb: Vec<(MacAddr, IpAddr)>,

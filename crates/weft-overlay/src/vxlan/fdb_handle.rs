@@ -1,6 +1,6 @@
-//! [`RemoteFdbHandle`]: the control plane's way into a running port's remote FDB, so that
-//! static entries and the directory's entries change without reopening the port (the halves
-//! keep running; the next burst sees the change).
+//! [`RemoteFdbHandle`]: the control plane's way into a running port's remote FDB and flood
+//! list, so that static entries, the directory's entries and the directory's VTEPs change
+//! without reopening the port (the halves keep running; the next burst sees the change).
 
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
@@ -9,21 +9,23 @@ use std::time::{Duration, Instant};
 use weft_packet::MacAddr;
 
 use crate::error::OverlayError;
+use crate::vxlan::flood_list::{FloodApplied, FloodList};
 use crate::vxlan::port::lock;
 use crate::vxlan::remote_fdb::directory::{DirectoryApplied, DirectorySet};
 use crate::vxlan::remote_fdb::{RemoteEntry, RemoteFdb};
 
-/// A shared reference to one port's remote FDB. Each call takes the lock
+/// A shared reference to one port's remote FDB and flood list. Each call takes the lock
 /// once, briefly (the data path takes it once per burst): a bulk update is one lock, never
 /// one per entry.
 #[derive(Debug, Clone)]
 pub struct RemoteFdbHandle {
     fdb: Arc<Mutex<RemoteFdb>>,
+    flood: Arc<FloodList>,
 }
 
 impl RemoteFdbHandle {
-    pub(crate) fn new(fdb: Arc<Mutex<RemoteFdb>>) -> RemoteFdbHandle {
-        RemoteFdbHandle { fdb }
+    pub(crate) fn new(fdb: Arc<Mutex<RemoteFdb>>, flood: Arc<FloodList>) -> RemoteFdbHandle {
+        RemoteFdbHandle { fdb, flood }
     }
 
     /// Adds or replaces a static entry (in place of a directory or learned one too).
@@ -51,6 +53,20 @@ impl RemoteFdbHandle {
         // Deduplicated before taking the lock: the data path waits only for the table work.
         let set = DirectorySet::new(all);
         lock(&self.fdb).replace_directory_set(&set)
+    }
+
+    /// Makes `remotes` the directory's VTEPs for the port's VNI: the flood list becomes the
+    /// configured remotes and these, and the receive half takes datagrams from all of them.
+    /// Both halves see it at their next burst. The port's own address and other address
+    /// families are left out and counted; more than [`crate::MAX_FLOOD_REMOTES`] in all is
+    /// an error, and the list stays as it was.
+    pub fn set_directory_remotes(&self, remotes: &[IpAddr]) -> Result<FloodApplied, OverlayError> {
+        self.flood.set_directory(remotes)
+    }
+
+    /// The flood list now: configured remotes, then the directory's.
+    pub fn flood_remotes(&self) -> Vec<IpAddr> {
+        self.flood.remotes()
     }
 
     /// How long a learned entry lives without being seen again (the port's configured
