@@ -13,7 +13,7 @@ use crate::error::OverlayError;
 use crate::vxlan::config::usable_endpoint;
 use crate::MAX_FLOOD_REMOTES;
 
-/// What [`FloodList::set_directory`] did.
+/// What [`crate::RemoteFdbHandle::set_directory_remotes`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FloodApplied {
     /// Remotes on the flood list now, configured ones included.
