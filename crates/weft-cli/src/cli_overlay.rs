@@ -154,7 +154,8 @@ pub enum RemoteMacCmd {
         #[arg(value_parser = parse_ip)]
         remote: IpAddr,
     },
-    /// Remove an entry (static, or learned: it comes back with the next frame).
+    /// Remove an entry (static, or learned: it comes back with the next frame). A directory
+    /// entry changes in the directory; a static one overrides it.
     #[command(after_help = "EXAMPLES:\n  weft remote-mac del br0:vx 52:54:00:00:00:02")]
     Del {
         /// The VXLAN port.
@@ -164,7 +165,8 @@ pub enum RemoteMacCmd {
         #[arg(value_parser = parse_mac)]
         mac: MacAddr,
     },
-    /// List the entries, static and learned.
+    /// List the entries and their source: static, directory (from the directory, not
+    /// saved) or learned.
     #[command(
         alias = "list",
         after_help = "EXAMPLES:\n  weft remote-mac show br0:vx"

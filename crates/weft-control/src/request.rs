@@ -160,7 +160,7 @@ pub enum Request {
         #[serde(with = "text_form::mac")]
         mac: MacAddr,
     },
-    /// The remote FDB of a VXLAN port: static and learned entries.
+    /// The remote FDB of a VXLAN port: static, directory and learned entries.
     RemoteMacShow {
         /// Switch.
         switch: String,

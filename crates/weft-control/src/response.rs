@@ -250,11 +250,26 @@ pub struct RemoteMacEntry {
     pub mac: String,
     /// The remote endpoint.
     pub remote: String,
-    /// Configured, not learned.
+    /// Configured (`source` is `static`).
     pub is_static: bool,
+    /// Where the entry comes from: `static`, `directory` or `learned`. Empty from a daemon
+    /// that predates it: [`RemoteMacEntry::source_name`] then tells by `is_static`.
+    #[serde(default)]
+    pub source: String,
     /// Seconds since last seen (learned entries).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub age_secs: Option<u64>,
+}
+
+impl RemoteMacEntry {
+    /// `static`, `directory` or `learned` (from `is_static` when `source` is missing).
+    pub fn source_name(&self) -> &str {
+        match self.source.as_str() {
+            "" if self.is_static => "static",
+            "" => "learned",
+            named => named,
+        }
+    }
 }
 
 /// A rule with its id and counters.

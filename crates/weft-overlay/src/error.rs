@@ -32,4 +32,13 @@ pub enum OverlayError {
     /// The static remote FDB is full.
     #[error("remote FDB full ({0} entries)")]
     FdbFull(usize),
+    /// The configured remotes and the directory's VTEPs together exceed the flood list's
+    /// bound (the list stays as it was).
+    #[error("flood list of {remotes} remotes (configured and directory): at most {max}")]
+    FloodListFull {
+        /// Remotes asked for, deduplicated.
+        remotes: usize,
+        /// The bound.
+        max: usize,
+    },
 }

@@ -6,8 +6,10 @@
 //!   [`VxlanTx`] pair for `Switch::add_port`, plus its [`OverlayStats`].
 //! - [`decap`]: the checks every received datagram passes ([`DecapDrop`] names each drop).
 //! - [`encap`]: the UDP + VXLAN header and the flow hash that picks the UDP source port.
-//! - [`remote_fdb`]: MAC → remote endpoint, bounded, learned entries aged; a running port's
-//!   table is reached through its [`RemoteFdbHandle`].
+//! - [`remote_fdb`]: MAC → remote endpoint, bounded; static, directory (bulk updates from
+//!   the control plane's directory) and learned entries, the learned ones aged. A running
+//!   port's table, and its flood list (configured remotes and the directory's VTEPs), are
+//!   reached through its [`RemoteFdbHandle`].
 //! - [`tcp_link`]: a point-to-point link that carries frames over one TCP connection.
 //!
 //! Layout: `src/vxlan/` holds the VXLAN port (receive, transmit, headers, FDB, sockets) and
@@ -37,9 +39,15 @@ pub use vxlan::{config, decap, encap, gro, remote_fdb, rx_coalesce, stats, too_b
 pub use device::{tcp_link_device, vxlan_device, TcpLinkDevice, VxlanDevice};
 pub use error::OverlayError;
 pub use vxlan::{
-    decapsulate, DecapDrop, DecapRules, OverlayStats, OverlayStatsSnapshot, RemoteEntry, RemoteFdb,
-    RemoteFdbHandle, SocketPaths, VxlanConfig, VxlanPort, VxlanRx, VxlanTx, MAX_SUPER_FRAME,
+    decapsulate, DecapDrop, DecapRules, DirectoryApplied, EntrySource, FloodApplied, OverlayStats,
+    OverlayStatsSnapshot, RemoteEntry, RemoteFdb, RemoteFdbHandle, SocketPaths, VxlanConfig,
+    VxlanPort, VxlanRx, VxlanTx, MAX_SUPER_FRAME,
 };
 
-/// Most remote endpoints per port (head-end replication sends one datagram to each).
+/// Most configured remote endpoints per port (head-end replication sends one datagram to
+/// each).
 pub const MAX_REMOTES: usize = 128;
+
+/// Most remote endpoints on a port's flood list: the configured ones and the directory's
+/// VTEPs of the VNI (a thousand hosts fit).
+pub const MAX_FLOOD_REMOTES: usize = 4096;

@@ -365,12 +365,12 @@ fn remote_macs_table(entries: &[RemoteMacEntry]) -> String {
         return "no remote FDB entries\n".into();
     }
     use Align::{Left as L, Right as R};
-    let mut t = Table::new(&[("MAC", L), ("REMOTE", L), ("TYPE", L), ("AGE", R)]);
+    let mut t = Table::new(&[("MAC", L), ("REMOTE", L), ("SOURCE", L), ("AGE", R)]);
     for e in entries {
         t.row([
             e.mac.clone(),
             e.remote.clone(),
-            if e.is_static { "static" } else { "learned" }.into(),
+            e.source_name().into(),
             e.age_secs.map_or("-".into(), |a| format!("{a}s")),
         ]);
     }

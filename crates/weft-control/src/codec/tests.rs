@@ -138,6 +138,37 @@ fn responses_round_trip_ok_and_error() {
 }
 
 #[test]
+fn remote_mac_entries_carry_their_source_and_old_ones_without_it_still_parse() {
+    use crate::response::RemoteMacEntry;
+    let entry = |source: &str, is_static| RemoteMacEntry {
+        mac: "02:00:00:00:00:02".into(),
+        remote: "10.0.0.2".into(),
+        is_static,
+        source: source.into(),
+        age_secs: None,
+    };
+    let env = ResponseEnvelope {
+        version: PROTOCOL_VERSION,
+        id: 5,
+        result: Ok(Response::RemoteMacs {
+            entries: vec![entry("directory", false)],
+        }),
+    };
+    let line = encode_response(&env);
+    assert!(line.contains(r#""source":"directory""#), "{line}");
+    assert_eq!(decode_response(line.as_bytes()).unwrap(), env);
+
+    // From a daemon that predates the field: named by `is_static`.
+    let old = br#"{"version":1,"id":5,"ok":{"kind":"remote_macs","entries":[{"mac":"02:00:00:00:00:02","remote":"10.0.0.2","is_static":true},{"mac":"02:00:00:00:00:03","remote":"10.0.0.2","is_static":false,"age_secs":4}]}}"#;
+    let Ok(Response::RemoteMacs { entries }) = decode_response(old).unwrap().result else {
+        panic!("not remote MACs");
+    };
+    let names: Vec<_> = entries.iter().map(RemoteMacEntry::source_name).collect();
+    assert_eq!(names, ["static", "learned"]);
+    assert_eq!(entry("directory", false).source_name(), "directory");
+}
+
+#[test]
 fn hex_round_trips_and_rejects_garbage() {
     assert_eq!(hex_encode(&[0, 0xab, 0xff]), "00abff");
     assert_eq!(hex_decode("00abff"), Some(vec![0, 0xab, 0xff]));

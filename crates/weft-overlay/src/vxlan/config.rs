@@ -16,6 +16,17 @@ pub const DEFAULT_GSO_SOCKETS: usize = 8;
 /// Most segmentation-offload sockets.
 pub const MAX_GSO_SOCKETS: usize = 64;
 
+/// Whether a port on `local` may have `ip` as a remote: the same address family, a unicast
+/// address, not its own.
+pub(crate) fn usable_endpoint(local: IpAddr, ip: IpAddr) -> bool {
+    let broadcast = matches!(ip, IpAddr::V4(v4) if v4.is_broadcast());
+    ip.is_ipv4() == local.is_ipv4()
+        && ip != local
+        && !ip.is_unspecified()
+        && !ip.is_multicast()
+        && !broadcast
+}
+
 /// The configuration of one VXLAN port (one VNI, one local endpoint).
 #[derive(Debug, Clone)]
 pub struct VxlanConfig {
@@ -27,6 +38,8 @@ pub struct VxlanConfig {
     /// The VNI: one L2 domain, i.e. one weft switch.
     pub vni: Vni,
     /// Remote endpoints for head-end replication (broadcast, multicast, unknown unicast).
+    /// The directory's VTEPs join them while the port runs
+    /// ([`crate::RemoteFdbHandle::set_directory_remotes`]).
     pub remotes: Vec<IpAddr>,
     /// Static remote FDB entries.
     pub static_fdb: Vec<(MacAddr, IpAddr)>,
@@ -37,6 +50,9 @@ pub struct VxlanConfig {
     pub max_static: usize,
     /// Most learned FDB entries.
     pub max_learned: usize,
+    /// Most directory FDB entries (set through [`crate::RemoteFdbHandle`] by the control
+    /// plane's directory).
+    pub max_directory: usize,
     /// How long a learned entry lives without being seen again.
     pub remote_ageing: std::time::Duration,
     /// Drop datagrams with reserved VXLAN bits set (RFC 7348 says ignore them).
@@ -95,6 +111,7 @@ impl VxlanConfig {
             learning: false,
             max_static: 4096,
             max_learned: 4096,
+            max_directory: crate::vxlan::remote_fdb::directory::DEFAULT_MAX_DIRECTORY,
             remote_ageing: crate::vxlan::remote_fdb::DEFAULT_AGEING,
             strict_reserved: false,
             ttl: None,

@@ -69,9 +69,10 @@ pub fn decapsulate(
     })
 }
 
-/// Whether a datagram from `source` is taken: configured remotes always, others only when
-/// the port learns (RFC 7348 §7: learning from anyone lets a rogue endpoint hijack MACs, so
-/// both are off by default).
+/// Whether a datagram from `source` is taken: remotes on the flood list (`remotes`, sorted:
+/// configured ones and the directory's VTEPs) always, others only when the port learns
+/// (RFC 7348 §7: learning from anyone lets a rogue endpoint hijack MACs, so both are off by
+/// default).
 pub fn remote_allowed(source: IpAddr, remotes: &[IpAddr], learning: bool) -> bool {
-    learning || remotes.contains(&source)
+    learning || remotes.binary_search(&source).is_ok()
 }

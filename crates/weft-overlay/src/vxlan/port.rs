@@ -4,7 +4,8 @@
 //! Thread ownership: each half has one owner (the worker polling the receive half; whoever
 //! holds the switch's lock on the transmit half). They share the remote FDB behind a mutex,
 //! taken once per burst by the transmit half and, only when learning, once per burst by the
-//! receive half (VALE's one critical section per destination per batch).
+//! receive half (VALE's one critical section per destination per batch); and the flood list,
+//! each half keeping a copy it refreshes at the start of a burst when the list changed.
 
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
@@ -16,6 +17,7 @@ use crate::error::OverlayError;
 use crate::vxlan::config::{VxlanConfig, MAX_GSO_SOCKETS};
 use crate::vxlan::decap::DecapRules;
 use crate::vxlan::fdb_handle::RemoteFdbHandle;
+use crate::vxlan::flood_list::FloodList;
 use crate::vxlan::remote_fdb::RemoteFdb;
 use crate::vxlan::rx::VxlanRx;
 use crate::vxlan::stats::OverlayStats;
@@ -36,6 +38,7 @@ const GRO_SLOT_LEN: usize = 65_536;
 /// An opened VXLAN port, before it is split into halves.
 pub struct VxlanPort {
     fdb: Arc<Mutex<RemoteFdb>>,
+    flood: Arc<FloodList>,
     rx: VxlanRx,
     tx: VxlanTx,
     stats: Arc<OverlayStats>,
@@ -103,6 +106,8 @@ impl VxlanPort {
         }
         let mut fdb = RemoteFdb::new(config.max_static, config.max_learned);
         fdb.set_ageing(config.remote_ageing);
+        fdb.set_max_directory(config.max_directory);
+        fdb.set_local(config.local.ip());
         for (mac, ip) in &config.static_fdb {
             fdb.insert_static(*mac, *ip)?;
         }
@@ -151,6 +156,7 @@ impl VxlanPort {
         // Best effort: without it the socket's overflows are only in /proc/net/udp.
         let _ = udp_offload::enable_drop_count(&udp);
         let fdb = Arc::new(Mutex::new(fdb));
+        let flood = Arc::new(FloodList::new(config.local.ip(), &config.remotes));
         let stats = Arc::new(OverlayStats::default());
         let mut caps = PortCaps::plain(mtu);
         let offload = config.offload && !gso.is_empty();
@@ -180,7 +186,7 @@ impl VxlanPort {
         let rx = VxlanRx {
             socket: udp,
             rules,
-            remotes: config.remotes.clone(),
+            flood: flood.follow(true),
             learning: config.learning,
             gro,
             merge: crate::vxlan::rx_coalesce::MergeKinds::ALL,
@@ -211,9 +217,10 @@ impl VxlanPort {
             inner_mtu: mtu,
             too_big,
         };
-        let tx = VxlanTx::new(setup, config, Arc::clone(&fdb), Arc::clone(&stats));
+        let tx = VxlanTx::new(setup, config, Arc::clone(&fdb), &flood, Arc::clone(&stats));
         Ok(VxlanPort {
             fdb,
+            flood,
             rx,
             tx,
             stats,
@@ -227,9 +234,10 @@ impl VxlanPort {
         self.paths
     }
 
-    /// A handle on the port's remote FDB, for changing static entries while it runs.
+    /// A handle on the port's remote FDB and flood list, for changing static and directory
+    /// entries, and the directory's VTEPs, while it runs.
     pub fn remote_fdb(&self) -> RemoteFdbHandle {
-        RemoteFdbHandle::new(Arc::clone(&self.fdb))
+        RemoteFdbHandle::new(Arc::clone(&self.fdb), Arc::clone(&self.flood))
     }
 
     /// The inner MTU the port takes (largest L3 packet): what the switch's other ports should

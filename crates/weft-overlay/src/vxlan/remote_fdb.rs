@@ -1,12 +1,18 @@
 //! The remote FDB of one VNI: which remote tunnel endpoint a MAC lives behind.
 //!
-//! Static entries come from configuration; learned entries (only when the port learns) come
-//! from decapsulated traffic. Both are bounded: a static insert past the bound is an error,
-//! a learned entry past the bound is refused and counted (never evicting a static entry, and
-//! never letting a flood of source MACs grow the table). Learning never overrides a static
-//! entry. Learned entries age out: [`RemoteFdb::tick`] (once per received burst) sweeps,
-//! at most every tenth of the ageing time, entries not seen for the ageing time. Allocated
-//! once: the map's capacity is reserved for the bounds at creation.
+//! An entry is static (configuration), directory (the control plane's directory of the VNI's
+//! MACs, changed in bulk: see [`directory`]) or learned (only when the port learns, from
+//! decapsulated traffic). Priority: static > directory > learned — a static insert replaces
+//! either other kind, a directory insert replaces a learned entry and leaves a static one
+//! alone, and learning never overrides the other two. Each kind is bounded: a static insert
+//! past its bound is an error, directory and learned inserts past theirs are refused and
+//! counted (never evicting another entry, and never letting a flood of source MACs grow the
+//! table). Learned entries age out: [`RemoteFdb::tick`] (once per received burst) sweeps, at
+//! most every tenth of the ageing time, entries not seen for the ageing time. The map's
+//! capacity is reserved for the static and learned bounds at creation and grown for
+//! directory entries only by the control plane, so the data path never allocates.
+
+pub mod directory;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -16,13 +22,43 @@ use weft_packet::MacAddr;
 
 use crate::error::OverlayError;
 
+/// Where an entry comes from, in priority order (a higher one is never overridden by a
+/// lower one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EntrySource {
+    /// Learned from received traffic; ages out.
+    Learned,
+    /// From the directory (the control plane's view of the VNI); never ages.
+    Directory,
+    /// Configured; never ages.
+    Static,
+}
+
+impl EntrySource {
+    /// The name `weft remote-mac show` prints: `static`, `directory` or `learned`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntrySource::Static => "static",
+            EntrySource::Directory => "directory",
+            EntrySource::Learned => "learned",
+        }
+    }
+}
+
 /// One entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RemoteEntry {
     /// The remote tunnel endpoint.
     pub endpoint: IpAddr,
-    /// Configured (true) or learned.
-    pub is_static: bool,
+    /// Where the entry comes from.
+    pub source: EntrySource,
+}
+
+impl RemoteEntry {
+    /// True for a configured entry.
+    pub fn is_static(&self) -> bool {
+        self.source == EntrySource::Static
+    }
 }
 
 /// What [`RemoteFdb::learn`] did.
@@ -30,7 +66,7 @@ pub struct RemoteEntry {
 pub enum LearnOutcome {
     /// A new entry, or a learned entry moved to another endpoint.
     Learned,
-    /// Already known there (or a static entry, which learning leaves alone).
+    /// Already known there (or a static or directory entry, which learning leaves alone).
     Unchanged,
     /// The learned part of the table is full.
     Full,
@@ -39,7 +75,7 @@ pub enum LearnOutcome {
 /// Default ageing time of learned entries (the switch FDB's default too).
 pub const DEFAULT_AGEING: Duration = Duration::from_secs(300);
 
-/// An entry and when it was last seen (learned entries; static ones never age).
+/// An entry and when it was last seen (learned entries; the others never age).
 #[derive(Debug, Clone, Copy)]
 struct Slot {
     entry: RemoteEntry,
@@ -52,7 +88,12 @@ pub struct RemoteFdb {
     entries: HashMap<MacAddr, Slot>,
     max_static: usize,
     max_learned: usize,
+    max_directory: usize,
     learned: usize,
+    directory: usize,
+    /// The port's own endpoint: directory entries may not point there (nor to another
+    /// address family). `None`: any endpoint is taken.
+    local: Option<IpAddr>,
     ageing: Duration,
     /// The time of the current burst (set by [`RemoteFdb::tick`]).
     now: Instant,
@@ -61,13 +102,18 @@ pub struct RemoteFdb {
 }
 
 impl RemoteFdb {
-    /// A table of at most `max_static` configured and `max_learned` learned entries.
+    /// A table of at most `max_static` configured and `max_learned` learned entries, and
+    /// at most [`directory::DEFAULT_MAX_DIRECTORY`] directory entries
+    /// ([`RemoteFdb::set_max_directory`] changes that).
     pub fn new(max_static: usize, max_learned: usize) -> RemoteFdb {
         RemoteFdb {
             entries: HashMap::with_capacity(max_static.saturating_add(max_learned)),
             max_static,
             max_learned,
+            max_directory: directory::DEFAULT_MAX_DIRECTORY,
             learned: 0,
+            directory: 0,
+            local: None,
             ageing: DEFAULT_AGEING,
             now: Instant::now(),
             swept: Instant::now(),
@@ -100,8 +146,9 @@ impl RemoteFdb {
     pub fn expire(&mut self, now: Instant) -> usize {
         let ageing = self.ageing;
         let before = self.entries.len();
-        self.entries
-            .retain(|_, s| s.entry.is_static || now.saturating_duration_since(s.seen) < ageing);
+        self.entries.retain(|_, s| {
+            s.entry.source != EntrySource::Learned || now.saturating_duration_since(s.seen) < ageing
+        });
         let removed = before - self.entries.len();
         self.learned -= removed;
         removed
@@ -110,48 +157,52 @@ impl RemoteFdb {
     /// Every entry with, for learned ones, the time since it was last seen.
     pub fn entries(&self) -> impl Iterator<Item = (MacAddr, RemoteEntry, Option<Duration>)> + '_ {
         self.entries.iter().map(|(mac, s)| {
-            let age = (!s.entry.is_static).then(|| self.now.saturating_duration_since(s.seen));
+            let age = (s.entry.source == EntrySource::Learned)
+                .then(|| self.now.saturating_duration_since(s.seen));
             (*mac, s.entry, age)
         })
     }
 
-    /// Adds or replaces a static entry (a learned one for the MAC becomes static).
+    /// Takes a slot out of its kind's count (it is being replaced or removed).
+    fn uncount(&mut self, source: EntrySource) {
+        match source {
+            EntrySource::Learned => self.learned -= 1,
+            EntrySource::Directory => self.directory -= 1,
+            EntrySource::Static => {}
+        }
+    }
+
+    /// Adds or replaces a static entry (a directory or learned one for the MAC becomes
+    /// static; it counts against the static bound then too).
     pub fn insert_static(&mut self, mac: MacAddr, endpoint: IpAddr) -> Result<(), OverlayError> {
-        let entry = RemoteEntry {
-            endpoint,
-            is_static: true,
-        };
+        let existing = self.entries.get(&mac).map(|s| s.entry.source);
+        if existing != Some(EntrySource::Static) && self.static_len() >= self.max_static {
+            return Err(OverlayError::FdbFull(self.max_static));
+        }
+        if let Some(source) = existing {
+            self.uncount(source);
+        }
         let slot = Slot {
-            entry,
+            entry: RemoteEntry {
+                endpoint,
+                source: EntrySource::Static,
+            },
             seen: self.now,
         };
-        match self.entries.get_mut(&mac) {
-            Some(s) => {
-                if !s.entry.is_static {
-                    self.learned -= 1;
-                }
-                *s = slot;
-            }
-            None => {
-                if self.static_len() >= self.max_static {
-                    return Err(OverlayError::FdbFull(self.max_static));
-                }
-                self.entries.insert(mac, slot);
-            }
-        }
+        self.entries.insert(mac, slot);
         Ok(())
     }
 
-    /// Removes an entry; true when there was one.
+    /// Removes a static or learned entry; true when there was one. A directory entry stays:
+    /// the directory owns it ([`RemoteFdb::apply_directory`] removes it).
     pub fn remove(&mut self, mac: MacAddr) -> bool {
-        match self.entries.remove(&mac) {
-            Some(s) => {
-                if !s.entry.is_static {
-                    self.learned -= 1;
-                }
+        match self.entries.get(&mac).map(|s| s.entry.source) {
+            None | Some(EntrySource::Directory) => false,
+            Some(source) => {
+                self.entries.remove(&mac);
+                self.uncount(source);
                 true
             }
-            None => false,
         }
     }
 
@@ -162,7 +213,8 @@ impl RemoteFdb {
         }
         let now = self.now;
         match self.entries.get_mut(&mac) {
-            Some(s) if s.entry.is_static => LearnOutcome::Unchanged,
+            // The configuration and the directory are authoritative.
+            Some(s) if s.entry.source != EntrySource::Learned => LearnOutcome::Unchanged,
             Some(s) if s.entry.endpoint == endpoint => {
                 s.seen = now;
                 LearnOutcome::Unchanged
@@ -179,7 +231,7 @@ impl RemoteFdb {
                     Slot {
                         entry: RemoteEntry {
                             endpoint,
-                            is_static: false,
+                            source: EntrySource::Learned,
                         },
                         seen: now,
                     },
@@ -195,7 +247,7 @@ impl RemoteFdb {
         self.entries.get(&mac).map(|s| s.entry)
     }
 
-    /// Entries of both kinds.
+    /// Entries of every kind.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
@@ -210,8 +262,13 @@ impl RemoteFdb {
         self.learned
     }
 
+    /// Directory entries.
+    pub fn directory_len(&self) -> usize {
+        self.directory
+    }
+
     /// Static entries.
     pub fn static_len(&self) -> usize {
-        self.entries.len() - self.learned
+        self.entries.len() - self.learned - self.directory
     }
 }

@@ -15,6 +15,7 @@ use weft_switch::{FrameHandle, PortCaps, PortRx, RxBatch, RxDesc, RxFrame};
 use weft_sys::{IoVecMut, MmsgBatch};
 
 use crate::vxlan::decap::{decapsulate, remote_allowed, DecapRules};
+use crate::vxlan::flood_list::FloodCopy;
 use crate::vxlan::gro::{read_control, GroError};
 use crate::vxlan::port::lock;
 use crate::vxlan::remote_fdb::RemoteFdb;
@@ -47,7 +48,8 @@ pub(crate) struct Received {
 pub struct VxlanRx {
     pub(crate) socket: std::net::UdpSocket,
     pub(crate) rules: DecapRules,
-    pub(crate) remotes: Vec<IpAddr>,
+    /// The flood list (sorted): whom datagrams are taken from without learning.
+    pub(crate) flood: FloodCopy,
     pub(crate) learning: bool,
     pub(crate) gro: bool,
     /// The super-frames inner GRO may make: what the switch's other ports all take whole.
@@ -118,7 +120,7 @@ impl VxlanRx {
             self.stats.rx_drop(DecapDrop::UnknownRemote);
             return;
         };
-        if !remote_allowed(source, &self.remotes, self.learning) {
+        if !remote_allowed(source, self.flood.remotes(), self.learning) {
             self.stats.rx_drop(DecapDrop::UnknownRemote);
             return;
         }
@@ -284,6 +286,8 @@ impl PortRx for VxlanRx {
     fn receive(&mut self, batch: &mut RxBatch) {
         self.take_answers(batch);
         if self.drained() {
+            // Before reading: the datagrams of this burst are checked against the list.
+            self.flood.refresh();
             self.receive_into(batch.room());
         }
         self.drain(batch);

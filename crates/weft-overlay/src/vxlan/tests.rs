@@ -1,7 +1,10 @@
 //! Unit tests: encapsulation bytes, flow hashing, decapsulation of hostile datagrams, the
-//! remote FDB's bounds; and (as root) two ports talking over loopback.
+//! remote FDB's bounds and directory entries, the flood list; and (as root) two ports
+//! talking over loopback.
 
 mod codec;
+mod directory;
+mod flood_list;
 mod offload;
 mod remote_ageing;
 mod small_gso;

@@ -6,7 +6,6 @@
 //! runs of equal-length frames to one remote in one `UDP_SEGMENT` send each
 //! (`tx_small_gso`), and super-frames segmented by the port (`tx_super`).
 
-use std::net::IpAddr;
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
 
@@ -15,6 +14,7 @@ use weft_switch::{PortCaps, PortTx, TxFrame};
 
 use crate::vxlan::config::VxlanConfig;
 use crate::vxlan::encap::{flow_hash, source_port, HASH_PREFIX};
+use crate::vxlan::flood_list::{FloodCopy, FloodList};
 use crate::vxlan::port::lock;
 use crate::vxlan::remote_fdb::RemoteFdb;
 use crate::vxlan::stats::OverlayStats;
@@ -48,7 +48,8 @@ pub struct VxlanTx {
     pub(crate) vni: Vni,
     pub(crate) remote_port: u16,
     pub(crate) caps: PortCaps,
-    pub(crate) remotes: Vec<IpAddr>,
+    /// The flood list (head-end replication), refreshed at the start of each burst.
+    pub(crate) flood: FloodCopy,
     fdb: Arc<Mutex<RemoteFdb>>,
     pub(crate) stats: Arc<OverlayStats>,
     pub(crate) scratch: TxScratch,
@@ -132,6 +133,7 @@ impl VxlanTx {
         setup: TxSetup,
         config: &VxlanConfig,
         fdb: Arc<Mutex<RemoteFdb>>,
+        flood: &Arc<FloodList>,
         stats: Arc<OverlayStats>,
     ) -> VxlanTx {
         let TxSetup {
@@ -156,7 +158,7 @@ impl VxlanTx {
             vni: config.vni,
             remote_port: config.remote_port,
             caps,
-            remotes: config.remotes.clone(),
+            flood: flood.follow(false),
             fdb,
             stats,
             scratch: TxScratch::new(),
@@ -204,7 +206,7 @@ impl VxlanTx {
             .map(|entry| entry.endpoint);
         // A flood to a port's only remote is one datagram to it, as a unicast hit is (no
         // replication): the common two-host overlay with no static MACs and no learning.
-        let single_remote = match self.remotes.as_slice() {
+        let single_remote = match self.flood.remotes() {
             [only] => Some(*only),
             _ => None,
         };
@@ -251,6 +253,10 @@ impl PortTx for VxlanTx {
     }
 
     fn transmit(&mut self, frames: &[TxFrame<'_>]) -> usize {
+        if self.flood.refresh() {
+            // Room for one frame's replicas in one chunk: allocation only on change.
+            self.scratch.fit(self.flood.remotes().len());
+        }
         let fdb_handle = Arc::clone(&self.fdb);
         let fdb = lock(&fdb_handle);
         let mut burst = std::mem::take(&mut self.burst);

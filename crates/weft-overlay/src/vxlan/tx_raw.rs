@@ -1,9 +1,11 @@
 //! The plain path: frames laid out as `sendmmsg` messages on the raw UDP socket, each an
 //! iovec of [UDP + VXLAN header in a 16-byte per-frame buffer, the frame's rewritten head, the
 //! frame's body where it lies], one message per remote (replicas share the frame's header
-//! and iovecs), up to `MAX_MSGS` per call. Without a raw socket (no `CAP_NET_RAW`) the same
-//! messages leave without their UDP header through the bound UDP socket whose port is the
-//! flow's source port: one `sendmmsg` per run of messages on the same socket.
+//! and iovecs), up to `MAX_MSGS` per call (a frame flooded to more remotes than that goes in
+//! a chunk of its own, sent in as many calls as it takes). Without a raw socket (no
+//! `CAP_NET_RAW`) the same messages leave without their UDP header through the bound UDP
+//! socket whose port is the flow's source port: one `sendmmsg` per run of messages on the
+//! same socket.
 
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
@@ -20,6 +22,8 @@ use crate::vxlan::udp_offload::socket_full;
 
 /// What the messages of a chunk are made of, rebuilt for every chunk (capacity kept).
 pub(crate) struct TxScratch {
+    /// Messages there is room for without growing.
+    room: usize,
     /// One UDP + VXLAN header per frame carried.
     headers: Vec<[u8; ENCAP_LEN]>,
     /// One destination per message.
@@ -35,12 +39,30 @@ pub(crate) struct TxScratch {
 impl TxScratch {
     pub(crate) fn new() -> TxScratch {
         TxScratch {
+            room: MAX_MSGS,
             headers: Vec::with_capacity(MAX_MSGS),
             addrs: Vec::with_capacity(MAX_MSGS),
             msg_frame: Vec::with_capacity(MAX_MSGS),
             msg_socket: Vec::with_capacity(MAX_MSGS),
             batch: MmsgBatch::new(MAX_MSGS, MAX_MSGS * DATAGRAM_IOVECS),
         }
+    }
+
+    /// Makes room for a chunk of `messages` (a frame flooded to that many remotes), so that
+    /// no burst grows the storage. Called when the flood list changes.
+    pub(crate) fn fit(&mut self, messages: usize) {
+        if messages <= self.room {
+            return;
+        }
+        self.room = messages;
+        for v in [&mut self.msg_frame, &mut self.msg_socket] {
+            v.clear();
+            v.reserve(messages);
+        }
+        self.addrs.clear();
+        self.addrs.reserve(messages);
+        // A frame's replicas share its iovecs: only the messages grow.
+        self.batch = MmsgBatch::new(messages, MAX_MSGS * DATAGRAM_IOVECS);
     }
 }
 
@@ -111,9 +133,11 @@ impl VxlanTx {
             let copies = if unicast_to.is_some() {
                 1
             } else {
-                self.remotes.len()
+                self.flood.remotes().len()
             };
-            if s.addrs.len() + copies > MAX_MSGS {
+            // A frame with more replicas than a chunk holds goes alone (`send_built` takes
+            // it in several calls).
+            if !s.addrs.is_empty() && s.addrs.len() + copies > MAX_MSGS {
                 break;
             }
             consumed = i + 1;
@@ -134,7 +158,7 @@ impl VxlanTx {
                     s.msg_socket.push(socket);
                 }
                 None => {
-                    for ip in &self.remotes {
+                    for ip in self.flood.remotes() {
                         s.addrs.push(SockAddr::new(SocketAddr::new(*ip, to_port)));
                         s.msg_frame.push(i);
                         s.msg_socket.push(socket);

@@ -213,7 +213,7 @@ impl VxlanTx {
         let copies = if unicast_to.is_some() {
             1
         } else {
-            self.remotes.len()
+            self.flood.remotes().len()
         };
         if copies == 0 {
             self.stats.tx_no_remote();
@@ -224,8 +224,8 @@ impl VxlanTx {
         let mut gso_sends = 0;
         let mut datagrams = 0;
         for k in 0..copies {
-            // By index, not by borrowing `remotes`: the loop updates `self`.
-            let Some(ip) = unicast_to.or_else(|| self.remotes.get(k).copied()) else {
+            // By index, not by borrowing the flood list: the loop updates `self`.
+            let Some(ip) = unicast_to.or_else(|| self.flood.remotes().get(k).copied()) else {
                 break;
             };
             let to = destination(ip, self.remote_port);

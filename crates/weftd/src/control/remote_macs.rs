@@ -1,13 +1,15 @@
 //! `remote_mac_add`, `remote_mac_del`, `remote_mac_show`: a VXLAN port's remote FDB (MAC →
 //! remote endpoint). Static entries are part of the port's kind in the state file and are
-//! changed in the running port's table in place (the port is not reopened).
+//! changed in the running port's table in place (the port is not reopened). Directory
+//! entries come from the directory, are shown beside them and are not persisted; a static
+//! entry overrides one.
 
 use std::net::IpAddr;
 
 use weft_control::response::RemoteMacEntry;
 use weft_control::state::{PortKind, RemoteMac, SwitchState};
 use weft_control::{ControlError, Response};
-use weft_overlay::{RemoteEntry, RemoteFdbHandle};
+use weft_overlay::{EntrySource, RemoteEntry, RemoteFdbHandle};
 use weft_packet::MacAddr;
 
 use super::{no_port, Controller};
@@ -76,17 +78,22 @@ impl CheckedRemoteMac {
         Ok(previous)
     }
 
-    /// Undoes [`CheckedRemoteMac::install`]: the static entry it replaced comes back; a
-    /// learned one is forgotten (the next frame from that MAC teaches it again).
+    /// Undoes [`CheckedRemoteMac::install`]: the static or directory entry it replaced
+    /// comes back; a learned one is forgotten (the next frame from that MAC teaches it
+    /// again).
     pub(super) fn restore(&self, previous: Option<RemoteEntry>) {
         let Some(fdb) = &self.fdb else {
             return;
         };
         match previous {
-            Some(e) if e.is_static => {
+            Some(e) if e.is_static() => {
                 if let Err(e) = fdb.insert_static(self.addr, e.endpoint) {
                     tracing::error!(error = %e, "cannot restore a remote MAC");
                 }
+            }
+            Some(e) if e.source == EntrySource::Directory => {
+                fdb.remove(self.addr);
+                fdb.apply_directory(&[(self.addr, Some(e.endpoint))]);
             }
             _ => {
                 fdb.remove(self.addr);
@@ -178,6 +185,15 @@ impl Controller {
             })?;
             return Ok(Response::Done);
         }
+        if let Some(e) = fdb.as_ref().and_then(|f| f.lookup(addr)) {
+            if e.source == EntrySource::Directory {
+                return Err(ControlError::invalid(format!(
+                    "the remote FDB entry for {addr} on port {port:?} of switch {switch:?} \
+                     comes from the directory: it changes there"
+                ))
+                .with_hint("a static entry (weft remote-mac add) overrides it"));
+            }
+        }
         // A learned entry: forget it (it comes back with the next frame from that MAC).
         if fdb.is_some_and(|f| f.remove(addr)) {
             Ok(Response::Done)
@@ -202,7 +218,8 @@ impl Controller {
                 .map(|(mac, e, age)| RemoteMacEntry {
                     mac: mac.to_string(),
                     remote: e.endpoint.to_string(),
-                    is_static: e.is_static,
+                    is_static: e.is_static(),
+                    source: e.source.as_str().into(),
                     age_secs: age.map(|a| a.as_secs()),
                 })
                 .collect(),
@@ -213,6 +230,7 @@ impl Controller {
                     mac: m.mac.to_string(),
                     remote: m.remote.to_string(),
                     is_static: true,
+                    source: EntrySource::Static.as_str().into(),
                     age_secs: None,
                 })
                 .collect(),

@@ -207,6 +207,37 @@ fn fdb_entries_show_type_and_age() {
 }
 
 #[test]
+fn remote_macs_show_their_source_and_age() {
+    let entry = |mac: &str, is_static, source: &str, age_secs| RemoteMacEntry {
+        mac: mac.into(),
+        remote: "192.0.2.2".into(),
+        is_static,
+        source: source.into(),
+        age_secs,
+    };
+    let text = human(
+        &Request::SwitchList {},
+        &Response::RemoteMacs {
+            entries: vec![
+                entry("02:00:00:00:00:01", true, "static", None),
+                entry("02:00:00:00:00:02", false, "directory", None),
+                entry("02:00:00:00:00:03", false, "learned", Some(7)),
+                // From a daemon that predates the source: told by the static flag.
+                entry("02:00:00:00:00:04", false, "", Some(3)),
+            ],
+        },
+    );
+    assert_eq!(
+        text,
+        "MAC                REMOTE     SOURCE     AGE\n\
+         02:00:00:00:00:01  192.0.2.2  static       -\n\
+         02:00:00:00:00:02  192.0.2.2  directory    -\n\
+         02:00:00:00:00:03  192.0.2.2  learned     7s\n\
+         02:00:00:00:00:04  192.0.2.2  learned     3s\n"
+    );
+}
+
+#[test]
 fn rules_print_in_the_text_syntax_with_counters() {
     let rule = RuleSpec {
         priority: 10,

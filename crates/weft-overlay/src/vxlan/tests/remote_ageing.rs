@@ -8,11 +8,11 @@ use weft_packet::MacAddr;
 
 use crate::vxlan::remote_fdb::{LearnOutcome, RemoteFdb};
 
-fn ip(last: u8) -> IpAddr {
+pub(super) fn ip(last: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(192, 0, 2, last))
 }
 
-fn mac(last: u8) -> MacAddr {
+pub(super) fn mac(last: u8) -> MacAddr {
     MacAddr([2, 0, 0, 0, 0, last])
 }
 
@@ -101,7 +101,7 @@ proptest! {
             prop_assert_eq!(fdb.len(), fdb.learned_len() + fdb.static_len());
             prop_assert_eq!(fdb.static_len(), 1);
             for (_, entry, age) in fdb.entries() {
-                prop_assert_eq!(entry.is_static, age.is_none());
+                prop_assert_eq!(entry.is_static(), age.is_none());
                 prop_assert!(age.is_none_or(|a| a < Duration::from_secs(10)));
             }
         }

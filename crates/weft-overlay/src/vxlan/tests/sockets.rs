@@ -30,7 +30,7 @@ pub(super) fn lo(last: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, 0, 0, last))
 }
 
-fn frame(dst: [u8; 6], sport: u16) -> Vec<u8> {
+pub(super) fn frame(dst: [u8; 6], sport: u16) -> Vec<u8> {
     let mut out = Vec::new();
     etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], dst)
         .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
@@ -46,7 +46,7 @@ pub(super) fn config(local: IpAddr, local_port: u16, remote_port: u16) -> VxlanC
     c
 }
 
-fn listener(ip: IpAddr, port: u16) -> UdpSocket {
+pub(super) fn listener(ip: IpAddr, port: u16) -> UdpSocket {
     let s = UdpSocket::bind(SocketAddr::new(ip, port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
     s

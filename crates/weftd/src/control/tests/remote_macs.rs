@@ -43,7 +43,8 @@ fn add_mac(f: &mut Fixture, mac: &str, remote: &str) -> Result<Response, Control
     })
 }
 
-fn shown(f: &mut Fixture) -> Vec<(String, String, bool)> {
+/// The entries `remote_mac_show` lists: MAC, endpoint, source.
+fn shown(f: &mut Fixture) -> Vec<(String, String, String)> {
     let Response::RemoteMacs { entries } = f.ok(Request::RemoteMacShow {
         switch: "br0".into(),
         port: "vx".into(),
@@ -52,7 +53,7 @@ fn shown(f: &mut Fixture) -> Vec<(String, String, bool)> {
     };
     entries
         .into_iter()
-        .map(|e| (e.mac, e.remote, e.is_static))
+        .map(|e| (e.mac, e.remote, e.source))
         .collect()
 }
 
@@ -78,7 +79,11 @@ fn remote_macs_are_added_moved_and_deleted_in_the_running_port_and_the_state_fil
     add_port(&mut f, vxlan(udp_port(0), vec![first.clone()])).unwrap();
     assert_eq!(
         shown(&mut f),
-        [("02:00:00:00:00:01".into(), "127.0.0.2".into(), true)]
+        [(
+            "02:00:00:00:00:01".into(),
+            "127.0.0.2".into(),
+            "static".into()
+        )]
     );
 
     // Added while running, upper case accepted and stored canonical; then moved.
@@ -87,8 +92,16 @@ fn remote_macs_are_added_moved_and_deleted_in_the_running_port_and_the_state_fil
     assert_eq!(
         shown(&mut f),
         [
-            ("02:00:00:00:00:01".into(), "127.0.0.3".into(), true),
-            ("02:00:00:00:00:0a".into(), "127.0.0.3".into(), true),
+            (
+                "02:00:00:00:00:01".into(),
+                "127.0.0.3".into(),
+                "static".into()
+            ),
+            (
+                "02:00:00:00:00:0a".into(),
+                "127.0.0.3".into(),
+                "static".into()
+            ),
         ]
     );
     assert_eq!(
@@ -112,6 +125,55 @@ fn remote_macs_are_added_moved_and_deleted_in_the_running_port_and_the_state_fil
         mac: "02:00:00:00:00:0a".parse().unwrap(),
     });
     assert_eq!(e.kind, ErrorKind::NotFound, "{}", e.message);
+}
+
+#[test]
+fn directory_entries_are_shown_by_source_never_saved_and_a_static_one_overrides_them() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIP: a VXLAN port's raw socket needs root");
+        return;
+    }
+    let mut f = fixture(vec![switch("br0", &[])]);
+    let pinned = remote_mac("02:00:00:00:00:01", "127.0.0.2");
+    add_port(&mut f, vxlan(udp_port(4), vec![pinned.clone()])).unwrap();
+    let fdb = f.c.port_rt("br0", "vx").unwrap().device.remote_fdb.clone();
+    let fdb = fdb.expect("an open VXLAN port has a remote FDB");
+    let mac = |s: &str| s.parse::<weft_packet::MacAddr>().unwrap();
+    let at = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+    let applied = fdb.replace_directory(&[
+        (mac("02:00:00:00:00:01"), at("127.0.0.3")),
+        (mac("02:00:00:00:00:02"), at("127.0.0.3")),
+    ]);
+    assert_eq!((applied.added, applied.shadowed_by_static), (1, 1));
+    let entry = |m: &str, r: &str, source: &str| (m.to_string(), r.to_string(), source.to_string());
+    assert_eq!(
+        shown(&mut f),
+        [
+            entry("02:00:00:00:00:01", "127.0.0.2", "static"),
+            entry("02:00:00:00:00:02", "127.0.0.3", "directory"),
+        ]
+    );
+    assert_eq!(saved_macs(&f), std::slice::from_ref(&pinned));
+
+    // The directory owns its entries: remote-mac del refuses, and says why.
+    let e = f.err(Request::RemoteMacDel {
+        switch: "br0".into(),
+        port: "vx".into(),
+        mac: mac("02:00:00:00:00:02"),
+    });
+    assert_eq!(e.kind, ErrorKind::Invalid, "{}", e.message);
+    assert!(e.message.contains("directory"), "{}", e.message);
+
+    // A static entry overrides one (and is saved).
+    add_mac(&mut f, "02:00:00:00:00:02", "127.0.0.2").unwrap();
+    assert_eq!(
+        shown(&mut f),
+        [
+            entry("02:00:00:00:00:01", "127.0.0.2", "static"),
+            entry("02:00:00:00:00:02", "127.0.0.2", "static"),
+        ]
+    );
+    assert_eq!(saved_macs(&f).len(), 2);
 }
 
 #[test]
@@ -212,7 +274,7 @@ fn a_route_with_a_remote_adds_its_rule_and_remote_mac_together_or_not_at_all() {
     let before = vec![(
         "02:00:00:00:00:01".to_string(),
         "127.0.0.2".to_string(),
-        true,
+        "static".to_string(),
     )];
 
     // A bad rule, a bad remote, a route with no destination: refused, the entry for
@@ -252,7 +314,7 @@ fn a_route_with_a_remote_adds_its_rule_and_remote_mac_together_or_not_at_all() {
     let moved = vec![(
         "02:00:00:00:00:01".to_string(),
         "127.0.0.3".to_string(),
-        true,
+        "static".to_string(),
     )];
     assert_eq!(shown(&mut f), moved);
     assert_eq!(
