@@ -157,6 +157,9 @@ pub enum Command {
     /// A VXLAN port's remote FDB: which remote endpoint a MAC lives behind.
     #[command(subcommand, name = "remote-mac")]
     RemoteMac(crate::cli_overlay::RemoteMacCmd),
+    /// The directory (etcd) where weft hosts find each other's endpoints and MACs.
+    #[command(subcommand)]
+    Directory(crate::cli_overlay::DirectoryCmd),
     /// Counters per switch and per port (drops by reason), and worker load.
     #[command(after_help = "EXAMPLES:\n  weft stats\n  weft stats br0\n  weft --json stats br0")]
     Stats {
@@ -374,7 +377,8 @@ pub enum PortKindCmd {
     #[command(after_help = "EXAMPLES:\n  \
         weft port add br0:vx vxlan --local 192.0.2.1 --vni 42 --remote 192.0.2.2 --remote 192.0.2.3\n  \
         weft port add br0:vx vxlan --local 192.0.2.1 --vni 42 --remote 192.0.2.2 --remote-mac 52:54:00:00:00:02=192.0.2.2\n  \
-        weft port add br0:vx vxlan --local fd00::1 --vni 7 --remote-learning --udp-port 8472 --netns under")]
+        weft port add br0:vx vxlan --local fd00::1 --vni 7 --remote-learning --udp-port 8472 --netns under\n  \
+        weft port add br0:vx vxlan --local 192.0.2.1 --vni 42 --directory")]
     Vxlan {
         /// Local endpoint IP address (IPv4 or IPv6).
         #[arg(long, value_name = "IP", value_parser = crate::cli_overlay::parse_ip)]
@@ -407,6 +411,11 @@ pub enum PortKindCmd {
             value_parser = clap::value_parser!(u32).range(1..=i64::from(weft_control::state::MAX_REMOTE_AGEING_SECS))
         )]
         remote_ageing: u32,
+        /// Find the VNI's remote endpoints and MACs in the directory (etcd, weftd's
+        /// `[directory]`), and publish this host's endpoint and local MACs there; beside or
+        /// instead of --remote.
+        #[arg(long)]
+        directory: bool,
         /// Switch-side options.
         #[command(flatten)]
         options: PortOptionArgs,

@@ -138,6 +138,15 @@ pub enum RouteCmd {
     },
 }
 
+/// `weft directory ...`.
+#[derive(Debug, Subcommand)]
+pub enum DirectoryCmd {
+    /// Whether weftd is connected to etcd, the revision it has seen, its entries by kind,
+    /// what it refused and its last error.
+    #[command(after_help = "EXAMPLES:\n  weft directory status\n  weft --json directory status")]
+    Status,
+}
+
 /// `weft remote-mac ...`: a VXLAN port's remote FDB (MAC → remote endpoint).
 #[derive(Debug, Subcommand)]
 pub enum RemoteMacCmd {

@@ -27,7 +27,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use client_endpoint::{arp_request, udp_frame, ClientEndpoint};
-use common::hosts::{Host, Underlay};
+use common::hosts::{Endpoint, Host, Underlay};
 use weft_control::Response;
 use weft_testlab::lab::{self, Netns};
 
@@ -56,21 +56,6 @@ impl Host {
             panic!("fdb show answered something else")
         };
         entries.into_iter().map(|e| e.mac.to_lowercase()).collect()
-    }
-}
-
-/// One VNI's endpoint on one host: a namespace holding the far end of a TAP.
-struct Endpoint {
-    ns: Netns,
-    ifname: &'static str,
-    ip: String,
-}
-
-impl Endpoint {
-    fn mac(&self) -> String {
-        let path = format!("/sys/class/net/{}/address", self.ifname);
-        let out = lab::run_ok(self.ns.cmd("cat").arg(path), Duration::from_secs(10));
-        out.trim().to_lowercase()
     }
 }
 
@@ -106,15 +91,8 @@ fn overlay(hosts: &[Host], switch: &str, vni: u32, udp_port: u16, subnet: u8) ->
         }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         host.json(&args);
-        let ns = Netns::new(&format!("e{subnet}"));
-        let port = format!("{switch}:{ifname}");
-        host.json(&["port", "add", &port, "tap", "--netns", &ns.name]);
-        let no_ipv6 = format!("echo 1 > /proc/sys/net/ipv6/conf/{ifname}/disable_ipv6");
-        lab::run_ok(ns.cmd("sh").args(["-c", &no_ipv6]), Duration::from_secs(10));
         let ip = format!("10.{subnet}.0.{}", i + 1);
-        ns.ip(&["addr", "add", &format!("{ip}/24"), "dev", ifname]);
-        ns.ip(&["link", "set", ifname, "up"]);
-        endpoints.push(Endpoint { ns, ifname, ip });
+        endpoints.push(host.endpoint(switch, ifname, &ip, &format!("e{subnet}")));
     }
     endpoints
 }
@@ -299,18 +277,18 @@ fn no_leak(hosts: &[Host], from: (&str, &[Endpoint]), other: (&str, &[Endpoint])
     let src = [0x02, marker, 0, 0, 0, 1];
     let src_text = "02:".to_string() + &format!("{marker:02x}") + ":00:00:00:01";
     let frames = frames_of_every_kind(src, parse_mac(&endpoints[1].mac()));
-    let other_before = delivered(hosts, other_switch, other_endpoints[0].ifname);
-    let before = delivered(hosts, switch, endpoints[0].ifname);
+    let other_before = delivered(hosts, other_switch, &other_endpoints[0].ifname);
+    let before = delivered(hosts, switch, &endpoints[0].ifname);
     let started = Instant::now();
     let sent = weft_testlab::blast::send_frames(
         &endpoints[0].ns.path(),
-        endpoints[0].ifname,
+        &endpoints[0].ifname,
         &frames,
         FRAMES_PER_KIND,
     );
     std::thread::sleep(Duration::from_secs(1));
-    let after = delivered(hosts, switch, endpoints[0].ifname);
-    let other_after = delivered(hosts, other_switch, other_endpoints[0].ifname);
+    let after = delivered(hosts, switch, &endpoints[0].ifname);
+    let other_after = delivered(hosts, other_switch, &other_endpoints[0].ifname);
     let carried: u64 = (1..3).map(|h| after[h].0 - before[h].0).sum();
     eprintln!(
         "{switch}: sent {sent} frames in {:?}; the other hosts' VXLAN ports received {carried}",
@@ -459,7 +437,7 @@ fn client_endpoints(hosts: &[Host], vni100: &[Endpoint], vni200: &[Endpoint]) {
         Ipv4Addr::new(10, 100, 0, 250),
     );
     let before = delivered(hosts, "br0", "ep100");
-    let other_before = delivered(hosts, "br1", vni200[0].ifname);
+    let other_before = delivered(hosts, "br1", &vni200[0].ifname);
     for _ in 0..BROADCASTS {
         clients[0].send(&arp);
     }
@@ -478,7 +456,7 @@ fn client_endpoints(hosts: &[Host], vni100: &[Endpoint], vni200: &[Endpoint]) {
     // VNI 200 may carry a stray ARP probe of its own endpoints meanwhile (the kernel checks a
     // neighbour a few seconds after the pings above), never the 50 broadcasts nor their
     // source MAC.
-    let other_after = delivered(hosts, "br1", vni200[0].ifname);
+    let other_after = delivered(hosts, "br1", &vni200[0].ifname);
     let client_mac = clients[0].mac.map(|b| format!("{b:02x}")).join(":");
     for h in 0..3 {
         assert!(
@@ -539,7 +517,7 @@ fn addresses_seen(endpoint: &Endpoint, traffic: impl FnOnce()) -> Vec<String> {
     let mut capture = endpoint
         .ns
         .cmd("timeout")
-        .args(["20", "tshark", "-q", "-i", endpoint.ifname, "-w"])
+        .args(["20", "tshark", "-q", "-i", &endpoint.ifname, "-w"])
         .arg(&pcap)
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -160,6 +160,8 @@ pub enum Request {
         #[serde(with = "text_form::mac")]
         mac: MacAddr,
     },
+    /// The directory client's state (`[directory]` in weftd's configuration).
+    DirectoryStatus {},
     /// The remote FDB of a VXLAN port: static, directory and learned entries.
     RemoteMacShow {
         /// Switch.

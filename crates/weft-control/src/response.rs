@@ -43,6 +43,11 @@ pub enum Response {
         /// The entries.
         entries: Vec<FdbEntry>,
     },
+    /// The directory client's state.
+    Directory {
+        /// What it is doing.
+        status: DirectoryStatus,
+    },
     /// A VXLAN port's remote FDB.
     RemoteMacs {
         /// The entries, by MAC.
@@ -240,6 +245,56 @@ pub struct FdbEntry {
     /// Seconds since last seen (learned entries).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub age_secs: Option<u64>,
+}
+
+/// The directory client's state.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirectoryStatus {
+    /// weftd has a `[directory]`.
+    pub configured: bool,
+    /// The etcd endpoints.
+    #[serde(default)]
+    pub endpoints: Vec<String>,
+    /// This host's name in the directory.
+    #[serde(default)]
+    pub host: String,
+    /// A session with etcd is up.
+    #[serde(default)]
+    pub connected: bool,
+    /// The etcd revision last seen.
+    #[serde(default)]
+    pub revision: i64,
+    /// The lease this host's entries live under (0: none).
+    #[serde(default)]
+    pub lease: i64,
+    /// VNIs carried by the VXLAN ports with `--directory`.
+    #[serde(default)]
+    pub vnis: Vec<u32>,
+    /// Remote tunnel endpoints known, over the VNIs carried.
+    #[serde(default)]
+    pub vteps: u64,
+    /// MAC claims known (this host's included).
+    #[serde(default)]
+    pub macs: u64,
+    /// MAC claims this host has written.
+    #[serde(default)]
+    pub published: u64,
+    /// Writes etcd took.
+    #[serde(default)]
+    pub writes: u64,
+    /// Full re-reads of the VNIs carried.
+    #[serde(default)]
+    pub resyncs: u64,
+    /// Sessions started.
+    #[serde(default)]
+    pub sessions: u64,
+    /// Entries refused, by reason.
+    #[serde(default)]
+    pub refused: std::collections::BTreeMap<String, u64>,
+    /// The last error, while it lasts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
 }
 
 /// A remote FDB entry: which remote endpoint a MAC lives behind.

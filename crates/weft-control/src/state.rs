@@ -207,6 +207,10 @@ pub enum PortKind {
             skip_serializing_if = "is_default_remote_ageing"
         )]
         remote_ageing: u32,
+        /// Take the VNI's remote endpoints and MACs from the directory (weftd's
+        /// `[directory]`) and publish this host's there.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        directory: bool,
     },
     /// A TCP link to another weftd: Ethernet frames in one TCP connection. Exactly one of
     /// `listen` and `connect`.

@@ -258,10 +258,15 @@ impl View {
         self.entries
     }
 
-    /// (tunnel endpoints, MAC claims) held.
+    /// (other hosts' tunnel endpoints, MAC claims of every host) held.
     pub fn entries_by_kind(&self) -> (usize, usize) {
-        let vteps = self.vnis.values().map(|s| s.vteps.len()).sum();
-        (vteps, self.entries - vteps)
+        let all: usize = self.vnis.values().map(|s| s.vteps.len()).sum();
+        let own = self
+            .vnis
+            .values()
+            .filter(|s| s.vteps.contains_key(&self.own))
+            .count();
+        (all - own, self.entries - all)
     }
 
     /// Entries refused so far.

@@ -14,7 +14,9 @@ use serde::Deserialize;
 use toml::Spanned;
 use weft_control::state::{SwitchSettings, SwitchState};
 
+mod directory;
 mod error;
+pub use directory::DirectorySection;
 pub use error::{ConfigTextError, Position, ValueError};
 
 /// The whole configuration.
@@ -40,6 +42,8 @@ pub struct Config {
     pub workers: WorkersConfig,
     /// vhost-user ports.
     pub vhost: VhostConfig,
+    /// The directory (etcd) that VXLAN ports with `--directory` use; none without it.
+    pub directory: Option<DirectorySection>,
     /// The switches of a first start (when there is no state file yet). Once a state file
     /// exists, it is what weftd restores, and these are ignored.
     #[serde(rename = "switch")]
@@ -57,6 +61,7 @@ impl Default for Config {
             metrics: MetricsConfig::default(),
             workers: WorkersConfig::default(),
             vhost: VhostConfig::default(),
+            directory: None,
             switches: vec![Spanned::new(
                 0..0,
                 SwitchState {

@@ -12,6 +12,7 @@ pub mod control;
 pub mod daemon;
 pub mod demo;
 pub mod devices;
+pub mod directory;
 #[cfg(any(test, fuzzing))]
 #[doc(hidden)]
 pub mod fuzz_entry;

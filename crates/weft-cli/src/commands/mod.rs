@@ -92,6 +92,9 @@ pub fn plan(command: &Command) -> Result<Plan<'_>, CliError> {
         }),
         Command::Route(cmd) => Ok(Plan::Route(cmd)),
         Command::RemoteMac(cmd) => call(remote_mac::request(cmd)),
+        Command::Directory(crate::cli_overlay::DirectoryCmd::Status) => {
+            call(Request::DirectoryStatus {})
+        }
         Command::Stats { switch } => call(Request::Stats {
             switch: switch.clone(),
         }),

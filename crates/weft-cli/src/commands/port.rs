@@ -63,6 +63,7 @@ pub fn port_add_request(target: &PortRef, kind: &PortKindCmd) -> Request {
             udp_port,
             remote_macs,
             remote_ageing,
+            directory,
             options,
         } => (
             PortKind::Vxlan {
@@ -74,6 +75,7 @@ pub fn port_add_request(target: &PortRef, kind: &PortKindCmd) -> Request {
                 port: *udp_port,
                 remote_macs: remote_macs.clone(),
                 remote_ageing: *remote_ageing,
+                directory: *directory,
             },
             options,
         ),

@@ -25,6 +25,7 @@ pub fn human(request: &Request, response: &Response) -> String {
         Response::Port { port, counters } => port_detail(port, counters),
         Response::Fdb { entries } => fdb_table(entries),
         Response::RemoteMacs { entries } => remote_macs_table(entries),
+        Response::Directory { status } => directory::status(status),
         Response::RuleAdded { id } => format!("{id}\n"),
         Response::Rules { rules } => rules_table(rules),
         Response::Stats { switches, workers } => stats(switches, workers),
@@ -223,6 +224,7 @@ fn kind_detail(port: &PortInfo) -> String {
             port,
             remote_macs,
             remote_ageing,
+            directory,
         } => {
             let mut s = format!("vxlan, local {local}, vni {vni}");
             if let Some(p) = port {
@@ -242,6 +244,7 @@ fn kind_detail(port: &PortInfo) -> String {
                 s.push_str(&format!(", netns {ns}"));
             }
             s.push_str(if *learning { ", learning" } else { "" });
+            s.push_str(if *directory { ", directory" } else { "" });
             if !remote_macs.is_empty() {
                 s.push_str(&format!(", {} static remote MACs", remote_macs.len()));
             }
@@ -510,6 +513,8 @@ fn applied(changes: &[String], dry_run: bool) -> String {
     }
     out
 }
+
+mod directory;
 
 #[cfg(test)]
 mod tests;

@@ -42,6 +42,23 @@ impl Underlay {
     }
 }
 
+/// An endpoint: a namespace holding the far end of a TAP port named `ifname`, with
+/// address `ip`.
+pub(crate) struct Endpoint {
+    pub(crate) ns: Netns,
+    pub(crate) ifname: String,
+    pub(crate) ip: String,
+}
+
+impl Endpoint {
+    /// The interface's MAC, lower case.
+    pub(crate) fn mac(&self) -> String {
+        let path = format!("/sys/class/net/{}/address", self.ifname);
+        let out = lab::run_ok(self.ns.cmd("cat").arg(path), Duration::from_secs(10));
+        out.trim().to_lowercase()
+    }
+}
+
 /// A weftd running inside a host's namespace, with its own runtime directory and state
 /// file, metrics off; killed when dropped.
 pub(crate) struct Host {
@@ -95,6 +112,29 @@ impl Host {
     /// `weft --json ARGS`, which must succeed; the answer.
     pub(crate) fn json(&self, args: &[&str]) -> Response {
         super::json_answer(args, |a| self.weft(a), || self.log())
+    }
+
+    /// A TAP port `switch:ifname` whose far end is in a new namespace (named after `tag`)
+    /// with address `ip`/24 and no IPv6 (so it is silent unless a test makes it speak).
+    pub(crate) fn endpoint(&self, switch: &str, ifname: &str, ip: &str, tag: &str) -> Endpoint {
+        let ns = Netns::new(tag);
+        let port = format!("{switch}:{ifname}");
+        self.json(&["port", "add", &port, "tap", "--netns", &ns.name]);
+        let no_ipv6 = format!("echo 1 > /proc/sys/net/ipv6/conf/{ifname}/disable_ipv6");
+        lab::run_ok(ns.cmd("sh").args(["-c", &no_ipv6]), Duration::from_secs(10));
+        ns.ip(&["addr", "add", &format!("{ip}/24"), "dev", ifname]);
+        ns.ip(&["link", "set", ifname, "up"]);
+        Endpoint {
+            ns,
+            ifname: ifname.to_string(),
+            ip: ip.to_string(),
+        }
+    }
+
+    /// SIGKILL: weftd gets no chance to tidy up (its directory lease is left to expire).
+    pub(crate) fn kill_hard(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// The default socket of vhost-user port `br0:PORT`.

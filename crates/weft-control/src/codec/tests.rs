@@ -225,6 +225,7 @@ fn vhost_user_and_vxlan_port_kinds_round_trip() {
             port: Some(4790),
             remote_macs: vec![a_remote_mac()],
             remote_ageing: 300,
+            directory: false,
         },
     ] {
         round_trip(Request::PortAdd {
@@ -279,6 +280,7 @@ fn new_port_kinds_take_their_defaults_and_snake_case_names() {
             port: None,
             remote_macs: Vec::new(),
             remote_ageing: 300,
+            directory: false,
         }
     );
 }

@@ -18,6 +18,7 @@ fn vxlan(local: IpAddr, vni: Vni, remotes: Vec<IpAddr>, remote_macs: Vec<RemoteM
         port: None,
         remote_macs,
         remote_ageing: 300,
+        directory: false,
     }
 }
 

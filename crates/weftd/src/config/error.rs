@@ -43,6 +43,9 @@ pub enum ValueError {
         /// Why.
         source: nix::Error,
     },
+    /// A `[directory]` setting that cannot be used.
+    #[error("{0}")]
+    Directory(String),
     /// A number out of its range.
     #[error("{value} is out of range: expected {min} to {max}")]
     OutOfRange {

@@ -17,6 +17,8 @@ mod build;
 mod capture;
 pub mod client_files;
 mod diff;
+mod directory;
+pub use directory::DirectoryPort;
 mod fdb;
 pub mod open_as;
 pub mod pool;
@@ -94,6 +96,8 @@ pub struct Controller {
     /// The files the request being handled names, read before the lock was taken.
     files: ClientFiles,
     captures: capture::Captures,
+    /// The directory client, when weftd has a `[directory]`.
+    directory: Option<Arc<crate::directory::DirectoryLink>>,
 }
 
 /// A port that could not be recreated on start.
@@ -166,6 +170,7 @@ impl Controller {
             vhost,
             files: ClientFiles::default(),
             captures: capture::Captures::default(),
+            directory: None,
         };
         let mut failures = Vec::new();
         for switch in state.switches {
@@ -262,6 +267,7 @@ impl Controller {
             } => self.remote_mac_add(&switch, &port, mac, remote),
             Request::RemoteMacDel { switch, port, mac } => self.remote_mac_del(&switch, &port, mac),
             Request::RemoteMacShow { switch, port } => self.remote_mac_show(&switch, &port),
+            Request::DirectoryStatus {} => Ok(self.directory_status()),
             Request::RuleAdd { switch, rule } => self.rule_add(&switch, rule),
             Request::RouteAdd {
                 switch,

@@ -104,6 +104,7 @@ impl Controller {
             options,
         };
         validate::port(&port)?;
+        self.directory_available(&port.kind)?;
         if conf.ports.iter().any(|p| p.name == port.name) {
             return Err(ControlError::exists(format!(
                 "port {:?} already exists on switch {switch:?}",

@@ -271,6 +271,18 @@ fn start(
         tracing::warn!(switch = %f.switch, port = %f.port, reason = %f.reason, "port could not be recreated; it is kept, marked failed");
     }
     let controller = Arc::new(Mutex::new(controller));
+    // Kept until weftd stops: its client revokes the lease, so other hosts drop this one.
+    let _directory = match &config.directory {
+        Some(section) => {
+            let client = section.client_config().map_err(StartError::Directory)?;
+            tracing::info!(endpoints = ?client.endpoints, host = %client.host, "directory");
+            Some(
+                crate::directory::DirectoryService::start(client, Arc::clone(&controller))
+                    .map_err(|e| StartError::Directory(e.to_string()))?,
+            )
+        }
+        None => None,
+    };
     let slots = ClientSlots::new(config.control.max_clients.get());
     let shared = Shared {
         controller: Arc::clone(&controller),

@@ -13,6 +13,9 @@ use crate::server::{ControlSocketError, TokenFileError};
 /// A startup failure.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    /// The `[directory]` cannot be used.
+    #[error("[directory]: {0}")]
+    Directory(String),
     /// Nowhere to put the runtime files.
     #[error(
         "no runtime directory: XDG_RUNTIME_DIR is not set; pass --runtime-dir DIR (or set \

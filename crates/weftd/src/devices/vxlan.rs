@@ -29,6 +29,7 @@ fn vxlan_config(kind: &PortKind) -> Result<VxlanConfig, OpenError> {
         port,
         remote_macs,
         remote_ageing,
+        directory: _,
     } = kind
     else {
         return Err(OpenError::Settings("not a VXLAN port".into()));
@@ -72,6 +73,7 @@ mod tests {
                 remote: "192.0.2.2".parse().unwrap(),
             }],
             remote_ageing: 45,
+            directory: false,
         };
         let c = vxlan_config(&kind).unwrap();
         assert_eq!(c.remote_ageing, std::time::Duration::from_secs(45));

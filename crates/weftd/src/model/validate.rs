@@ -136,8 +136,15 @@ pub fn port_kind(port_name: &str, kind: &PortKind) -> Result<(), ControlError> {
             port,
             remote_macs,
             remote_ageing,
+            directory,
         } => {
             remote_ageing_in_range(*remote_ageing)?;
+            if *directory && (local.is_unspecified() || local.is_multicast()) {
+                return Err(ControlError::invalid(format!(
+                    "--directory publishes the local address for other hosts to send to, and \
+                     {local} is not one they can: give the host's underlay address"
+                )));
+            }
             if remotes.len() > weft_overlay::MAX_REMOTES {
                 return Err(ControlError::invalid(format!(
                     "{} remotes: a VXLAN port has at most {}",
@@ -162,7 +169,8 @@ pub fn port_kind(port_name: &str, kind: &PortKind) -> Result<(), ControlError> {
                     "udp port 0 is out of range: use 1 to 65535 (4789 by default)",
                 ));
             }
-            super::remote_macs::check(remote_macs, *local, remotes, *learning)
+            // With the directory, any endpoint it names may carry a static MAC.
+            super::remote_macs::check(remote_macs, *local, remotes, *learning || *directory)
         }
         PortKind::TcpLink {
             listen,

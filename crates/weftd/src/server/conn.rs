@@ -155,6 +155,7 @@ fn changes_configuration(request: &weft_control::Request) -> bool {
         | R::PortShow { .. }
         | R::FdbShow { .. }
         | R::RemoteMacShow { .. }
+        | R::DirectoryStatus {}
         | R::RuleList { .. }
         | R::Stats { .. }
         | R::CaptureStart { .. }

@@ -139,6 +139,7 @@ fn vxlan_takes_every_remote_and_its_endpoint_options() {
                     remote: "192.0.2.3".parse().unwrap(),
                 }],
                 remote_ageing: 30,
+                directory: false,
             },
             options: PortSettings {
                 learning: false,
@@ -160,6 +161,7 @@ fn vxlan_takes_every_remote_and_its_endpoint_options() {
                 port: None,
                 remote_macs: Vec::new(),
                 remote_ageing: 300,
+                directory: false,
             },
             options: PortSettings::default(),
         }

@@ -27,6 +27,7 @@ fn vxlan(local: &str, vni: u32, port: u16) -> PortKind {
         port: Some(port),
         remote_macs: Vec::new(),
         remote_ageing: 300,
+        directory: false,
     }
 }
 
@@ -232,6 +233,7 @@ fn bad_vxlan_settings_are_invalid_and_name_the_field() {
         port: None,
         remote_macs: Vec::new(),
         remote_ageing: 300,
+        directory: false,
     };
     let mixed = PortKind::Vxlan {
         local: "10.0.0.1".parse().unwrap(),
@@ -242,6 +244,7 @@ fn bad_vxlan_settings_are_invalid_and_name_the_field() {
         port: None,
         remote_macs: Vec::new(),
         remote_ageing: 300,
+        directory: false,
     };
     let ageing = |secs: u32| {
         let mut kind = vxlan("127.0.0.1", 1, 4789);
@@ -434,6 +437,7 @@ fn a_vxlan_port_in_an_old_state_file_ages_remote_macs_after_300_s_and_says_it_on
         kind,
         PortKind::Vxlan {
             remote_ageing: 300,
+            directory: false,
             ..
         }
     ));
@@ -447,6 +451,7 @@ fn a_vxlan_port_in_an_old_state_file_ages_remote_macs_after_300_s_and_says_it_on
         kind,
         PortKind::Vxlan {
             remote_ageing: 60,
+            directory: false,
             ..
         }
     ));

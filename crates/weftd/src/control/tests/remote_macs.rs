@@ -15,6 +15,7 @@ fn vxlan(udp: u16, remote_macs: Vec<RemoteMac>) -> PortKind {
         port: Some(udp),
         remote_macs,
         remote_ageing: 300,
+        directory: false,
     }
 }
 
