@@ -126,3 +126,48 @@ fn vhost_socket_dirs_are_plain_absolute_paths() {
         assert!(e.contains(bad), "{e}");
     }
 }
+
+#[test]
+fn a_directory_table_is_read_with_its_defaults_and_bad_values_say_where() {
+    let c =
+        Config::parse("[directory]\nendpoints = [\"http://192.0.2.10:2379\"]\nhost = \"hv1\"\n")
+            .unwrap();
+    let d = c.directory.expect("a directory");
+    let client = d.client_config().unwrap();
+    assert_eq!(client.prefix, "/weft/");
+    assert_eq!(client.host.as_str(), "hv1");
+    assert_eq!(client.lease_ttl, std::time::Duration::from_secs(30));
+    assert!(client.tls.is_none() && client.user.is_none());
+    assert!(Config::parse("").unwrap().directory.is_none());
+
+    let e = err("[directory]\nendpoints = []\n");
+    assert!(e.contains("line 2") && e.contains("1 to 16"), "{e}");
+    let e = err("[directory]\nendpoints = [\"192.0.2.10:2379\"]\n");
+    assert!(e.contains("http://HOST:PORT"), "{e}");
+    let e = err("[directory]\nendpoints = [\"http://a:1\"]\nprefix = \"weft\"\n");
+    assert!(e.contains("line 3") && e.contains("'/'"), "{e}");
+    let e = err("[directory]\nendpoints = [\"http://a:1\"]\nhost = \"a b\"\n");
+    assert!(e.contains("line 3") && e.contains("letters"), "{e}");
+    let e = err("[directory]\nendpoints = [\"http://a:1\"]\nlease_ttl_secs = 1\n");
+    assert!(e.contains("2 to 3600"), "{e}");
+    let e = err("[directory]\nendpoint = [\"http://a:1\"]\n");
+    assert!(e.contains("endpoints"), "{e}");
+    let mixed =
+        Config::parse("[directory]\nendpoints = [\"http://a:1\", \"https://b:1\"]\nhost = \"h\"\n")
+            .unwrap();
+    assert!(mixed
+        .directory
+        .unwrap()
+        .client_config()
+        .unwrap_err()
+        .contains("mix"));
+    let lonely =
+        Config::parse("[directory]\nendpoints = [\"http://a:1\"]\nhost = \"h\"\nuser = \"u\"\n")
+            .unwrap();
+    assert!(lonely
+        .directory
+        .unwrap()
+        .client_config()
+        .unwrap_err()
+        .contains("together"));
+}
