@@ -86,6 +86,7 @@ pub enum DirectoryError {
     #[error("starting the directory client: {0}")]
     Runtime(#[source] std::io::Error),
     /// The store refused or failed a request.
+    #[cfg(feature = "client")]
     #[error("{0}")]
     Store(#[from] etcd_client::Error),
     /// The store did not answer in time.

@@ -9,15 +9,19 @@
 //! bounded. While the store is unreachable nothing is flushed; on reconnection the VNIs are
 //! read again and replaced whole.
 
+#[cfg(feature = "client")]
 mod client;
 pub mod config;
 pub mod error;
+pub mod fuzz_entry;
 pub mod keys;
 pub mod publish;
 pub mod records;
+#[cfg(feature = "client")]
 mod session;
 pub mod view;
 
+#[cfg(feature = "client")]
 pub use client::{Directory, Sink, Status};
 pub use config::{DirectoryConfig, TlsFiles};
 pub use error::{DirectoryError, Refusal, Refusals};

@@ -277,3 +277,11 @@ proptest! {
         prop_assert_eq!(in_order.entries(), shuffled.entries());
     }
 }
+
+proptest! {
+    /// The fuzz target's body holds on random input too (the fuzzer runs it longer).
+    #[test]
+    fn random_entries_never_break_the_view(data in proptest::collection::vec(any::<u8>(), 0..600)) {
+        crate::fuzz_entry::directory_entries(&data);
+    }
+}
