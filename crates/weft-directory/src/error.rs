@@ -74,8 +74,11 @@ pub enum DirectoryError {
     /// A TLS file could not be read.
     #[error("reading {what} {path}: {source}")]
     TlsFile {
+        /// Which file.
         what: &'static str,
+        /// Where.
         path: std::path::PathBuf,
+        /// Why.
         #[source]
         source: std::io::Error,
     },

@@ -57,11 +57,19 @@ impl fmt::Display for HostId {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Key {
     /// `vni/<vni>/vtep/<host>`.
-    Vtep { vni: Vni, host: HostId },
+    Vtep {
+        /// The VNI.
+        vni: Vni,
+        /// The host whose endpoint it is.
+        host: HostId,
+    },
     /// `vni/<vni>/mac/<mac>/<host>`.
     Mac {
+        /// The VNI.
         vni: Vni,
+        /// The MAC claimed.
         mac: MacAddr,
+        /// The host that claims it.
         host: HostId,
     },
 }

@@ -13,6 +13,7 @@
 mod client;
 pub mod config;
 pub mod error;
+#[cfg(any(test, fuzzing))]
 pub mod fuzz_entry;
 pub mod keys;
 pub mod publish;

@@ -28,9 +28,17 @@ pub struct Desired {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Write {
     /// Put `value` at `key` (under this host's lease).
-    Put { key: String, value: String },
+    Put {
+        /// The key.
+        key: String,
+        /// The value.
+        value: String,
+    },
     /// Delete `key`.
-    Delete { key: String },
+    Delete {
+        /// The key.
+        key: String,
+    },
 }
 
 /// What this host has written and the sequence numbers it has used.

@@ -20,9 +20,17 @@ use crate::records::{MacClaim, VtepRecord};
 #[derive(Debug, Clone, Copy)]
 pub enum Entry<'a> {
     /// A key was written with a value.
-    Put { key: &'a [u8], value: &'a [u8] },
+    Put {
+        /// The key.
+        key: &'a [u8],
+        /// The value.
+        value: &'a [u8],
+    },
     /// A key was deleted (or its lease expired).
-    Delete { key: &'a [u8] },
+    Delete {
+        /// The key.
+        key: &'a [u8],
+    },
 }
 
 /// What one entry changed for its VNI.
