@@ -9,6 +9,8 @@
 //! bounded. While the store is unreachable nothing is flushed; on reconnection the VNIs are
 //! read again and replaced whole.
 
+#![forbid(unsafe_code)]
+
 #[cfg(feature = "client")]
 mod client;
 pub mod config;
