@@ -178,11 +178,14 @@ pub enum RemoteMacCmd {
     /// saved) or learned.
     #[command(
         alias = "list",
-        after_help = "EXAMPLES:\n  weft remote-mac show br0:vx"
+        after_help = "EXAMPLES:\n  weft remote-mac show br0:vx\n  weft remote-mac show br0:vx 52:54:00:00:00:02"
     )]
     Show {
         /// The VXLAN port.
         #[arg(value_name = "SWITCH:PORT", value_parser = parse_port_ref)]
         target: PortRef,
+        /// Only this MAC's entry.
+        #[arg(value_name = "MAC", value_parser = parse_mac)]
+        mac: Option<MacAddr>,
     },
 }

@@ -168,6 +168,13 @@ pub enum Request {
         switch: String,
         /// The VXLAN port.
         port: String,
+        /// Only this MAC's entry.
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            with = "text_form::opt_mac"
+        )]
+        mac: Option<MacAddr>,
     },
     /// Adds a flow rule.
     RuleAdd {

@@ -45,6 +45,29 @@ pub mod mac {
     }
 }
 
+/// An optional MAC address, as [`mac`].
+pub mod opt_mac {
+    use super::*;
+
+    /// Writes `xx:xx:xx:xx:xx:xx` (only called for `Some`: the field is skipped when `None`).
+    pub fn serialize<S: Serializer>(
+        mac: &Option<MacAddr>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match mac {
+            Some(m) => serializer.collect_str(m),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    /// Reads a MAC address.
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<MacAddr>, D::Error> {
+        super::mac::deserialize(deserializer).map(Some)
+    }
+}
+
 /// A VNI, written as a number (0 to 2^24 - 1).
 pub mod vni {
     use super::*;

@@ -22,9 +22,10 @@ pub(super) fn request(cmd: &RemoteMacCmd) -> Request {
             port: target.port.clone(),
             mac: *mac,
         },
-        RemoteMacCmd::Show { target } => Request::RemoteMacShow {
+        RemoteMacCmd::Show { target, mac } => Request::RemoteMacShow {
             switch: target.switch.clone(),
             port: target.port.clone(),
+            mac: *mac,
         },
     }
 }

@@ -308,6 +308,12 @@ fn remote_mac_requests_round_trip() {
     round_trip(Request::RemoteMacShow {
         switch: "br0".into(),
         port: "vx".into(),
+        mac: None,
+    });
+    round_trip(Request::RemoteMacShow {
+        switch: "br0".into(),
+        port: "vx".into(),
+        mac: Some("02:00:00:00:00:02".parse().unwrap()),
     });
 }
 

@@ -266,7 +266,9 @@ impl Controller {
                 remote,
             } => self.remote_mac_add(&switch, &port, mac, remote),
             Request::RemoteMacDel { switch, port, mac } => self.remote_mac_del(&switch, &port, mac),
-            Request::RemoteMacShow { switch, port } => self.remote_mac_show(&switch, &port),
+            Request::RemoteMacShow { switch, port, mac } => {
+                self.remote_mac_show(&switch, &port, mac)
+            }
             Request::DirectoryStatus {} => Ok(self.directory_status()),
             Request::RuleAdd { switch, rule } => self.rule_add(&switch, rule),
             Request::RouteAdd {

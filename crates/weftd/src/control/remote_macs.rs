@@ -209,9 +209,22 @@ impl Controller {
         &self,
         switch: &str,
         port: &str,
+        only: Option<MacAddr>,
     ) -> Result<Response, ControlError> {
         let configured = self.remote_macs(switch, port)?;
-        let entries = match self.remote_fdb(switch, port)? {
+        let mut entries: Vec<RemoteMacEntry> = match self.remote_fdb(switch, port)? {
+            // One MAC: a lookup, not a walk of a table that may hold a directory's 100k.
+            Some(fdb) if only.is_some() => only
+                .and_then(|mac| Some((mac, fdb.lookup(mac)?)))
+                .map(|(mac, e)| RemoteMacEntry {
+                    mac: mac.to_string(),
+                    remote: e.endpoint.to_string(),
+                    is_static: e.is_static(),
+                    source: e.source.as_str().into(),
+                    age_secs: None,
+                })
+                .into_iter()
+                .collect(),
             Some(fdb) => fdb
                 .entries()
                 .into_iter()
@@ -235,6 +248,10 @@ impl Controller {
                 })
                 .collect(),
         };
+        if let Some(mac) = only {
+            let text = mac.to_string();
+            entries.retain(|e| e.mac == text);
+        }
         Ok(Response::RemoteMacs { entries })
     }
 }

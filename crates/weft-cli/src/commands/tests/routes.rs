@@ -220,6 +220,7 @@ fn remote_mac_commands_are_one_request_each() {
         Request::RemoteMacShow {
             switch: "br0".into(),
             port: "vx".into(),
+            mac: None,
         }
     );
     use clap::error::ErrorKind::ValueValidation;

@@ -49,6 +49,7 @@ fn shown(f: &mut Fixture) -> Vec<(String, String, String)> {
     let Response::RemoteMacs { entries } = f.ok(Request::RemoteMacShow {
         switch: "br0".into(),
         port: "vx".into(),
+        mac: None,
     }) else {
         panic!("not remote MACs")
     };
@@ -227,6 +228,7 @@ fn bad_remote_macs_are_refused_and_change_nothing() {
     let e = f.err(Request::RemoteMacShow {
         switch: "br0".into(),
         port: "nope".into(),
+        mac: None,
     });
     assert_eq!(e.kind, ErrorKind::NotFound, "{}", e.message);
 }
@@ -342,4 +344,36 @@ fn a_route_with_a_remote_adds_its_rule_and_remote_mac_together_or_not_at_all() {
         })
         .unwrap_err();
     assert_eq!(e.kind, ErrorKind::LimitReached, "{}", e.message);
+}
+
+#[test]
+fn remote_mac_show_of_one_mac_answers_that_entry_alone() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIP: a VXLAN port's raw socket needs root");
+        return;
+    }
+    let mut f = fixture(vec![switch("br0", &[])]);
+    let macs = vec![
+        remote_mac("02:00:00:00:00:01", "127.0.0.2"),
+        remote_mac("02:00:00:00:00:02", "127.0.0.3"),
+    ];
+    add_port(&mut f, vxlan(udp_port(7), macs)).unwrap();
+    let one = |f: &mut Fixture, mac: &str| {
+        let Response::RemoteMacs { entries } = f.ok(Request::RemoteMacShow {
+            switch: "br0".into(),
+            port: "vx".into(),
+            mac: Some(mac.parse().unwrap()),
+        }) else {
+            panic!("not remote MACs")
+        };
+        entries
+            .into_iter()
+            .map(|e| (e.mac, e.remote))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        one(&mut f, "02:00:00:00:00:02"),
+        [("02:00:00:00:00:02".to_string(), "127.0.0.3".to_string())]
+    );
+    assert!(one(&mut f, "02:00:00:00:00:09").is_empty());
 }
