@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use weft_directory::{Desired, Directory, DirectoryConfig, HostId, Sink, VtepRecord};
+use weft_directory::{Desired, Directory, DirectoryConfig, HostId, Sink, TlsFiles, VtepRecord};
 use weft_packet::{MacAddr, Vni};
 use weft_testlab::etcd::{self, Etcd};
 
@@ -88,10 +88,21 @@ struct Host {
 
 impl Host {
     fn start(etcd: &Etcd, name: &str, n: u8) -> Host {
+        Self::start_with(etcd, name, n, |_| {})
+    }
+
+    /// A host whose settings `adjust` changes (TLS, a user).
+    fn start_with(
+        etcd: &Etcd,
+        name: &str,
+        n: u8,
+        adjust: impl FnOnce(&mut DirectoryConfig),
+    ) -> Host {
         let mut config = DirectoryConfig::new(vec![etcd.url()], HostId::new(name).unwrap());
         config.lease_ttl = Duration::from_secs(4);
         config.publish_interval = Duration::from_millis(50);
         config.request_timeout = Duration::from_secs(2);
+        adjust(&mut config);
         let sink = Arc::new(Recorder::default());
         let directory = Directory::start(config, sink.clone()).unwrap();
         Host {
@@ -284,4 +295,78 @@ fn malformed_entries_written_into_etcd_are_counted_and_skipped() {
     assert_eq!(refused.get("not_unicast"), Some(&1), "{refused:?}");
     assert_eq!(refused.get("value_too_large"), Some(&1), "{refused:?}");
     assert_eq!(a.sink.owner(vni(), mac(9)), None);
+}
+
+#[test]
+fn hosts_find_each_other_through_an_etcd_that_takes_only_clients_with_certificates() {
+    if skip() {
+        return;
+    }
+    let etcd = Etcd::start_tls();
+    let pki = etcd.pki().unwrap().clone();
+    let with_cert = TlsFiles {
+        ca: Some(pki.ca.clone()),
+        cert: Some(pki.client.0.clone()),
+        key: Some(pki.client.1.clone()),
+    };
+    let a = Host::start_with(&etcd, "a", 1, |c| c.tls = Some(with_cert.clone()));
+    let b = Host::start_with(&etcd, "b", 2, |c| c.tls = Some(with_cert.clone()));
+    a.has(&[1]);
+    b.has(&[2]);
+    within(
+        Duration::from_secs(10),
+        "a and b find each other over TLS",
+        || {
+            a.sink.owner(vni(), mac(2)) == Some(b.vtep)
+                && b.sink.owner(vni(), mac(1)) == Some(a.vtep)
+        },
+    );
+    // Without a client certificate etcd refuses the session, and the status says so.
+    let no_cert = TlsFiles {
+        ca: Some(pki.ca.clone()),
+        cert: None,
+        key: None,
+    };
+    let c = Host::start_with(&etcd, "c", 3, |c| c.tls = Some(no_cert));
+    c.has(&[3]);
+    within(Duration::from_secs(10), "c's failure reported", || {
+        c.directory.status().last_error.is_some()
+    });
+    let status = c.directory.status();
+    println!("without a client certificate: {status:?}");
+    assert!(!status.connected, "{status:?}");
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(a.sink.owner(vni(), mac(3)), None);
+}
+
+#[test]
+fn a_user_with_a_password_reads_and_writes_and_a_wrong_password_is_reported() {
+    if skip() {
+        return;
+    }
+    let mut etcd = Etcd::start();
+    etcd.enable_auth("weft", "s3cret-pass", "/weft/");
+    let user = |password: &str| Some(("weft".to_string(), password.to_string()));
+    let a = Host::start_with(&etcd, "a", 1, |c| c.user = user("s3cret-pass"));
+    let b = Host::start_with(&etcd, "b", 2, |c| c.user = user("s3cret-pass"));
+    a.has(&[1]);
+    b.has(&[2]);
+    within(
+        Duration::from_secs(10),
+        "a and b find each other as user weft",
+        || {
+            a.sink.owner(vni(), mac(2)) == Some(b.vtep)
+                && b.sink.owner(vni(), mac(1)) == Some(a.vtep)
+        },
+    );
+    let c = Host::start_with(&etcd, "c", 3, |c| c.user = user("wrong"));
+    c.has(&[3]);
+    within(Duration::from_secs(10), "c's failure reported", || {
+        c.directory.status().last_error.is_some()
+    });
+    let status = c.directory.status();
+    println!("with a wrong password: {status:?}");
+    assert!(!status.connected, "{status:?}");
+    let error = status.last_error.unwrap_or_default();
+    assert!(error.contains("authentication failed"), "{error}");
 }

@@ -13,7 +13,98 @@ pub struct Etcd {
     client: SocketAddr,
     peer: SocketAddr,
     netns: Option<PathBuf>,
+    tls: Option<Pki>,
+    /// `user:password` for etcdctl, once authentication is on.
+    root: Option<String>,
     child: Option<Child>,
+}
+
+/// A test PKI (PEM files in etcd's directory): a CA, a server certificate for 127.0.0.1
+/// and a client certificate, all signed by the CA.
+#[derive(Debug, Clone)]
+pub struct Pki {
+    /// The CA's certificate.
+    pub ca: PathBuf,
+    /// The server's certificate and key.
+    pub server: (PathBuf, PathBuf),
+    /// A client's certificate and key (key mode 0600).
+    pub client: (PathBuf, PathBuf),
+}
+
+/// Makes a [`Pki`] in `dir` with openssl.
+fn make_pki(dir: &Path) -> Pki {
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .output()
+            .expect("openssl not found");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=weft test CA",
+    ]);
+    for (name, usage) in [("server", "serverAuth"), ("client", "clientAuth")] {
+        std::fs::write(
+            dir.join(format!("{name}.ext")),
+            format!("subjectAltName=IP:127.0.0.1\nextendedKeyUsage={usage}\n"),
+        )
+        .expect("writing an extension file");
+        run(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            &format!("{name}.key"),
+            "-out",
+            &format!("{name}.csr"),
+            "-subj",
+            &format!("/CN={name}"),
+        ]);
+        run(&[
+            "x509",
+            "-req",
+            "-in",
+            &format!("{name}.csr"),
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            &format!("{name}.pem"),
+            "-days",
+            "2",
+            "-extfile",
+            &format!("{name}.ext"),
+        ]);
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let key = dir.join("client.key");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    Pki {
+        ca: dir.join("ca.pem"),
+        server: (dir.join("server.pem"), dir.join("server.key")),
+        client: (dir.join("client.pem"), key),
+    }
 }
 
 /// Why etcd cannot run here, if it cannot.
@@ -44,15 +135,70 @@ impl Etcd {
             client,
             peer,
             netns: netns.map(Path::to_path_buf),
+            tls: None,
+            root: None,
             child: None,
         };
         etcd.resume();
         etcd
     }
 
-    /// The client URL (`http://ADDR`).
+    /// etcd on loopback serving clients over TLS only, and only clients with a certificate
+    /// its CA signed.
+    pub fn start_tls() -> Etcd {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let pki = make_pki(dir.path());
+        let mut etcd = Etcd {
+            dir,
+            client: free_loopback(),
+            peer: free_loopback(),
+            netns: None,
+            tls: Some(pki),
+            root: None,
+            child: None,
+        };
+        etcd.resume();
+        etcd
+    }
+
+    /// The client URL (`http://ADDR`, or `https://ADDR` with TLS).
     pub fn url(&self) -> String {
-        format!("http://{}", self.client)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.client)
+    }
+
+    /// The test PKI of an etcd started with [`Etcd::start_tls`].
+    pub fn pki(&self) -> Option<&Pki> {
+        self.tls.as_ref()
+    }
+
+    /// Turns authentication on: a `root` user (password `root-password`) and a user `name`
+    /// with `password` whose role may read and write everything under `prefix`.
+    pub fn enable_auth(&mut self, name: &str, password: &str, prefix: &str) {
+        let ok = |etcd: &Etcd, args: &[&str]| {
+            assert!(
+                etcd.etcdctl(args).is_some(),
+                "etcdctl {args:?} failed\n{}",
+                etcd.log()
+            );
+        };
+        ok(self, &["user", "add", "root:root-password"]);
+        ok(self, &["role", "add", "weft"]);
+        ok(
+            self,
+            &[
+                "role",
+                "grant-permission",
+                "weft",
+                "--prefix=true",
+                "readwrite",
+                prefix,
+            ],
+        );
+        ok(self, &["user", "add", &format!("{name}:{password}")]);
+        ok(self, &["user", "grant-role", name, "weft"]);
+        ok(self, &["auth", "enable"]);
+        self.root = Some("root:root-password".into());
     }
 
     /// The client address.
@@ -100,8 +246,17 @@ impl Etcd {
             .arg("--initial-cluster")
             .arg(format!("test={peer}"))
             // Keeps the history short, so that tests can compact it.
-            .args(["--auto-compaction-retention", "0"])
-            .stdin(Stdio::null())
+            .args(["--auto-compaction-retention", "0"]);
+        if let Some(pki) = &self.tls {
+            cmd.arg("--cert-file")
+                .arg(&pki.server.0)
+                .arg("--key-file")
+                .arg(&pki.server.1)
+                .arg("--trusted-ca-file")
+                .arg(&pki.ca)
+                .arg("--client-cert-auth");
+        }
+        cmd.stdin(Stdio::null())
             .stdout(log.try_clone().expect("etcd's log"))
             .stderr(log);
         let child = cmd
@@ -151,15 +306,22 @@ impl Etcd {
             }
             None => Command::new("etcdctl"),
         };
-        let out = cmd
-            .env("ETCDCTL_API", "3")
+        cmd.env("ETCDCTL_API", "3")
             .arg("--endpoints")
             .arg(self.url())
-            .arg("--command-timeout=5s")
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .ok()?;
+            .arg("--command-timeout=5s");
+        if let Some(pki) = &self.tls {
+            cmd.arg("--cacert")
+                .arg(&pki.ca)
+                .arg("--cert")
+                .arg(&pki.client.0)
+                .arg("--key")
+                .arg(&pki.client.1);
+        }
+        if let Some(root) = &self.root {
+            cmd.arg("--user").arg(root);
+        }
+        let out = cmd.args(args).stdin(Stdio::null()).output().ok()?;
         out.status
             .success()
             .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
