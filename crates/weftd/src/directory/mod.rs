@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use weft_directory::{Directory, DirectoryConfig};
 
-use crate::control::Controller;
+use crate::control::{lock, Controller};
 pub use feed::Feed;
 
 /// What the control plane keeps of the directory.
@@ -85,8 +85,4 @@ impl Drop for DirectoryService {
             let _ = t.join();
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
