@@ -55,11 +55,38 @@ pub enum DropReason {
     UpcallQueueFull,
     /// The destination port no longer exists.
     PortGone,
+    /// An access port received a tagged frame (a VLAN id other than 0, or a second tag
+    /// behind a priority tag): the classic double-tagging hop into another VLAN.
+    TaggedOnAccessPort,
+    /// Port security: the source MAC is not one the port may send from.
+    SpoofedSrcMac,
+    /// Port security: an IPv4 or IPv6 source address the port may not send from.
+    SpoofedSrcIp,
+    /// Port security: an ARP packet with a sender MAC or IPv4 address the port may not use.
+    SpoofedArp,
+    /// Port security: a neighbour solicitation or advertisement claiming a target or
+    /// link-layer address the port may not use.
+    SpoofedNd,
+    /// Port security: a DHCP or DHCPv6 server message from a port not allowed to serve.
+    RogueDhcp,
+    /// Port security: an IPv6 router advertisement from a port not allowed to send them.
+    RogueRa,
+    /// Storm control: over the port's broadcast rate.
+    StormBroadcast,
+    /// Storm control: over the port's multicast rate.
+    StormMulticast,
+    /// Storm control: over the port's unknown-unicast rate.
+    StormUnknownUnicast,
+    /// The port holds as many learned MACs as its limit allows, and frames from new
+    /// sources are dropped (the limit's `drop` action).
+    MacLimit,
+    /// The source MAC flapped between ports too often and is held on the port it was on.
+    MacFlapHeld,
 }
 
 impl DropReason {
     /// Every reason, in a fixed order (the index of [`DropReason::index`]).
-    pub const ALL: [DropReason; 12] = [
+    pub const ALL: [DropReason; 24] = [
         DropReason::Malformed,
         DropReason::InvalidSourceMac,
         DropReason::VlanIngressDenied,
@@ -72,6 +99,18 @@ impl DropReason {
         DropReason::BadOffload,
         DropReason::UpcallQueueFull,
         DropReason::PortGone,
+        DropReason::TaggedOnAccessPort,
+        DropReason::SpoofedSrcMac,
+        DropReason::SpoofedSrcIp,
+        DropReason::SpoofedArp,
+        DropReason::SpoofedNd,
+        DropReason::RogueDhcp,
+        DropReason::RogueRa,
+        DropReason::StormBroadcast,
+        DropReason::StormMulticast,
+        DropReason::StormUnknownUnicast,
+        DropReason::MacLimit,
+        DropReason::MacFlapHeld,
     ];
     /// Number of reasons.
     pub const COUNT: usize = Self::ALL.len();
@@ -96,6 +135,18 @@ impl DropReason {
             DropReason::BadOffload => "bad_offload",
             DropReason::UpcallQueueFull => "upcall_queue_full",
             DropReason::PortGone => "port_gone",
+            DropReason::TaggedOnAccessPort => "tagged_on_access_port",
+            DropReason::SpoofedSrcMac => "spoofed_src_mac",
+            DropReason::SpoofedSrcIp => "spoofed_src_ip",
+            DropReason::SpoofedArp => "spoofed_arp",
+            DropReason::SpoofedNd => "spoofed_nd",
+            DropReason::RogueDhcp => "rogue_dhcp",
+            DropReason::RogueRa => "rogue_ra",
+            DropReason::StormBroadcast => "storm_broadcast",
+            DropReason::StormMulticast => "storm_multicast",
+            DropReason::StormUnknownUnicast => "storm_unknown_unicast",
+            DropReason::MacLimit => "mac_limit",
+            DropReason::MacFlapHeld => "mac_flap_held",
         }
     }
 }
