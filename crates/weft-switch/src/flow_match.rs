@@ -130,6 +130,26 @@ impl IpPrefix {
         }
     }
 
+    /// Whether the length fits the family and no bit after it is set.
+    pub fn is_canonical(&self) -> bool {
+        self.len <= self.max_len() && self.network() == self.addr
+    }
+
+    /// Whether `ip` is inside the prefix (never across families).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let same_family = matches!(
+            (self.addr, ip),
+            (IpAddr::V4(_), IpAddr::V4(_)) | (IpAddr::V6(_), IpAddr::V6(_))
+        );
+        same_family
+            && IpPrefix {
+                addr: ip,
+                len: self.len,
+            }
+            .network()
+                == self.network()
+    }
+
     /// `addr` with the bits after `len` cleared (`len` clamped to the family's width).
     fn network(&self) -> IpAddr {
         match self.addr {

@@ -46,6 +46,7 @@ pub fn pipeline(data: &[u8]) {
             vlan,
             flood_unknown_unicast: i != 1,
             learning: true,
+            ..PortOptions::default()
         };
         if let Ok(id) = sw.add_port(&format!("p{i}"), Some(Box::new(rx)), Box::new(tx), options) {
             handles.push((id, h));

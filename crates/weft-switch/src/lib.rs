@@ -22,6 +22,7 @@ pub mod flow_table;
 pub mod fuzz_entry;
 pub mod lanes;
 pub mod memory_port;
+pub mod policy;
 pub mod port;
 pub mod registry;
 pub mod switch;
@@ -39,6 +40,9 @@ pub use flow_key::FlowKey;
 pub use flow_match::{FlowMatch, IpPrefix, MacMatch, MatchField};
 pub use flow_table::{
     Action, ActionList, FlowError, FlowRule, FlowTable, RuleId, RuleStats, MAX_ACTIONS,
+};
+pub use policy::{
+    FloodKind, MacLimit, MacLimitAction, PortSecurity, RateLimit, StormControl, StormPolicy,
 };
 pub use port::{
     CounterClass, CounterSource, DeviceCounter, DeviceError, DeviceStatus, FrameHandle, Link,

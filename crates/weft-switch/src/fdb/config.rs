@@ -13,6 +13,9 @@ pub const MAX_FDB_ENTRIES: usize = 1 << 24;
 /// The highest VLAN id an entry may carry (4095 is reserved; 0 means "no VLAN").
 pub const MAX_FDB_VLAN: VlanId = 4094;
 
+/// How long a flapping address is held unless configured otherwise.
+pub const DEFAULT_MAC_MOVE_HOLD: Duration = Duration::from_secs(10);
+
 /// Bounds and timers of a forwarding database.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FdbConfig {
@@ -26,6 +29,15 @@ pub struct FdbConfig {
     /// is at least this old, so that the per-packet refresh is usually a read. Ageing and
     /// LRU order are then precise to within this much. Zero means exact.
     pub refresh_granularity: Duration,
+    /// MAC flap dampening: a learned address that moves between ports more than this many
+    /// times within one second is held on the port it is on for [`mac_move_hold`]; frames
+    /// from it on other ports are then dropped (`mac_flap_held`). Zero turns it off (the
+    /// default: every move is learned).
+    ///
+    /// [`mac_move_hold`]: FdbConfig::mac_move_hold
+    pub mac_move_limit: u32,
+    /// How long a flapping address is held (default 10 s).
+    pub mac_move_hold: Duration,
 }
 
 impl Default for FdbConfig {
@@ -36,6 +48,8 @@ impl Default for FdbConfig {
             max_per_port: 1024,
             ageing: Duration::from_secs(300),
             refresh_granularity: Duration::from_secs(1),
+            mac_move_limit: 0,
+            mac_move_hold: DEFAULT_MAC_MOVE_HOLD,
         }
     }
 }
@@ -73,6 +87,11 @@ impl FdbConfig {
                 ageing: self.ageing,
             });
         }
+        if self.mac_move_limit != 0
+            && !(Duration::from_millis(100)..=MAX_MAC_MOVE_HOLD).contains(&self.mac_move_hold)
+        {
+            return Err(FdbError::BadMacMoveHold(self.mac_move_hold));
+        }
         Ok(())
     }
 
@@ -85,6 +104,9 @@ impl FdbConfig {
         Ok((ageing, granularity))
     }
 }
+
+/// The longest a flapping address may be held.
+pub const MAX_MAC_MOVE_HOLD: Duration = Duration::from_secs(3600);
 
 /// Why an FDB could not be built or changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -117,6 +139,9 @@ pub enum FdbError {
     /// The ageing time does not fit in 64-bit nanoseconds.
     #[error("the ageing time {0:?} does not fit in 64-bit nanoseconds")]
     AgeingTooLong(Duration),
+    /// A flap hold time outside 100 ms to one hour.
+    #[error("the MAC move hold time {0:?} is out of range: use 100 ms to 3600 s")]
+    BadMacMoveHold(Duration),
     /// Refreshing less often than entries age would let active entries expire.
     #[error("refresh granularity {granularity:?} must be below the ageing time {ageing:?}")]
     RefreshGranularityTooCoarse {

@@ -52,7 +52,9 @@ mod model_tests;
 #[cfg(test)]
 mod tests;
 
-pub use config::{FdbConfig, FdbError, MAX_FDB_ENTRIES, MAX_FDB_VLAN};
+pub use config::{
+    FdbConfig, FdbError, DEFAULT_MAC_MOVE_HOLD, MAX_FDB_ENTRIES, MAX_FDB_VLAN, MAX_MAC_MOVE_HOLD,
+};
 pub use journal::LearnedEntry;
 pub use report::{
     EvictionCause, EvictionStats, FdbEntryView, FdbStats, FlushFilter, IgnoreReason, IgnoredStats,

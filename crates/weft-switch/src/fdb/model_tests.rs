@@ -346,6 +346,7 @@ fn run_against_model(max_entries: usize, max_per_port: usize, refresh_ns: u64, o
         max_per_port,
         ageing: Duration::from_nanos(AGEING_NS),
         refresh_granularity: Duration::from_nanos(refresh_ns),
+        ..FdbConfig::default()
     };
     let mut real = Fdb::new(config).unwrap();
     let mut model = Model {

@@ -36,6 +36,7 @@ use crate::counters::{DropCounters, PortCounters};
 use crate::fdb::{Fdb, FdbConfig, FdbError};
 use crate::flow_cache::{FlowCache, FlowCacheStats};
 use crate::flow_table::{FlowError, FlowRule, FlowTable, RuleId};
+use crate::policy::{MacLimit, PortSecurity, StormPolicy};
 use crate::port::{
     PortCaps, PortHalves, PortRx, PortTx, RxBatch, RxFrame, DEFAULT_BATCH, MAX_BATCH,
 };
@@ -88,6 +89,12 @@ pub struct PortOptions {
     pub flood_unknown_unicast: bool,
     /// Learn source addresses seen on this port (default true).
     pub learning: bool,
+    /// What the port may send (default: anything).
+    pub security: PortSecurity,
+    /// How fast the port may flood (default: unlimited).
+    pub storm: StormPolicy,
+    /// A bound on the port's learned MACs (default: only the switch-wide per-port bound).
+    pub mac_limit: Option<MacLimit>,
 }
 
 impl Default for PortOptions {
@@ -96,6 +103,9 @@ impl Default for PortOptions {
             vlan: PortVlanMode::plain(),
             flood_unknown_unicast: true,
             learning: true,
+            security: PortSecurity::default(),
+            storm: StormPolicy::default(),
+            mac_limit: None,
         }
     }
 }

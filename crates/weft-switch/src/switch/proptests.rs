@@ -243,6 +243,7 @@ fn port_options() -> impl Strategy<Value = PortOptions> {
             vlan,
             flood_unknown_unicast,
             learning,
+            ..PortOptions::default()
         })
 }
 
@@ -663,6 +664,7 @@ impl Harness {
                 max_per_port: 4,
                 ageing: Duration::from_secs(2),
                 refresh_granularity: Duration::from_millis(100),
+                ..crate::fdb::FdbConfig::default()
             },
             max_rules: 16,
             flow_cache_capacity: 64,

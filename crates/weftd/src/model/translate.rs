@@ -76,6 +76,7 @@ pub fn port_options(settings: &PortSettings) -> Result<PortOptions, ControlError
         vlan: vlan_mode(&settings.vlan)?,
         flood_unknown_unicast: settings.flood_unknown_unicast,
         learning: settings.learning,
+        ..PortOptions::default()
     })
 }
 
@@ -114,6 +115,7 @@ pub fn switch_config(settings: &SwitchSettings) -> Result<SwitchConfig, ControlE
         ageing,
         // A refresh must be finer than the ageing time; 1 s unless ageing is shorter.
         refresh_granularity: Duration::from_secs(1).min(ageing / 4),
+        ..FdbConfig::default()
     };
     fdb.validate().map_err(|e| {
         bad(format!(
