@@ -6,6 +6,10 @@ use weft_packet::MacAddr;
 
 use crate::flow_match::IpPrefix;
 
+mod check;
+#[cfg(test)]
+mod tests;
+
 /// Most allowed source MACs per port.
 pub const MAX_ALLOWED_MACS: usize = 64;
 /// Most allowed IP prefixes per port.
