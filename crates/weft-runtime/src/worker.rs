@@ -257,6 +257,7 @@ impl Worker {
                 let now = clock::at(end);
                 for switch in self.registry.iter_mut() {
                     switch.expire(now);
+                    log_flap_episodes(switch);
                 }
             }
         }
@@ -338,3 +339,26 @@ pub fn pin_to(cpu: usize) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests;
+
+/// Logs each MAC flap episode once, when its hold begins (the FDB keeps a few between
+/// sweeps and counts the rest).
+fn log_flap_episodes(switch: &mut weft_switch::Switch) {
+    let (episodes, unlogged) = switch.take_flap_episodes();
+    for (e, held_on, moving_to) in episodes {
+        let hold = switch.config().fdb.mac_move_hold;
+        tracing::warn!(
+            "switch {}: MAC {} (VLAN {}) moved between ports more than {} times in a second; \
+             held on port {held_on} for {hold:?}, frames from it on {moving_to} and other ports are dropped",
+            switch.name(),
+            e.mac,
+            e.vlan,
+            switch.config().fdb.mac_move_limit,
+        );
+    }
+    if unlogged > 0 {
+        tracing::warn!(
+            "switch {}: {unlogged} more MAC flap episodes not logged",
+            switch.name()
+        );
+    }
+}

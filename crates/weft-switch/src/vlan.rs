@@ -139,6 +139,12 @@ impl PortVlanMode {
         Ok(PortVlanMode { allowed, native })
     }
 
+    /// Whether this is an access port: one VLAN, untagged on the wire.
+    pub fn is_access(&self) -> bool {
+        matches!(self.native, Some(v) if v != 0)
+            && self.allowed.0.iter().map(|w| w.count_ones()).sum::<u32>() == 1
+    }
+
     /// The VLANs the port admits.
     pub fn allowed(&self) -> &VlanSet {
         &self.allowed

@@ -45,6 +45,11 @@ impl Fdb {
             }
             return LearnOutcome::Refreshed;
         }
+        if old.port != port {
+            if let Err(reason) = self.admit_move(i, port, live, now) {
+                return self.ignore(reason);
+            }
+        }
         // Re-home the entry: off its old port first, so that it can never be its own victim.
         self.unlink_dynamic(i);
         let eviction = self.make_room_on_port(port, now);
@@ -68,6 +73,9 @@ impl Fdb {
         port: PortId,
         now: u64,
     ) -> LearnOutcome {
+        if self.at_port_limit(port) {
+            return self.ignore(IgnoreReason::PortMacLimit);
+        }
         let mut eviction = self.make_room_on_port(port, now);
         if self.len() >= self.config.max_entries {
             match self.make_room_in_table(Some(port), now) {

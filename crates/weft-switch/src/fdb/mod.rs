@@ -38,6 +38,9 @@
 //! destination until the next sweep.
 
 mod config;
+mod guard;
+#[cfg(test)]
+mod guard_tests;
 mod journal;
 #[cfg(test)]
 mod journal_tests;
@@ -55,6 +58,7 @@ mod tests;
 pub use config::{
     FdbConfig, FdbError, DEFAULT_MAC_MOVE_HOLD, MAX_FDB_ENTRIES, MAX_FDB_VLAN, MAX_MAC_MOVE_HOLD,
 };
+pub use guard::{FlapEpisode, FLAP_LOG_LEN};
 pub use journal::LearnedEntry;
 pub use report::{
     EvictionCause, EvictionStats, FdbEntryView, FdbStats, FlushFilter, IgnoreReason, IgnoredStats,
@@ -100,6 +104,8 @@ struct PortEntries {
     lru: Ends,
     dynamic: usize,
     statics: usize,
+    /// The port's own bound on learned entries (`usize::MAX`: none), see `guard.rs`.
+    limit: usize,
 }
 
 /// A bounded learning forwarding database. See the [module docs](self).
@@ -124,6 +130,8 @@ pub struct Fdb {
     stats: FdbStats,
     /// Learned entries written, for the switch's other lanes (off unless it has some).
     journal: journal::Journal,
+    /// Flap episodes not yet taken by the control plane.
+    flaps: guard::FlapLog,
     /// Entries the sweep has looked at, to pin its cost in tests.
     #[cfg(test)]
     sweep_visits: usize,
@@ -161,6 +169,7 @@ impl Fdb {
                     lru: Ends::EMPTY,
                     dynamic: 0,
                     statics: 0,
+                    limit: usize::MAX,
                 };
                 MAX_PORTS
             ],
@@ -171,6 +180,7 @@ impl Fdb {
             generation: 0,
             stats: FdbStats::default(),
             journal: journal::Journal::default(),
+            flaps: guard::FlapLog::default(),
             #[cfg(test)]
             sweep_visits: 0,
         })
@@ -374,6 +384,9 @@ impl Fdb {
             kind,
             by_port: slab::Link::UNLINKED,
             by_age: slab::Link::UNLINKED,
+            moves: 0,
+            moves_since: 0,
+            held_until: 0,
         })?;
         let (hasher, slab) = (&self.hasher, &self.slab);
         self.index

@@ -65,6 +65,10 @@ pub enum IgnoreReason {
     PortOutOfRange,
     /// The VLAN id is above [`MAX_FDB_VLAN`](super::MAX_FDB_VLAN).
     VlanOutOfRange,
+    /// The port holds as many learned entries as its own MAC limit allows.
+    PortMacLimit,
+    /// The address flapped between ports too often and is held where it is.
+    FlapHeld,
 }
 
 /// Which entries [`Fdb::flush`](super::Fdb::flush) removes.
@@ -135,6 +139,10 @@ pub struct IgnoredStats {
     pub port_out_of_range: u64,
     /// See [`IgnoreReason::VlanOutOfRange`].
     pub vlan_out_of_range: u64,
+    /// See [`IgnoreReason::PortMacLimit`].
+    pub port_mac_limit: u64,
+    /// See [`IgnoreReason::FlapHeld`].
+    pub flap_held: u64,
 }
 
 impl IgnoredStats {
@@ -145,6 +153,8 @@ impl IgnoredStats {
             IgnoreReason::TableFullOfStatic => &mut self.table_full_of_static,
             IgnoreReason::PortOutOfRange => &mut self.port_out_of_range,
             IgnoreReason::VlanOutOfRange => &mut self.vlan_out_of_range,
+            IgnoreReason::PortMacLimit => &mut self.port_mac_limit,
+            IgnoreReason::FlapHeld => &mut self.flap_held,
         };
         *counter = counter.wrapping_add(1);
     }
@@ -156,6 +166,8 @@ impl IgnoredStats {
             .wrapping_add(self.table_full_of_static)
             .wrapping_add(self.port_out_of_range)
             .wrapping_add(self.vlan_out_of_range)
+            .wrapping_add(self.port_mac_limit)
+            .wrapping_add(self.flap_held)
     }
 }
 
@@ -168,6 +180,8 @@ pub struct FdbStats {
     pub refreshed: u64,
     /// Live dynamic entries that moved to another port.
     pub moves: u64,
+    /// Times an address was found flapping and held on its port.
+    pub flap_episodes: u64,
     /// Live entries evicted to make room, by cause.
     pub evictions: EvictionStats,
     /// Dynamic entries removed because they aged out (by the sweep, or reclaimed when

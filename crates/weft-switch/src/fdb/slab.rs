@@ -45,6 +45,11 @@ pub(super) struct Slot {
     pub(super) kind: Kind,
     pub(super) by_port: Link,
     pub(super) by_age: Link,
+    /// Flap dampening (see `guard.rs`): moves since `moves_since`, and the time until
+    /// which the entry is held on its port (0: not held).
+    pub(super) moves: u32,
+    pub(super) moves_since: u64,
+    pub(super) held_until: u64,
 }
 
 /// Head (oldest) and tail (newest) of one list.

@@ -9,6 +9,7 @@ mod security;
 mod storm;
 
 pub use security::{PortSecurity, SecurityConfigError, MAX_ALLOWED_IPS, MAX_ALLOWED_MACS};
+pub(crate) use storm::StormGate;
 pub use storm::{
     FloodKind, RateLimit, StormConfigError, StormControl, StormMeter, StormPolicy,
     DEFAULT_STORM_BURST,

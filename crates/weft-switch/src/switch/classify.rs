@@ -16,8 +16,10 @@ use crate::types::{PortId, Timestamp, VlanId};
 
 use super::{Frames, Switch};
 
+mod policy;
 mod read;
 
+use policy::BatchPolicy;
 use read::{read_key, read_l2, PortIngress};
 
 /// What the pipeline keeps per packet between stages (with the port's [`RxDesc`], which
@@ -180,6 +182,9 @@ impl Switch {
             return 0;
         };
         let (ingress, learning) = (PortIngress::new(&slot.options.vlan), slot.options.learning);
+        let mut policy = BatchPolicy::new(&slot.options, now);
+        // Frames checked one by one (port security, storm control) never share a verdict.
+        let share_verdicts = !policy.checks_frames();
         let s = &mut self.scratch;
         let descs = self.batch.descs();
         // The port's own frames (first in the batch) teach nothing about its stations.
@@ -194,14 +199,14 @@ impl Switch {
         let (descs, frames) = (&descs[..n], &frames[..n]);
         let (metas, verdicts) = (&mut s.meta[..n], &mut s.verdicts[..n]);
         let mut rx_bytes = 0u64;
-        let mut last_learned = u64::MAX;
-        // The last destination looked up, and the packet whose verdict it gave: packets of a
+        let mut learned = LearnMemo::default();
+        // The last destination looked up and the bridge's verdict for it: packets of a
         // batch mostly go where the one before went. Only learning changes the FDB within a
         // batch (it was aged before), so the memo is forgotten when learning changed the
         // FDB. `u64::MAX` is no `vlan_mac_key`.
         let mut generation = self.fdb.generation();
         let mut memo_key = u64::MAX;
-        let mut memo_at = 0;
+        let mut memo = Verdict::Pending;
         // The output every packet so far has (`all_same` false once two differ or one is
         // dropped). A memo hit repeats a verdict already counted here.
         let mut uniform: Option<Output> = None;
@@ -221,48 +226,56 @@ impl Switch {
                 continue;
             }
             previous = None;
-            verdicts[i] = match read_l2(frame, *offload, &ingress, &mut metas[i]) {
+            let (dst, src, vid) = match read_l2(frame, *offload, &ingress, &mut metas[i])
+                .and_then(|l2| policy.check_source(frame).map(|()| l2))
+            {
+                Ok(l2) => l2,
                 Err(reason) => {
                     all_same = false;
-                    Verdict::Drop(reason)
-                }
-                Ok((dst, src, vid)) => {
-                    if metas[i].wire_tpid == 0 && i >= own {
-                        previous = words;
-                    }
-                    let src_key = vlan_mac_key(vid, src);
-                    if learning && i >= own && last_learned != src_key {
-                        self.fdb.learn(vid, src, in_port, now);
-                        last_learned = src_key;
-                        if self.fdb.generation() != generation {
-                            generation = self.fdb.generation();
-                            memo_key = u64::MAX;
-                        }
-                    }
-                    let dst_key = vlan_mac_key(vid, dst);
-                    if dst_key == memo_key {
-                        // Copied from memory rather than kept in registers across the loop.
-                        verdicts[i] = verdicts[memo_at];
-                        continue;
-                    }
-                    memo_key = dst_key;
-                    memo_at = i;
-                    let vlan = VlanState { vid, inner: None };
-                    match bridge_output(in_port, dst, vlan, &self.fdb, now) {
-                        Ok(o) => {
-                            match uniform {
-                                None => uniform = Some(o),
-                                Some(u) => all_same &= u == o,
-                            }
-                            Verdict::Single(o)
-                        }
-                        Err(reason) => {
-                            all_same = false;
-                            Verdict::Drop(reason)
-                        }
-                    }
+                    verdicts[i] = Verdict::Drop(reason);
+                    continue;
                 }
             };
+            if share_verdicts && metas[i].wire_tpid == 0 && i >= own {
+                previous = words;
+            }
+            let dst_key = vlan_mac_key(vid, dst);
+            if dst_key != memo_key {
+                memo_key = dst_key;
+                let vlan = VlanState { vid, inner: None };
+                memo = match bridge_output(in_port, dst, vlan, &self.fdb, now) {
+                    Ok(o) => Verdict::Single(o),
+                    Err(reason) => Verdict::Drop(reason),
+                };
+            }
+            let mut verdict = memo;
+            if let Verdict::Single(o) = verdict {
+                if let Err(reason) = policy.check_flood(dst, frame.len(), &[o]) {
+                    verdict = Verdict::Drop(reason);
+                }
+            }
+            // Learning comes last: a frame a check dropped teaches the FDB nothing.
+            if learning && i >= own && learns_from(verdict) {
+                let refusal = learned.learn(&mut self.fdb, &policy, (vid, src), in_port, now);
+                if let Some(reason) = refusal {
+                    verdict = Verdict::Drop(reason);
+                }
+                if self.fdb.generation() != generation {
+                    generation = self.fdb.generation();
+                    memo_key = u64::MAX;
+                    // What this packet taught may change the next one's verdict (a frame
+                    // to its own source), so the next is decided afresh.
+                    previous = None;
+                }
+            }
+            match verdict {
+                Verdict::Single(o) => match uniform {
+                    None => uniform = Some(o),
+                    Some(u) => all_same &= u == o,
+                },
+                _ => all_same = false,
+            }
+            verdicts[i] = verdict;
         }
         s.len = n;
         // Only when every packet of the batch was read.
@@ -276,6 +289,7 @@ impl Switch {
             return 0;
         };
         let (ingress, learning) = (PortIngress::new(&slot.options.vlan), slot.options.learning);
+        let mut policy = BatchPolicy::new(&slot.options, now);
         let mut rx_bytes = 0u64;
         // Stage 1: read every header first (VALE's prefetch stage).
         let s = &mut self.scratch;
@@ -291,7 +305,10 @@ impl Switch {
             *verdict = match read_key(in_port, *frame, desc.offload, &ingress, meta) {
                 Ok(k) => {
                     *key = k;
-                    Verdict::Pending
+                    match policy.check_source(*frame) {
+                        Ok(()) => Verdict::Pending,
+                        Err(reason) => Verdict::Drop(reason),
+                    }
                 }
                 Err((k, reason)) => {
                     *key = k;
@@ -300,20 +317,15 @@ impl Switch {
             };
         }
         s.len = descs.len().min(frames.len()).min(s.verdicts.len());
-        // Stage 2: learn and decide, in arrival order (a source learned by one packet is
-        // known to the next).
-        let mut last_learned = u64::MAX;
+        // Stage 2: decide, then learn, in arrival order (a source learned by one packet is
+        // known to the next; one a packet's verdict dropped is not learned).
+        let mut learned = LearnMemo::default();
         let own = self.batch.own_frames();
         // Rule hits, summed while consecutive packets hit the same rule.
         let mut hits = RuleHits::default();
         for i in 0..self.scratch.len {
             if matches!(self.scratch.verdicts[i], Verdict::Pending) {
                 let key = self.scratch.keys[i];
-                let src_key = vlan_mac_key(key.vlan, key.src_mac);
-                if learning && i >= own && last_learned != src_key {
-                    self.fdb.learn(key.vlan, key.src_mac, in_port, now);
-                    last_learned = src_key;
-                }
                 let generation =
                     super::cache_generation(&self.fdb, &self.table, self.port_generation);
                 let d = match self.cache.get(&key, generation) {
@@ -331,15 +343,75 @@ impl Switch {
                         d
                     }
                 };
+                let len = frames.get(i).map_or(0, |f| f.len());
                 if let Some(rule) = d.rule {
-                    let len = frames.get(i).map_or(0, |f| f.len() as u64);
-                    hits.add(rule, len, &mut self.table);
+                    hits.add(rule, len as u64, &mut self.table);
                 }
-                self.scratch.verdicts[i] = self.scratch.verdict_of(d);
+                let mut verdict = self.scratch.verdict_of(d);
+                if d.drop.is_none() {
+                    if let Err(reason) = policy.check_flood(key.dst_mac, len, d.outputs()) {
+                        verdict = Verdict::Drop(reason);
+                    }
+                }
+                if learning && i >= own && learns_from(verdict) {
+                    let source = (key.vlan, key.src_mac);
+                    if let Some(reason) =
+                        learned.learn(&mut self.fdb, &policy, source, in_port, now)
+                    {
+                        verdict = Verdict::Drop(reason);
+                    }
+                }
+                self.scratch.verdicts[i] = verdict;
             }
         }
         hits.flush(&mut self.table);
         rx_bytes
+    }
+}
+
+/// Whether a packet with this verdict teaches the FDB its source: every packet that goes
+/// somewhere, and one the bridge does not send back out of the port it came from (its
+/// source is behind that port all the same); none that a check or a rule dropped.
+#[inline(always)]
+fn learns_from(verdict: Verdict) -> bool {
+    !matches!(verdict, Verdict::Drop(reason) if reason != DropReason::SamePort)
+}
+
+/// The source learned last in a batch and what learning it called for: a batch's packets
+/// mostly come from one station, which is learned once.
+struct LearnMemo {
+    source: u64,
+    refusal: Option<DropReason>,
+}
+
+impl Default for LearnMemo {
+    fn default() -> Self {
+        // `u64::MAX` is no `vlan_mac_key`.
+        LearnMemo {
+            source: u64::MAX,
+            refusal: None,
+        }
+    }
+}
+
+impl LearnMemo {
+    /// Learns `(vid, src)` on `in_port` unless it was the last source learned; returns the
+    /// drop learning's refusal calls for.
+    #[inline(always)]
+    fn learn(
+        &mut self,
+        fdb: &mut Fdb,
+        policy: &BatchPolicy<'_>,
+        (vid, src): (VlanId, MacAddr),
+        in_port: PortId,
+        now: Timestamp,
+    ) -> Option<DropReason> {
+        let key = vlan_mac_key(vid, src);
+        if key != self.source {
+            self.source = key;
+            self.refusal = policy.learn_refusal(fdb.learn(vid, src, in_port, now));
+        }
+        self.refusal
     }
 }
 

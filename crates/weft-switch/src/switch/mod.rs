@@ -19,6 +19,10 @@ mod offload_tests;
 mod own_frames_tests;
 mod peers;
 #[cfg(test)]
+mod policy_proptests;
+#[cfg(test)]
+mod policy_tests;
+#[cfg(test)]
 mod proptests;
 #[cfg(test)]
 mod split_frame_tests;
@@ -33,7 +37,7 @@ use arrayvec::ArrayVec;
 
 use crate::capture::{CaptureBuffer, CaptureDirection};
 use crate::counters::{DropCounters, PortCounters};
-use crate::fdb::{Fdb, FdbConfig, FdbError};
+use crate::fdb::{Fdb, FdbConfig, FdbError, FlapEpisode};
 use crate::flow_cache::{FlowCache, FlowCacheStats};
 use crate::flow_table::{FlowError, FlowRule, FlowTable, RuleId};
 use crate::policy::{MacLimit, PortSecurity, StormPolicy};
@@ -295,6 +299,8 @@ impl Switch {
         let id = PortId(u16::try_from(index).map_err(|_| SwitchError::TooManyPorts)?);
         let caps = tx.caps();
         let caps_generation = tx.caps_generation();
+        self.fdb
+            .set_port_mac_limit(id, options.mac_limit.map(|l| l.max));
         self.ports[index] = Some(PortSlot {
             caps_generation,
             name: name.to_string(),
@@ -320,6 +326,7 @@ impl Switch {
             .ok_or(SwitchError::NoSuchPort(id))?;
         let rx = self.rx.get_mut(id.index()).and_then(Option::take);
         self.fdb.flush(crate::fdb::FlushFilter::Port(id));
+        self.fdb.set_port_mac_limit(id, None);
         self.port_generation += 1;
         self.membership += 1;
         self.peers_changed = true;
@@ -332,8 +339,10 @@ impl Switch {
         id: PortId,
         options: PortOptions,
     ) -> Result<(), SwitchError> {
+        let limit = options.mac_limit.map(|l| l.max);
         let slot = self.slot_mut(id)?;
         slot.options = options;
+        self.fdb.set_port_mac_limit(id, limit);
         self.port_generation += 1;
         Ok(())
     }
@@ -441,6 +450,23 @@ impl Switch {
                 .map(|l| l.lane.counters().snapshot())
                 .unwrap_or_default(),
         }
+    }
+
+    /// The MAC flap episodes begun since the last call (each once, when its hold began),
+    /// with the names of the ports involved, and how many more the FDB could not keep.
+    pub fn take_flap_episodes(&mut self) -> (Vec<(FlapEpisode, String, String)>, u64) {
+        let (episodes, unlogged) = self.fdb.take_flap_episodes();
+        let name = |id: PortId| {
+            self.ports
+                .get(id.index())
+                .and_then(Option::as_ref)
+                .map_or_else(|| format!("#{}", id.0), |p| p.name.clone())
+        };
+        let named = episodes
+            .into_iter()
+            .map(|e| (e, name(e.held_on), name(e.moving_to)))
+            .collect();
+        (named, unlogged)
     }
 
     /// Ages out FDB entries; call it now and then (the pipeline also does before each batch).

@@ -69,7 +69,7 @@ const SLOTS: u16 = 8;
 const T0: Timestamp = Timestamp(1_000_000_000);
 
 /// Source MACs 0..8 are the unicast pool; 8 is a multicast address (an invalid source).
-fn src_mac(i: usize) -> MacAddr {
+pub(super) fn src_mac(i: usize) -> MacAddr {
     MACS.get(i).copied().unwrap_or(MULTICAST)
 }
 
@@ -233,7 +233,7 @@ fn vlan_mode() -> impl Strategy<Value = PortVlanMode> {
     ]
 }
 
-fn port_options() -> impl Strategy<Value = PortOptions> {
+pub(super) fn port_options() -> impl Strategy<Value = PortOptions> {
     (
         vlan_mode(),
         prop::bool::weighted(0.75),
@@ -396,7 +396,7 @@ fn l3_match() -> impl Strategy<Value = L3Match> {
     ]
 }
 
-fn flow_match() -> impl Strategy<Value = FlowMatch> {
+pub(super) fn flow_match() -> impl Strategy<Value = FlowMatch> {
     (
         prop::option::weighted(0.3, (0..SLOTS).prop_map(PortId)),
         prop::option::weighted(0.3, mac_match(false)),
@@ -431,7 +431,7 @@ fn action() -> impl Strategy<Value = Action> {
 }
 
 /// A valid action list: `Drop` alone, or 1..=4 actions with at most one push and one pop.
-fn actions() -> impl Strategy<Value = Vec<Action>> {
+pub(super) fn actions() -> impl Strategy<Value = Vec<Action>> {
     prop_oneof![
         1 => Just(vec![Action::Drop]),
         6 => prop::collection::vec(action(), 1..=4).prop_map(|list| {
@@ -608,8 +608,9 @@ fn case() -> impl Strategy<Value = Case> {
 // ---- The harness. ----
 
 /// Drop reasons the ingress port may be charged with (no offloads in these frames).
-const INGRESS_REASONS: [DropReason; 8] = [
+const INGRESS_REASONS: [DropReason; 9] = [
     DropReason::Malformed,
+    DropReason::TaggedOnAccessPort,
     DropReason::InvalidSourceMac,
     DropReason::VlanIngressDenied,
     DropReason::FlowRuleDrop,
@@ -619,8 +620,9 @@ const INGRESS_REASONS: [DropReason; 8] = [
     DropReason::PortGone,
 ];
 /// Reasons the ingress stage gives for a packet as a whole: it then goes nowhere.
-const VERDICT_REASONS: [DropReason; 5] = [
+const VERDICT_REASONS: [DropReason; 6] = [
     DropReason::Malformed,
+    DropReason::TaggedOnAccessPort,
     DropReason::InvalidSourceMac,
     DropReason::VlanIngressDenied,
     DropReason::FlowRuleDrop,

@@ -253,7 +253,42 @@ fn access_ports_only_talk_within_their_vlan_and_trunk_tags() {
     r.send(3, &tagged(MacAddr::BROADCAST, mac(3), 30, 64));
     r.send(0, &tagged(MacAddr::BROADCAST, mac(1), 20, 64));
     assert_eq!(r.counters(3).drops(DropReason::VlanIngressDenied), 2);
-    assert_eq!(r.counters(0).drops(DropReason::VlanIngressDenied), 1);
+    assert_eq!(r.counters(0).drops(DropReason::TaggedOnAccessPort), 1);
+}
+
+#[test]
+fn access_ports_drop_tagged_and_double_tagged_frames_so_no_guest_hops_vlans() {
+    // p0 access VLAN 10; p1 trunk {10, 20}; p2 access VLAN 20.
+    let modes = [
+        PortVlanMode::access(10).unwrap(),
+        PortVlanMode::trunk([10, 20], None).unwrap(),
+        PortVlanMode::access(20).unwrap(),
+    ];
+    let mut r = Rig::with(3, SwitchConfig::default(), |i| PortOptions {
+        vlan: modes[i].clone(),
+        ..PortOptions::default()
+    });
+    // [10][20] from the access-10 port: stripping the outer tag would put it on VLAN 20.
+    let mut double = tagged(MacAddr::BROADCAST, mac(1), 20, 64);
+    double.splice(12..12, [0x81, 0x00, 0x00, 0x0a]);
+    r.send(0, &double);
+    // Its own VLAN's tag, and a priority tag hiding a VLAN 20 tag.
+    r.send(0, &tagged(MacAddr::BROADCAST, mac(1), 10, 64));
+    let mut priority_then_20 = tagged(MacAddr::BROADCAST, mac(1), 20, 64);
+    priority_then_20.splice(12..12, [0x81, 0x00, 0x00, 0x00]);
+    r.send(0, &priority_then_20);
+    assert!(
+        r.sent(1).is_empty() && r.sent(2).is_empty(),
+        "nothing left p0"
+    );
+    assert_eq!(r.counters(0).drops(DropReason::TaggedOnAccessPort), 3);
+    assert!(r.sw.fdb().is_empty(), "a dropped frame teaches nothing");
+
+    // A priority tag alone is 802.1p, not a VLAN: the frame is in VLAN 10.
+    r.send(0, &tagged(MacAddr::BROADCAST, mac(1), 0, 64));
+    let on_trunk = r.sent(1);
+    assert_eq!(on_trunk.len(), 1);
+    assert_eq!(vlan_of(&on_trunk[0]), Some(10));
 }
 
 #[test]

@@ -16,6 +16,8 @@ use super::PacketMeta;
 pub(super) struct PortIngress<'m> {
     mode: &'m PortVlanMode,
     untagged: Result<VlanId, DropReason>,
+    /// An access port: no frame may arrive tagged (a priority tag alone excepted).
+    access: bool,
 }
 
 impl<'m> PortIngress<'m> {
@@ -23,6 +25,7 @@ impl<'m> PortIngress<'m> {
         PortIngress {
             mode,
             untagged: ingress(mode, None),
+            access: mode.is_access(),
         }
     }
 
@@ -64,6 +67,12 @@ fn admit(
     );
     if !src.is_unicast() {
         return Err(DropReason::InvalidSourceMac);
+    }
+    // An access port's frames are untagged: a tag (or a second one behind a priority tag)
+    // is a guest trying to reach another VLAN, e.g. [10][20] from an access-10 port, which
+    // would otherwise leave a trunk tagged 20.
+    if ingress.access && (stack.inner.is_some() || outer.is_some_and(|t| t.tci.vid() != 0)) {
+        return Err(DropReason::TaggedOnAccessPort);
     }
     if offload.needs_csum || offload.is_gso() {
         check_offload(offload, stack.ethertype, stack.payload_offset(), frame_len)?;
