@@ -21,6 +21,7 @@ fn tap_port() -> PortInfo {
             vlan: VlanMode::Access { vlan: 10 },
             flood_unknown_unicast: true,
             learning: false,
+            ..PortSettings::default()
         },
         mtu: 9000,
         offloads: vec!["csum".into(), "tso4".into()],
