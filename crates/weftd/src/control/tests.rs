@@ -840,3 +840,26 @@ mod tcp_link;
 
 #[path = "lane_tests.rs"]
 mod lanes;
+
+#[test]
+fn port_show_lists_every_nonzero_drop_reason_by_its_name() {
+    use weft_switch::DropReason;
+    let snap = weft_switch::PortCountersSnapshot {
+        drops: DropReason::ALL
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (*r, i as u64))
+            .collect(),
+        ..Default::default()
+    };
+    let info = super::ports::snapshot_info(&snap, &[]);
+    for (i, reason) in DropReason::ALL.iter().enumerate() {
+        assert_eq!(
+            info.drops.get(reason.name()).copied(),
+            (i > 0).then_some(i as u64),
+            "{}",
+            reason.name()
+        );
+    }
+    assert!(info.drops.contains_key("rogue_ra") && info.drops.contains_key("mac_limit"));
+}
