@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use weft_control::{MacAddr, Vni};
 
+use crate::cli_policy::PortPolicyArgs;
 use crate::rule_syntax::SYNTAX_HELP;
 
 const MAIN_HELP: &str = "\
@@ -241,6 +242,14 @@ pub struct SwitchAddArgs {
     /// queue pairs (1 to 16, at most weftd's workers) [default: 1].
     #[arg(long, value_name = "N")]
     pub lanes: Option<usize>,
+    /// MAC flap dampening: a learned MAC that moves between ports more than N times in a
+    /// second is held on its port for --mac-move-hold; its frames on other ports are
+    /// dropped meanwhile. 0 turns it off [default: 0].
+    #[arg(long, value_name = "N")]
+    pub mac_move_limit: Option<u32>,
+    /// How long a flapping MAC is held, 1 to 3600 [default: 10].
+    #[arg(long, value_name = "SECS")]
+    pub mac_move_hold: Option<u32>,
 }
 
 /// `weft port ...`
@@ -266,7 +275,11 @@ pub enum PortCmd {
     /// Change a port's switch-side options (the ones not given stay as they are).
     #[command(after_help = "EXAMPLES:\n  weft port set br0:vm1 --access 20\n  \
         weft port set br0:up --trunk 10,20,30 --native 1\n  \
-        weft port set br0:vm1 --plain --learning")]
+        weft port set br0:vm1 --plain --learning\n  \
+        weft port set br0:vm1 --allowed-mac 52:54:00:00:00:01 --allowed-ip 10.0.0.5,2001:db8::5\n  \
+        weft port set br0:vm1 --storm-broadcast 1000pps --storm-unknown-unicast 1000pps,10mbit\n  \
+        weft port set br0:vm1 --mac-limit 4 --mac-limit-action drop\n  \
+        weft port set br0:vm1 --no-port-security --no-storm-control --no-mac-limit")]
     Set {
         /// The port.
         #[arg(value_name = "SWITCH:PORT", value_parser = parse_port_ref)]
@@ -497,6 +510,9 @@ pub struct PortOptionArgs {
     /// Learn source addresses seen on this port (the default).
     #[arg(long)]
     pub learning: bool,
+    /// Port security, storm control and MAC limit.
+    #[command(flatten)]
+    pub policy: Box<PortPolicyArgs>,
 }
 
 /// `weft fdb ...`

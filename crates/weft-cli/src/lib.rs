@@ -11,6 +11,7 @@
 pub mod capture;
 pub mod cli;
 pub mod cli_overlay;
+pub mod cli_policy;
 pub mod client;
 pub mod commands;
 pub mod error;

@@ -274,6 +274,7 @@ fn port_set_keeps_the_options_not_given() {
                 vlan: VlanMode::Access { vlan: 5 },
                 flood_unknown_unicast: false,
                 learning: true,
+                ..PortSettings::default()
             }),
             counters: PortCounters::default(),
         }),
@@ -291,6 +292,7 @@ fn port_set_keeps_the_options_not_given() {
                 vlan: VlanMode::Access { vlan: 5 },
                 flood_unknown_unicast: false,
                 learning: false,
+                ..PortSettings::default()
             },
         }
     );

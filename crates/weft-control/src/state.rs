@@ -10,6 +10,11 @@ use weft_packet::{MacAddr, Vni};
 use crate::rule::RuleSpec;
 use crate::text_form;
 
+mod policy;
+pub use policy::{
+    MacLimitAction, MacLimitSettings, PortSecuritySettings, RateSettings, StormSettings,
+    DEFAULT_STORM_BURST_MS,
+};
 mod vhost;
 pub use vhost::{VhostDispatch, VhostModeError, VhostNotify, MAX_PERIOD_US};
 
@@ -68,6 +73,25 @@ pub struct SwitchSettings {
     /// Worker threads that run the switch at once (1 to 16, at most the workers weftd
     /// has): each lane polls its share of the ports' queue pairs (`weft_switch::lanes`).
     pub lanes: usize,
+    /// MAC flap dampening: a learned address that moves between ports more than this many
+    /// times in a second is held where it is for `mac_move_hold_secs`. 0 (the default):
+    /// off, every move is learned.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub mac_move_limit: u32,
+    /// How long a flapping address is held, in seconds (1 to 3600; default 10).
+    #[serde(skip_serializing_if = "is_default_mac_move_hold")]
+    pub mac_move_hold_secs: u32,
+}
+
+/// How long a flapping MAC is held unless told otherwise, in seconds.
+pub const DEFAULT_MAC_MOVE_HOLD_SECS: u32 = 10;
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+fn is_default_mac_move_hold(secs: &u32) -> bool {
+    *secs == DEFAULT_MAC_MOVE_HOLD_SECS
 }
 
 impl Default for SwitchSettings {
@@ -80,6 +104,8 @@ impl Default for SwitchSettings {
             max_rules: 4096,
             flow_cache_capacity: 4096,
             lanes: 1,
+            mac_move_limit: 0,
+            mac_move_hold_secs: DEFAULT_MAC_MOVE_HOLD_SECS,
         }
     }
 }
@@ -301,6 +327,16 @@ pub struct PortSettings {
     pub flood_unknown_unicast: bool,
     /// Learn source addresses seen on this port.
     pub learning: bool,
+    /// Port security (anti-spoofing); off unless an allowed MAC or IP is given.
+    #[serde(skip_serializing_if = "PortSecuritySettings::is_default")]
+    pub security: PortSecuritySettings,
+    /// Storm control; off unless a rate is given.
+    #[serde(skip_serializing_if = "StormSettings::is_default")]
+    pub storm: StormSettings,
+    /// A bound on the MACs the port may teach the FDB; absent: only the switch's
+    /// `fdb_max_per_port`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mac_limit: Option<MacLimitSettings>,
 }
 
 impl Default for PortSettings {
@@ -309,6 +345,9 @@ impl Default for PortSettings {
             vlan: VlanMode::Plain,
             flood_unknown_unicast: true,
             learning: true,
+            security: PortSecuritySettings::default(),
+            storm: StormSettings::default(),
+            mac_limit: None,
         }
     }
 }

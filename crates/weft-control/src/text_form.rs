@@ -68,6 +68,30 @@ pub mod opt_mac {
     }
 }
 
+/// A list of MAC addresses, each as [`mac`]; a refusal names `field` and the value.
+pub mod mac_list {
+    use super::*;
+
+    /// Writes each as `xx:xx:xx:xx:xx:xx`.
+    pub fn serialize<S: Serializer>(macs: &[MacAddr], serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(macs.iter().map(ToString::to_string))
+    }
+
+    /// Reads MAC addresses.
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<MacAddr>, D::Error> {
+        Vec::<String>::deserialize(deserializer)?
+            .iter()
+            .map(|text| {
+                parse_field(text.parse(), MacAddr::ZERO, |e| {
+                    format!("allowed_macs: {e}")
+                })
+            })
+            .collect()
+    }
+}
+
 /// A VNI, written as a number (0 to 2^24 - 1).
 pub mod vni {
     use super::*;
@@ -173,6 +197,16 @@ fn any_ip() -> crate::rule::IpPattern {
         addr: ANY_IP,
         len: None,
     }
+}
+
+/// A port's allowed source prefixes (port security).
+pub(crate) fn allowed_ips<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<crate::rule::IpPattern>, D::Error> {
+    Vec::<String>::deserialize(deserializer)?
+        .iter()
+        .map(|text| parse_field(text.parse(), any_ip(), |e| format!("allowed_ips: {e}")))
+        .collect()
 }
 
 /// A rule's source MAC match.

@@ -57,7 +57,7 @@ pub fn plan(command: &Command) -> Result<Plan<'_>, CliError> {
             force: *force,
         }),
         Command::Switch(SwitchCmd::List) => call(Request::SwitchList {}),
-        Command::Port(PortCmd::Add { target, kind }) => call(port_add_request(target, kind)),
+        Command::Port(PortCmd::Add { target, kind }) => call(port_add_request(target, kind)?),
         Command::Port(PortCmd::Set { target, options }) => Ok(Plan::PortSet {
             switch: target.switch.clone(),
             port: target.port.clone(),
@@ -123,6 +123,8 @@ fn switch_add_request(args: &SwitchAddArgs) -> Request {
             max_rules: args.max_rules.unwrap_or(d.max_rules),
             flow_cache_capacity: args.cache.unwrap_or(d.flow_cache_capacity),
             lanes: args.lanes.unwrap_or(d.lanes),
+            mac_move_limit: args.mac_move_limit.unwrap_or(d.mac_move_limit),
+            mac_move_hold_secs: args.mac_move_hold.unwrap_or(d.mac_move_hold_secs),
         },
     }
 }

@@ -1,13 +1,17 @@
 //! Port commands: `port add` options to a request, `port set` changes onto current options.
 
-use weft_control::state::{PortKind, PortSettings, VhostMode, VlanMode};
-use weft_control::Request;
+use weft_control::rule::IpPattern;
+use weft_control::state::{
+    MacLimitAction, MacLimitSettings, PortKind, PortSettings, RateSettings, StormSettings,
+    VhostMode, VlanMode, DEFAULT_STORM_BURST_MS,
+};
+use weft_control::{MacAddr, Request};
 
 use crate::cli::{PortKindCmd, PortOptionArgs, PortRef, VhostModeArg};
 use crate::error::CliError;
 
 /// The `port_add` request for `weft port add SWITCH:PORT KIND ...`.
-pub fn port_add_request(target: &PortRef, kind: &PortKindCmd) -> Request {
+pub fn port_add_request(target: &PortRef, kind: &PortKindCmd) -> Result<Request, CliError> {
     let (kind, options) = match kind {
         PortKindCmd::Tap {
             ifname,
@@ -102,12 +106,12 @@ pub fn port_add_request(target: &PortRef, kind: &PortKindCmd) -> Request {
         ),
     };
     let changes = PortChanges::from_args(options).unwrap_or_default();
-    Request::PortAdd {
+    Ok(Request::PortAdd {
         switch: target.switch.clone(),
         name: target.port.clone(),
         kind,
-        options: updated_settings(PortSettings::default(), &changes),
-    }
+        options: updated_settings(PortSettings::default(), &changes)?,
+    })
 }
 
 /// `path` made absolute against this directory (weftd reads it from its own), as text.
@@ -127,7 +131,36 @@ pub struct PortChanges {
     pub flood_unknown_unicast: Option<bool>,
     /// Learning.
     pub learning: Option<bool>,
+    /// New allowed source MACs (empty: port security by MAC off).
+    pub allowed_macs: Option<Vec<MacAddr>>,
+    /// New allowed source prefixes (empty: port security by IP off).
+    pub allowed_ips: Option<Vec<IpPattern>>,
+    /// May act as a DHCP server.
+    pub allow_dhcp_server: Option<bool>,
+    /// May send router advertisements.
+    pub allow_router_advertisements: Option<bool>,
+    /// New broadcast rate (`Some(None)`: unlimited).
+    pub storm_broadcast: Option<Option<RateSettings>>,
+    /// New multicast rate.
+    pub storm_multicast: Option<Option<RateSettings>>,
+    /// New unknown-unicast rate.
+    pub storm_unknown_unicast: Option<Option<RateSettings>>,
+    /// New storm burst, ms.
+    pub storm_burst_ms: Option<u32>,
+    /// New MAC limit count.
+    pub mac_limit: Option<u32>,
+    /// New action at the MAC limit.
+    pub mac_limit_action: Option<MacLimitAction>,
+    /// Remove the MAC limit.
+    pub no_mac_limit: bool,
 }
+
+/// The hint when a command changes nothing: every option `port set` takes.
+const PORT_SET_OPTIONS: &str = "give --access VLAN, --trunk VLANS [--native VLAN], --plain, \
+     --[no-]flood-unknown, --[no-]learning, --allowed-mac MACS, --allowed-ip PREFIXES, \
+     --[no-]allow-dhcp-server, --[no-]allow-ra, --no-port-security, --storm-broadcast RATE, \
+     --storm-multicast RATE, --storm-unknown-unicast RATE, --storm-burst-ms MS, \
+     --no-storm-control, --mac-limit N, --mac-limit-action no-learn|drop or --no-mac-limit";
 
 impl PortChanges {
     /// The changes the options ask for; a usage error when there are none.
@@ -146,29 +179,98 @@ impl PortChanges {
             (_, true) => Some(false),
             _ => None,
         };
+        let p = &o.policy;
+        let clear = p.no_port_security;
+        let unlimited = p.no_storm_control.then_some(None);
         let changes = PortChanges {
             vlan,
             flood_unknown_unicast: flag(o.flood_unknown, o.no_flood_unknown),
             learning: flag(o.learning, o.no_learning),
+            allowed_macs: if clear {
+                Some(Vec::new())
+            } else {
+                p.allowed_macs.clone()
+            },
+            allowed_ips: if clear {
+                Some(Vec::new())
+            } else {
+                p.allowed_ips.clone()
+            },
+            allow_dhcp_server: flag(p.allow_dhcp_server, p.no_allow_dhcp_server || clear),
+            allow_router_advertisements: flag(p.allow_ra, p.no_allow_ra || clear),
+            storm_broadcast: p.storm_broadcast.map(|r| r.0).or(unlimited),
+            storm_multicast: p.storm_multicast.map(|r| r.0).or(unlimited),
+            storm_unknown_unicast: p.storm_unknown_unicast.map(|r| r.0).or(unlimited),
+            storm_burst_ms: if p.no_storm_control {
+                Some(DEFAULT_STORM_BURST_MS)
+            } else {
+                p.storm_burst_ms
+            },
+            mac_limit: p.mac_limit,
+            mac_limit_action: p.mac_limit_action.map(Into::into),
+            no_mac_limit: p.no_mac_limit,
         };
         if changes == PortChanges::default() {
-            return Err(CliError::usage(
-                "nothing to change",
-                "give --access VLAN, --trunk VLANS [--native VLAN], --plain, \
-                 --[no-]flood-unknown or --[no-]learning",
-            ));
+            return Err(CliError::usage("nothing to change", PORT_SET_OPTIONS));
         }
         Ok(changes)
     }
 }
 
-/// `current` with `changes` applied.
-pub fn updated_settings(current: PortSettings, changes: &PortChanges) -> PortSettings {
-    PortSettings {
+/// `current` with `changes` applied; a usage error for a MAC limit action on a port
+/// without a limit (and none given).
+pub fn updated_settings(
+    current: PortSettings,
+    changes: &PortChanges,
+) -> Result<PortSettings, CliError> {
+    let mut security = current.security;
+    if let Some(macs) = &changes.allowed_macs {
+        security.allowed_macs = macs.clone();
+    }
+    if let Some(ips) = &changes.allowed_ips {
+        security.allowed_ips = ips.clone();
+    }
+    if let Some(on) = changes.allow_dhcp_server {
+        security.allow_dhcp_server = on;
+    }
+    if let Some(on) = changes.allow_router_advertisements {
+        security.allow_router_advertisements = on;
+    }
+    let storm = StormSettings {
+        broadcast: changes.storm_broadcast.unwrap_or(current.storm.broadcast),
+        multicast: changes.storm_multicast.unwrap_or(current.storm.multicast),
+        unknown_unicast: changes
+            .storm_unknown_unicast
+            .unwrap_or(current.storm.unknown_unicast),
+        burst_ms: changes.storm_burst_ms.unwrap_or(current.storm.burst_ms),
+    };
+    let mac_limit = match (
+        changes.mac_limit,
+        changes.mac_limit_action,
+        current.mac_limit,
+    ) {
+        _ if changes.no_mac_limit => None,
+        (Some(max), action, now) => Some(MacLimitSettings {
+            max,
+            action: action.or(now.map(|l| l.action)).unwrap_or_default(),
+        }),
+        (None, Some(action), Some(now)) => Some(MacLimitSettings { action, ..now }),
+        (None, Some(_), None) => {
+            return Err(CliError::usage(
+                "--mac-limit-action needs a MAC limit, and the port has none",
+                "give --mac-limit N with it",
+            ))
+        }
+        (None, None, now) => now,
+    };
+    Ok(PortSettings {
         vlan: changes.vlan.clone().unwrap_or(current.vlan),
         flood_unknown_unicast: changes
             .flood_unknown_unicast
             .unwrap_or(current.flood_unknown_unicast),
         learning: changes.learning.unwrap_or(current.learning),
-    }
+        security,
+        storm,
+        mac_limit,
+    })
 }

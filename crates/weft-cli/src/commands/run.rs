@@ -120,7 +120,7 @@ pub fn port_set(
     daemon.call(Request::PortSet {
         switch,
         name: port,
-        options: updated_settings(current, changes),
+        options: updated_settings(current, changes)?,
     })
 }
 

@@ -117,6 +117,7 @@ fn port_add_tap_with_all_options() {
                 vlan: VlanMode::Access { vlan: 10 },
                 flood_unknown_unicast: true,
                 learning: false,
+                ..PortSettings::default()
             },
         }
     );
@@ -170,6 +171,7 @@ fn port_add_af_packet_trunk() {
                 },
                 flood_unknown_unicast: false,
                 learning: true,
+                ..PortSettings::default()
             },
         }
     );
@@ -242,9 +244,10 @@ fn port_set_changes_only_what_is_given() {
         vlan: VlanMode::Access { vlan: 3 },
         flood_unknown_unicast: false,
         learning: false,
+        ..PortSettings::default()
     };
     assert_eq!(
-        updated_settings(current, &changes),
+        updated_settings(current, &changes).unwrap(),
         PortSettings {
             vlan: VlanMode::Trunk {
                 vlans: vec![5],
@@ -252,6 +255,7 @@ fn port_set_changes_only_what_is_given() {
             },
             flood_unknown_unicast: false,
             learning: true,
+            ..PortSettings::default()
         }
     );
 }
@@ -323,6 +327,7 @@ fn port_set_reads_then_writes_the_options() {
                 vlan: VlanMode::Access { vlan: 3 },
                 flood_unknown_unicast: true,
                 learning: false,
+                ..PortSettings::default()
             },
         }
     );
@@ -705,5 +710,6 @@ proptest::proptest! {
 }
 
 mod port_kinds;
+mod port_policy;
 mod routes;
 mod tcp_link;

@@ -6,7 +6,7 @@ use weft_control::response::{
     FdbEntry, PortCounters, PortInfo, RemoteMacEntry, RuleInfo, SwitchInfo, SwitchStats,
     WorkerStats,
 };
-use weft_control::state::{PortKind, VlanMode};
+use weft_control::state::{MacLimitAction, PortKind, PortSettings, VlanMode};
 use weft_control::{Request, Response};
 
 use super::{json, Align, Table};
@@ -299,6 +299,9 @@ fn port_detail(port: &PortInfo, c: &PortCounters) -> String {
     ]);
     t.row(["mtu".into(), port.mtu.to_string()]);
     t.row(["offloads".into(), list_or_dash(&port.offloads)]);
+    for (name, value) in policy_rows(&port.options) {
+        t.row([name.to_string(), value]);
+    }
     out.push_str(&t.render_indented("  "));
     out.push_str("counters\n");
     let mut t = Table::new(&[
@@ -326,6 +329,57 @@ fn port_detail(port: &PortInfo, c: &PortCounters) -> String {
         out.push_str(&format!("device\n{}", t.render_indented("  ")));
     }
     out
+}
+
+/// The rows of a port's ingress policy: only what is on.
+fn policy_rows(o: &PortSettings) -> Vec<(&'static str, String)> {
+    let mut rows = Vec::new();
+    let sec = &o.security;
+    if sec.is_enabled() {
+        let list = |items: Vec<String>| {
+            if items.is_empty() {
+                "any".to_string()
+            } else {
+                items.join(", ")
+            }
+        };
+        rows.push((
+            "allowed macs",
+            list(sec.allowed_macs.iter().map(ToString::to_string).collect()),
+        ));
+        rows.push((
+            "allowed ips",
+            list(sec.allowed_ips.iter().map(ToString::to_string).collect()),
+        ));
+        let allowed = |on: bool| if on { "allowed" } else { "dropped" }.to_string();
+        rows.push(("dhcp server", allowed(sec.allow_dhcp_server)));
+        rows.push((
+            "router advertisements",
+            allowed(sec.allow_router_advertisements),
+        ));
+    }
+    if o.storm.is_enabled() {
+        let kinds: Vec<String> = [
+            ("broadcast", o.storm.broadcast),
+            ("multicast", o.storm.multicast),
+            ("unknown unicast", o.storm.unknown_unicast),
+        ]
+        .into_iter()
+        .filter_map(|(kind, rate)| rate.map(|r| format!("{kind} {r}")))
+        .collect();
+        rows.push((
+            "storm control",
+            format!("{}, burst {} ms", kinds.join(", "), o.storm.burst_ms),
+        ));
+    }
+    if let Some(limit) = o.mac_limit {
+        let action = match limit.action {
+            MacLimitAction::NoLearn => "no-learn",
+            MacLimitAction::Drop => "drop",
+        };
+        rows.push(("mac limit", format!("{}, then {action}", limit.max)));
+    }
+    rows
 }
 
 fn drops_block(drops: &BTreeMap<String, u64>) -> String {

@@ -22,6 +22,32 @@ fn the_sample_config_in_docs_parses() {
     assert_eq!(c.switches[0].get_ref().name, "br0");
 }
 
+/// The sample's commented-out port, its TOML lines uncommented, is a port with every
+/// policy on: the documented keys are the ones weftd reads.
+#[test]
+fn the_sample_configs_port_policy_example_parses() {
+    let text = include_str!("../../../../docs/weftd.toml");
+    let start = text.find("# [[switch.ports]]").expect("the port example");
+    let mut example = String::from("[[switch]]\nname = \"br0\"\n");
+    for line in text[start..].lines() {
+        let Some(body) = line.strip_prefix("# ") else {
+            break;
+        };
+        let key = body.split(" = ").next().unwrap_or("");
+        let is_toml = body.starts_with('[')
+            || (body.contains(" = ") && key.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'));
+        if is_toml {
+            example.push_str(body);
+            example.push('\n');
+        }
+    }
+    let c = Config::parse(&example).unwrap_or_else(|e| panic!("{e}\n{example}"));
+    let o = &c.switches[0].get_ref().ports[0].options;
+    assert!(o.security.is_enabled(), "{example}");
+    assert!(o.storm.is_enabled());
+    assert_eq!(o.mac_limit.map(|l| l.max), Some(4));
+}
+
 #[test]
 fn unknown_keys_are_reported_with_line_and_what_is_expected() {
     let e = err("[control]\nmax_client = 3\n");

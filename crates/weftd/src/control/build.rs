@@ -176,10 +176,12 @@ pub(super) struct SwitchPlan {
 
 impl SwitchPlan {
     /// The plan for one lane of `switch` with these halves (one per port, in order; `None`
-    /// to reuse the port of the switch being replaced on that lane).
+    /// to reuse the port of the switch being replaced on that lane) and the ports' options
+    /// (translated once for all lanes: their clones share each port's storm buckets).
     pub(super) fn new(
         switch: &SwitchState,
         halves: Vec<Option<PortHalves>>,
+        options: &[PortOptions],
         replace: bool,
         lane: Option<Lane>,
     ) -> Result<SwitchPlan, ControlError> {
@@ -188,14 +190,13 @@ impl SwitchPlan {
             .ports
             .iter()
             .zip(halves)
-            .map(|(p, halves)| {
-                Ok(PortPlan {
-                    name: p.name.clone(),
-                    halves,
-                    options: translate::port_options(&p.options)?,
-                })
+            .zip(options)
+            .map(|((p, halves), options)| PortPlan {
+                name: p.name.clone(),
+                halves,
+                options: options.clone(),
             })
-            .collect::<Result<Vec<_>, ControlError>>()?;
+            .collect();
         let statics = switch
             .static_macs
             .iter()
@@ -381,9 +382,14 @@ impl Controller {
         } else {
             vec![None]
         };
+        let options = switch
+            .ports
+            .iter()
+            .map(|p| translate::port_options(&p.options))
+            .collect::<Result<Vec<_>, ControlError>>()?;
         let mut built_lanes: Vec<Built> = Vec::with_capacity(lanes);
         for ((&worker, halves), lane) in workers.iter().zip(per_lane).zip(&mut handles) {
-            let plan = SwitchPlan::new(switch, halves, replace, lane.take())?;
+            let plan = SwitchPlan::new(switch, halves, &options, replace, lane.take())?;
             match self.pool.exec(worker, move |reg, _| plan.build(reg))? {
                 Ok(b) => built_lanes.push(b),
                 Err(e) => {

@@ -199,3 +199,116 @@ fn a_switch_on_two_lanes_rebuilt_by_config_apply_keeps_its_ports_on_their_lanes(
     };
     assert_eq!(switches[0].workers, vec![0, 1]);
 }
+
+/// What each lane of `br0` holds as `port`'s policy: (security, storm, MAC limit).
+fn lane_policies(
+    f: &Fixture,
+    port: &str,
+) -> Vec<(
+    weft_switch::PortSecurity,
+    weft_switch::StormControl,
+    Option<weft_switch::MacLimit>,
+)> {
+    let id = f.c.port_rt("br0", port).unwrap().id;
+    let workers = f.c.switch_rt("br0").unwrap().workers.clone();
+    f.c.pool
+        .on_lanes(&workers, "br0", move |sw, _| {
+            let o = sw.port_options(id).unwrap();
+            (o.security.clone(), *o.storm.config(), o.mac_limit)
+        })
+        .unwrap()
+}
+
+fn policy() -> PortSettings {
+    use weft_control::state::{
+        MacLimitAction, MacLimitSettings, PortSecuritySettings, RateSettings, StormSettings,
+    };
+    PortSettings {
+        security: PortSecuritySettings {
+            allowed_macs: vec!["52:54:00:00:00:01".parse().unwrap()],
+            allowed_ips: vec!["10.0.0.5".parse().unwrap()],
+            ..PortSecuritySettings::default()
+        },
+        storm: StormSettings {
+            broadcast: Some(RateSettings {
+                pps: Some(100),
+                bps: None,
+            }),
+            ..StormSettings::default()
+        },
+        mac_limit: Some(MacLimitSettings {
+            max: 2,
+            action: MacLimitAction::Drop,
+        }),
+        ..PortSettings::default()
+    }
+}
+
+#[test]
+fn port_set_puts_a_ports_policy_on_every_lane_and_in_the_state_file() {
+    let mut f = two_lanes();
+    f.ok(Request::PortSet {
+        switch: "br0".into(),
+        name: "a".into(),
+        options: policy(),
+    });
+    let lanes = lane_policies(&f, "a");
+    assert_eq!(lanes.len(), 2);
+    for (security, storm, limit) in lanes {
+        assert_eq!(security.allowed_macs.len(), 1);
+        assert_eq!(security.allowed_ips[0].len, 32);
+        assert_eq!(storm.broadcast.unwrap().pps, Some(100));
+        assert_eq!(limit.unwrap().max, 2);
+    }
+    assert_eq!(f.saved().switches[0].ports[0].options, policy());
+    // And off again.
+    f.ok(Request::PortSet {
+        switch: "br0".into(),
+        name: "a".into(),
+        options: PortSettings::default(),
+    });
+    for (security, storm, limit) in lane_policies(&f, "a") {
+        assert!(!security.is_enabled() && !storm.is_enabled() && limit.is_none());
+    }
+}
+
+#[test]
+fn config_apply_changes_a_running_ports_policy_on_every_lane() {
+    let mut f = two_lanes();
+    let mut target = f.c.state().clone();
+    target.switches[0].ports[1].options = policy();
+    let Response::Applied { changes } = f.ok(Request::ConfigApply {
+        state: target.clone(),
+        dry_run: false,
+    }) else {
+        panic!()
+    };
+    assert_eq!(changes, vec!["switch br0: change options of port b"]);
+    for (security, storm, limit) in lane_policies(&f, "b") {
+        assert!(security.is_enabled());
+        assert!(storm.is_enabled());
+        assert!(limit.is_some());
+    }
+    assert_eq!(f.saved(), target);
+}
+
+#[test]
+fn an_unusable_policy_is_refused_before_anything_changes() {
+    let mut f = two_lanes();
+    let mut options = policy();
+    options.security.allowed_ips = vec!["10.0.0.5/8".parse().unwrap()];
+    let e = f.err(Request::PortSet {
+        switch: "br0".into(),
+        name: "a".into(),
+        options,
+    });
+    assert!(
+        e.message.contains("10.0.0.5/8 is not a prefix"),
+        "{}",
+        e.message
+    );
+    assert_eq!(
+        f.saved().switches[0].ports[0].options,
+        PortSettings::default()
+    );
+}

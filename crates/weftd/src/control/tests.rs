@@ -640,6 +640,30 @@ fn config_apply_rebuilds_a_switch_whose_settings_change() {
 }
 
 #[test]
+fn config_apply_rebuilds_a_switch_whose_mac_move_settings_change() {
+    let mut f = fixture(vec![switch("br0", &["vm1"])]);
+    let mut target = f.c.state().clone();
+    target.switches[0].settings.mac_move_limit = 4;
+    target.switches[0].settings.mac_move_hold_secs = 20;
+    let Response::Applied { changes } = f.ok(Request::ConfigApply {
+        state: target.clone(),
+        dry_run: false,
+    }) else {
+        panic!()
+    };
+    assert_eq!(changes, vec!["rebuild switch br0 (its settings change)"]);
+    assert_eq!(f.saved(), target);
+    let mut bad = target.clone();
+    bad.switches[0].settings.mac_move_hold_secs = 0;
+    let e = f.err(Request::ConfigApply {
+        state: bad,
+        dry_run: false,
+    });
+    assert!(e.message.contains("mac_move_hold_secs"), "{}", e.message);
+    assert_eq!(f.saved(), target, "nothing saved");
+}
+
+#[test]
 fn switches_spread_over_workers_and_rebalance_when_one_goes() {
     let (mut f, _) = fixture_with(
         State {
@@ -816,3 +840,26 @@ mod tcp_link;
 
 #[path = "lane_tests.rs"]
 mod lanes;
+
+#[test]
+fn port_show_lists_every_nonzero_drop_reason_by_its_name() {
+    use weft_switch::DropReason;
+    let snap = weft_switch::PortCountersSnapshot {
+        drops: DropReason::ALL
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (*r, i as u64))
+            .collect(),
+        ..Default::default()
+    };
+    let info = super::ports::snapshot_info(&snap, &[]);
+    for (i, reason) in DropReason::ALL.iter().enumerate() {
+        assert_eq!(
+            info.drops.get(reason.name()).copied(),
+            (i > 0).then_some(i as u64),
+            "{}",
+            reason.name()
+        );
+    }
+    assert!(info.drops.contains_key("rogue_ra") && info.drops.contains_key("mac_limit"));
+}

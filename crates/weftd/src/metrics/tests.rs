@@ -176,3 +176,31 @@ fn the_checker_refuses_broken_text() {
 fn escape_handles_backslash_quote_and_newline() {
     assert_eq!(escape("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
 }
+
+#[test]
+fn every_drop_reason_is_exported_including_the_policy_ones() {
+    let mut snap = snapshot();
+    snap.switches[0].ports[0].counters.drops = vec![
+        (DropReason::SpoofedSrcMac, 4),
+        (DropReason::StormUnknownUnicast, 5),
+        (DropReason::MacFlapHeld, 6),
+    ];
+    let text = encode(&snap, DaemonGauges { control_clients: 0 });
+    for reason in DropReason::ALL {
+        assert!(
+            text.contains(&format!("reason=\"{}\"}}", reason.name())),
+            "{} missing",
+            reason.name()
+        );
+    }
+    for (name, n) in [
+        ("spoofed_src_mac", 4),
+        ("storm_unknown_unicast", 5),
+        ("mac_flap_held", 6),
+    ] {
+        assert!(
+            text.contains(&format!("reason=\"{name}\"}} {n}\n")),
+            "{name}"
+        );
+    }
+}

@@ -21,6 +21,7 @@ fn tap_port() -> PortInfo {
             vlan: VlanMode::Access { vlan: 10 },
             flood_unknown_unicast: true,
             learning: false,
+            ..PortSettings::default()
         },
         mtu: 9000,
         offloads: vec!["csum".into(), "tso4".into()],
@@ -402,4 +403,126 @@ fn port_show_says_why_a_port_failed() {
         ),
         "{text}"
     );
+}
+
+fn policed_port() -> PortInfo {
+    use weft_control::state::{
+        MacLimitAction, MacLimitSettings, PortSecuritySettings, RateSettings, StormSettings,
+    };
+    let mut port = tap_port();
+    port.options.security = PortSecuritySettings {
+        allowed_macs: vec!["52:54:00:00:00:01".parse().unwrap()],
+        allowed_ips: vec![
+            "10.0.0.5".parse().unwrap(),
+            "2001:db8::/64".parse().unwrap(),
+        ],
+        allow_dhcp_server: false,
+        allow_router_advertisements: true,
+    };
+    port.options.storm = StormSettings {
+        broadcast: Some(RateSettings {
+            pps: Some(1000),
+            bps: None,
+        }),
+        multicast: None,
+        unknown_unicast: Some(RateSettings {
+            pps: Some(500),
+            bps: Some(10_000_000),
+        }),
+        burst_ms: 100,
+    };
+    port.options.mac_limit = Some(MacLimitSettings {
+        max: 4,
+        action: MacLimitAction::Drop,
+    });
+    port
+}
+
+#[test]
+fn port_show_lists_the_policy_that_is_on_and_its_drops() {
+    let counters = PortCounters {
+        rx_packets: 10,
+        rx_bytes: 1000,
+        tx_packets: 5,
+        tx_bytes: 500,
+        drops: BTreeMap::from([
+            ("spoofed_src_ip".into(), 3),
+            ("storm_broadcast".into(), 7),
+            ("mac_limit".into(), 1),
+        ]),
+        device: BTreeMap::new(),
+    };
+    let text = human(
+        &Request::SwitchList {},
+        &Response::Port {
+            port: policed_port(),
+            counters,
+        },
+    );
+    assert_eq!(
+        text,
+        "port br0:vm1\n\
+         \x20 type                   tap, ifname vm1, netns blue, 2 queues, device mtu 9000, kernel offloads on\n\
+         \x20 state                  up\n\
+         \x20 vlan                   access 10\n\
+         \x20 learning               no\n\
+         \x20 flood unknown unicast  yes\n\
+         \x20 mtu                    9000\n\
+         \x20 offloads               csum,tso4\n\
+         \x20 allowed macs           52:54:00:00:00:01\n\
+         \x20 allowed ips            10.0.0.5, 2001:db8::/64\n\
+         \x20 dhcp server            dropped\n\
+         \x20 router advertisements  allowed\n\
+         \x20 storm control          broadcast 1000pps, unknown unicast 500pps,10mbit, burst 100 ms\n\
+         \x20 mac limit              4, then drop\n\
+         counters\n\
+         \x20     PACKETS  BYTES\n\
+         \x20 rx       10   1000\n\
+         \x20 tx        5    500\n\
+         drops\n\
+         \x20 mac_limit        1\n\
+         \x20 spoofed_src_ip   3\n\
+         \x20 storm_broadcast  7\n"
+    );
+}
+
+#[test]
+fn port_show_without_a_policy_shows_no_policy_rows() {
+    let mut port = tap_port();
+    // Flags alone do not turn port security on; a burst alone limits nothing.
+    port.options.security.allow_dhcp_server = true;
+    port.options.storm.burst_ms = 50;
+    let text = human(
+        &Request::SwitchList {},
+        &Response::Port {
+            port,
+            counters: PortCounters::default(),
+        },
+    );
+    for row in ["allowed", "dhcp", "storm", "mac limit"] {
+        assert!(!text.contains(row), "{row} in {text}");
+    }
+}
+
+#[test]
+fn port_show_json_carries_the_policy_settings() {
+    let text = json(&Response::Port {
+        port: policed_port(),
+        counters: PortCounters::default(),
+    });
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let options = &v["port"]["options"];
+    assert_eq!(
+        options["security"]["allowed_ips"],
+        serde_json::json!(["10.0.0.5", "2001:db8::/64"])
+    );
+    assert_eq!(options["storm"]["broadcast"]["pps"], 1000);
+    assert_eq!(options["mac_limit"]["action"], "drop");
+    let plain = json(&Response::Port {
+        port: tap_port(),
+        counters: PortCounters::default(),
+    });
+    for key in ["security", "storm", "mac_limit"] {
+        assert!(!plain.contains(key), "{key} in {plain}");
+    }
 }
