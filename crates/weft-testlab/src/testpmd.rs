@@ -77,6 +77,41 @@ pub fn remove_files(prefix: &str) {
     let _ = std::fs::remove_dir_all(Path::new("/var/run/dpdk").join(prefix));
 }
 
+/// Starts interactive testpmd with one virtio-user port on the vhost-user socket `socket`
+/// that sends 64-byte broadcast frames as fast as it can once told `start` (`txonly`, its
+/// peer set to ff:ff:ff:ff:ff:ff): a broadcast storm.
+pub fn spawn_broadcast(prefix: &str, socket: &Path) -> Child {
+    eal(prefix, true)
+        .arg(format!(
+            "--vdev=net_virtio_user0,path={},server=0,mac=02:00:00:00:0a:01",
+            socket.display()
+        ))
+        .args(["--", "-i", "--nb-cores=1", "--forward-mode=txonly"])
+        .args(["--eth-peer=0,ff:ff:ff:ff:ff:ff", "--txpkts=64"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start dpdk-testpmd")
+}
+
+/// testpmd with its EAL options: two lcores (main 0), no PCI, 256 MB under `prefix`, in
+/// unlinked hugepage files when `in_memory`.
+fn eal(prefix: &str, in_memory: bool) -> Command {
+    let mut cmd = Command::new("dpdk-testpmd");
+    cmd.args([
+        "-l",
+        "0,1",
+        "--main-lcore",
+        "0",
+        "--no-pci",
+        "--single-file-segments",
+    ])
+    .args(["-m", "256", "--file-prefix", prefix])
+    .args(in_memory.then_some("--in-memory"));
+    cmd
+}
+
 /// testpmd's command line (interactive, io forwarding between two virtio-user ports), its
 /// memory in unlinked hugepage files when `in_memory`.
 fn command(prefix: &str, a: &Path, b: &Path, queues: u16, in_memory: bool) -> Command {
@@ -100,24 +135,14 @@ fn command(prefix: &str, a: &Path, b: &Path, queues: u16, in_memory: bool) -> Co
     } else {
         Vec::new()
     };
-    let mut cmd = Command::new("dpdk-testpmd");
-    cmd.args([
-        "-l",
-        "0,1",
-        "--main-lcore",
-        "0",
-        "--no-pci",
-        "--single-file-segments",
-    ])
-    .args(["-m", "256", "--file-prefix", prefix])
-    .args(in_memory.then_some("--in-memory"))
-    .arg(vdev(0, a))
-    .arg(vdev(1, b))
-    .args(["--", "-i", "--nb-cores=1", "--forward-mode=io"])
-    .args(mq_args)
-    .stdin(Stdio::piped())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
+    let mut cmd = eal(prefix, in_memory);
+    cmd.arg(vdev(0, a))
+        .arg(vdev(1, b))
+        .args(["--", "-i", "--nb-cores=1", "--forward-mode=io"])
+        .args(mq_args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     cmd
 }
 

@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test file uses a different part
 
 pub(crate) mod hosts;
+pub(crate) mod taps;
 pub(crate) mod weftd;
 
 use std::io::{BufRead, BufReader, Read, Write};
