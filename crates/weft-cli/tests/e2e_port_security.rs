@@ -71,17 +71,19 @@ fn can_run(test: &str) -> bool {
 }
 
 /// The value of `field` (a tshark field name) of each frame matching the capture `filter`
-/// that arrives on `dev` in `ns` while `during` runs.
+/// that arrives on `dev` in `ns` while `during` runs: the first `count` of them, or those
+/// of 12 s.
 fn frames_seen(
     ns: &Netns,
     dev: &str,
-    filter: &str,
+    (filter, count): (&str, usize),
     field: &str,
     during: impl FnOnce(),
 ) -> Vec<String> {
     let tshark = ns
         .cmd("tshark")
         .args(["-Q", "-l", "-i", dev, "-a", "duration:12", "-T", "fields"])
+        .args(["-c", &count.to_string()])
         .args(["-e", field, "-f", filter])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -210,7 +212,13 @@ sendp([Ether(src=me, dst="ff:ff:ff:ff:ff:ff")/IP(src="0.0.0.0", dst="255.255.255
     let seen = frames_seen(
         &victim_ns,
         &victim,
-        "udp port 67 or udp port 547 or icmp6[0] == 135 or icmp6[0] == 133",
+        (
+            &format!(
+                "ether src {vm_mac} and (udp port 67 or udp port 547 or icmp6[0] == 135 or \
+                 icmp6[0] == 133)"
+            ),
+            usize::try_from(4 * n).unwrap_or(usize::MAX),
+        ),
         "frame.number",
         || scapy(&vm_ns, &booting),
     )
@@ -282,9 +290,13 @@ sendp([Ether(src="{a_mac}", dst="ff:ff:ff:ff:ff:ff")/Dot1Q(vlan=10)/Dot1Q(vlan=2
 "#
     );
     let before = drop_count(&drops(&d, &format!("br0:{a}")), "tagged_on_access_port");
-    let vlans = frames_seen(&trunk_ns, &trunk, "vlan and udp port 9", "vlan.id", || {
-        scapy(&a_ns, &hop)
-    });
+    let vlans = frames_seen(
+        &trunk_ns,
+        &trunk,
+        ("vlan and udp port 9", 5),
+        "vlan.id",
+        || scapy(&a_ns, &hop),
+    );
     let after = drop_count(&drops(&d, &format!("br0:{a}")), "tagged_on_access_port");
     assert_eq!(after - before, 10);
     // The untagged ones leave the trunk in VLAN 10 (so the capture works); none in 20.
