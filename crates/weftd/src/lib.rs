@@ -22,3 +22,4 @@ pub mod persist;
 pub mod ratelimit;
 pub mod server;
 pub mod socket_dirs;
+pub mod takeover;
