@@ -351,6 +351,10 @@ for _ in range(20):
         where_held == Some(f1.clone()) || where_held == Some(f2.clone()),
         "{where_held:?}"
     );
+    let Response::Stats { switches, .. } = d.json(&["stats"]) else {
+        panic!("stats answered something else")
+    };
+    assert_eq!(switches[0].mac_flap_episodes, 1, "{switches:?}");
     // Logged once for the episode, on the sweep after it began.
     assert_eq!(
         log.matches("02:aa:bb:cc:dd:01").count(),

@@ -335,6 +335,8 @@ fn growing_stats() -> impl Fn(&Request) -> Result<Response, ControlError> {
                     batches: n,
                     rx_packets: n,
                     fdb_entries: 2,
+                    fdb_moves: 0,
+                    mac_flap_episodes: 0,
                     flow_cache_hits: 0,
                     flow_cache_misses: 0,
                     upcalls: 0,

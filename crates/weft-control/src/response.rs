@@ -170,6 +170,12 @@ pub struct SwitchStats {
     pub rx_packets: u64,
     /// FDB entries.
     pub fdb_entries: usize,
+    /// Learned FDB entries that moved to another port.
+    #[serde(default)]
+    pub fdb_moves: u64,
+    /// MAC flap episodes (an address held on its port for moving too often).
+    #[serde(default)]
+    pub mac_flap_episodes: u64,
     /// Flow cache hits.
     pub flow_cache_hits: u64,
     /// Flow cache misses.

@@ -10,6 +10,8 @@ fn switch(name: &str, ports: &[(&str, u64, u64, u64)]) -> SwitchStats {
         batches: 0,
         rx_packets: 0,
         fdb_entries: 0,
+        fdb_moves: 0,
+        mac_flap_episodes: 0,
         flow_cache_hits: 0,
         flow_cache_misses: 0,
         upcalls: 0,

@@ -149,6 +149,10 @@ pub struct SwitchStats {
     pub rx_packets: u64,
     /// FDB size.
     pub fdb_entries: usize,
+    /// Learned entries that moved to another port.
+    pub fdb_moves: u64,
+    /// MAC flap episodes: an address found flapping and held on its port.
+    pub mac_flap_episodes: u64,
     /// Flow cache counters.
     pub flow_cache: FlowCacheStats,
     /// Upcall counters.
@@ -158,7 +162,8 @@ pub struct SwitchStats {
 }
 
 impl SwitchStats {
-    /// Adds another lane's counters (the FDB size stays: every lane holds the same table).
+    /// Adds another lane's counters (the FDB's figures stay: every lane holds the same
+    /// table and sees the same moves).
     pub fn add_lane(&mut self, other: &SwitchStats) {
         self.batches += other.batches;
         self.rx_packets += other.rx_packets;
@@ -442,6 +447,8 @@ impl Switch {
             batches: self.batches,
             rx_packets: self.rx_packets,
             fdb_entries: self.fdb.len(),
+            fdb_moves: self.fdb.stats().moves,
+            mac_flap_episodes: self.fdb.stats().flap_episodes,
             flow_cache: self.cache.stats(),
             upcalls: self.upcalls.stats(),
             lane: self

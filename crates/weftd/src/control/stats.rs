@@ -176,6 +176,8 @@ impl Controller {
                 batches: s.stats.batches,
                 rx_packets: s.stats.rx_packets,
                 fdb_entries: s.stats.fdb_entries,
+                fdb_moves: s.stats.fdb_moves,
+                mac_flap_episodes: s.stats.mac_flap_episodes,
                 flow_cache_hits: s.stats.flow_cache.hits,
                 flow_cache_misses: s.stats.flow_cache.misses,
                 upcalls: s.stats.upcalls.queued,

@@ -156,12 +156,24 @@ pub fn encode(snap: &Snapshot, daemon: DaemonGauges) -> String {
         }
     }
     type SwitchValue = fn(&crate::control::stats::SwitchSnapshot) -> u64;
-    let switch_metrics: [(&'static str, &str, &str, SwitchValue); 8] = [
+    let switch_metrics: [(&'static str, &str, &str, SwitchValue); 10] = [
         (
             "weft_switch_fdb_entries",
             "gauge",
             "FDB entries, static and learned.",
             |s| s.stats.fdb_entries as u64,
+        ),
+        (
+            "weft_switch_fdb_moves_total",
+            "counter",
+            "Learned FDB entries that moved to another port.",
+            |s| s.stats.fdb_moves,
+        ),
+        (
+            "weft_switch_mac_flap_episodes_total",
+            "counter",
+            "MAC addresses found flapping between ports and held where they were.",
+            |s| s.stats.mac_flap_episodes,
         ),
         ("weft_switch_rules", "gauge", "Flow rules installed.", |s| {
             s.rules as u64

@@ -275,6 +275,8 @@ fn stats_show_switch_ports_drops_and_workers() {
             batches: 7,
             rx_packets: 100,
             fdb_entries: 2,
+            fdb_moves: 0,
+            mac_flap_episodes: 0,
             flow_cache_hits: 3,
             flow_cache_misses: 1,
             upcalls: 0,
