@@ -91,6 +91,10 @@ impl Fdb {
         slot.held_until = now.saturating_add(hold_ns);
         slot.moves = 0;
         slot.moves_since = slot.held_until;
+        let (key, held_on, until) = (slot.key, slot.port, slot.held_until);
+        // The other lanes hold it too (they may not have seen as many moves).
+        self.journal_hold(key, held_on, now, until);
+        let slot = self.slab.get(i);
         let (vlan, mac) = unpack_key(slot.key);
         let episode = FlapEpisode {
             vlan,

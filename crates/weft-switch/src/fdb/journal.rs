@@ -35,24 +35,28 @@ pub struct LearnedEntry {
     pub port: PortId,
     /// When (the learning table's clock).
     pub seen: Timestamp,
+    /// Set when the learning table found the station flapping and holds it on `port` until
+    /// then (flap dampening): the other tables hold it there too.
+    pub held_until: Option<Timestamp>,
 }
 
 /// The bounded record of learned entries (off until [`Fdb::start_journal`]).
 #[derive(Debug, Default)]
 pub(super) struct Journal {
     on: bool,
-    entries: Vec<(u64, PortId, u64)>,
+    /// (key, port, seen, held until or 0).
+    entries: Vec<(u64, PortId, u64, u64)>,
     capacity: usize,
     lost: u64,
 }
 
 impl Journal {
-    fn write(&mut self, key: u64, port: PortId, seen: u64) {
+    fn write(&mut self, key: u64, port: PortId, seen: u64, held_until: u64) {
         if !self.on {
             return;
         }
         if self.entries.len() < self.capacity {
-            self.entries.push((key, port, seen));
+            self.entries.push((key, port, seen, held_until));
         } else {
             self.lost += 1;
         }
@@ -84,13 +88,14 @@ impl Fdb {
     /// Hands every recorded entry to `f`, oldest first, and forgets them. Returns how many
     /// records the journal could not keep since the last drain (it was full).
     pub fn drain_journal(&mut self, mut f: impl FnMut(LearnedEntry)) -> u64 {
-        for (key, port, seen) in self.journal.entries.drain(..) {
+        for (key, port, seen, held_until) in self.journal.entries.drain(..) {
             let (vlan, mac) = unpack_key(key);
             f(LearnedEntry {
                 vlan,
                 mac,
                 port,
                 seen: Timestamp(seen),
+                held_until: (held_until != 0).then_some(Timestamp(held_until)),
             });
         }
         std::mem::take(&mut self.journal.lost)
@@ -113,7 +118,13 @@ impl Fdb {
 
     /// Notes that learned entry `key` was written (created, moved or refreshed) at `seen`.
     pub(super) fn journal_write(&mut self, key: u64, port: PortId, seen: u64) {
-        self.journal.write(key, port, seen);
+        self.journal.write(key, port, seen, 0);
+    }
+
+    /// Notes that learned entry `key` is held on `port` until `until` (a flap episode began
+    /// here at `seen`).
+    pub(super) fn journal_hold(&mut self, key: u64, port: PortId, seen: u64, until: u64) {
+        self.journal.write(key, port, seen, until.max(1));
     }
 
     /// Learns an entry another table recorded, seen at `entry.seen` (never written to
@@ -128,6 +139,9 @@ impl Fdb {
         }
         let key = pack_key(entry.vlan, entry.mac);
         let hash = self.hasher.hash_one(key);
+        if let Some(until) = entry.held_until {
+            return self.hold_from_peer(key, hash, entry.port, until, now);
+        }
         // The table's clock moves up to the record's time (never back): a record is never
         // from this table's future, so its time is kept as it is.
         let now = self.advance_clock(Timestamp(now.0.max(entry.seen.0)));
@@ -164,6 +178,44 @@ impl Fdb {
                 self.reseat_by_age(i, seen);
             }
         }
+        outcome
+    }
+
+    /// Holds the entry for `key` on `port` until `until`, as another table that found it
+    /// flapping does (moving it there if it is elsewhere here): every lane then drops the
+    /// station's frames from other ports alike. Only the finding table reports the episode.
+    fn hold_from_peer(
+        &mut self,
+        key: u64,
+        hash: u64,
+        port: PortId,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> LearnOutcome {
+        let Some(i) = self.find(hash, key) else {
+            return LearnOutcome::Refreshed;
+        };
+        let slot = *self.slab.get(i);
+        if slot.kind != Kind::Dynamic {
+            return LearnOutcome::Refreshed;
+        }
+        let now = self.advance_clock(now);
+        let held_until = slot.held_until.max(until.0);
+        let outcome = if slot.port == port {
+            LearnOutcome::Refreshed
+        } else {
+            let on = std::mem::replace(&mut self.journal.on, false);
+            self.unlink_dynamic(i);
+            self.link_dynamic(i, port, now.max(slot.last_seen));
+            self.journal.on = on;
+            self.bump_generation();
+            self.stats.moves += 1;
+            LearnOutcome::Moved { from: slot.port }
+        };
+        let slot = self.slab.get_mut(i);
+        slot.held_until = held_until;
+        slot.moves = 0;
+        slot.moves_since = held_until;
         outcome
     }
 

@@ -13,6 +13,7 @@ fn drained(f: &mut Fdb) -> Vec<LearnedEntry> {
 
 fn record(n: u64, port: u16, seen: Timestamp) -> LearnedEntry {
     LearnedEntry {
+        held_until: None,
         vlan: 0,
         mac: mac(n),
         port: PortId(port),

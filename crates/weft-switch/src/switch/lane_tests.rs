@@ -22,8 +22,12 @@ struct Lanes {
 
 impl Lanes {
     fn new(n: usize) -> Lanes {
+        Self::with_config(n, &SwitchConfig::default())
+    }
+
+    fn with_config(n: usize, config: &SwitchConfig) -> Lanes {
         let mut lanes = LaneGroup::lanes(2).unwrap().into_iter();
-        let mut sw = [0, 1].map(|_| Switch::new("br0", SwitchConfig::default()).unwrap());
+        let mut sw = [0, 1].map(|_| Switch::new("br0", config.clone()).unwrap());
         for s in &mut sw {
             s.join_lanes(lanes.next().unwrap());
         }
@@ -219,4 +223,40 @@ mod as_one_switch {
             }
         }
     }
+}
+
+#[test]
+fn a_mac_flapping_across_lanes_is_held_on_one_port_by_both_and_reported_once() {
+    let config = SwitchConfig {
+        fdb: crate::fdb::FdbConfig {
+            mac_move_limit: 3,
+            ..crate::fdb::FdbConfig::default()
+        },
+        ..SwitchConfig::default()
+    };
+    // p0 is received by lane 0, p1 by lane 1; mac(1) bounces between them.
+    let mut l = Lanes::with_config(3, &config);
+    for step in 0..12u64 {
+        let now = Timestamp(T0.0 + step * 10_000_000);
+        for s in &mut l.sw {
+            s.sync_lanes(now);
+        }
+        l.send((step % 2) as usize, &frame(mac(9), mac(1)), now);
+    }
+    let later = Timestamp(T0.0 + 200_000_000);
+    for s in &mut l.sw {
+        s.sync_lanes(later);
+        assert!(
+            s.fdb().is_held(0, mac(1), later),
+            "held on every lane: {:?}",
+            s.fdb().stats()
+        );
+    }
+    let ports: Vec<_> =
+        l.sw.iter()
+            .map(|s| s.fdb().lookup(0, mac(1), later))
+            .collect();
+    assert_eq!(ports[0], ports[1], "held on the same port on both lanes");
+    let reports = l.sw[0].take_flap_episodes().0.len() + l.sw[1].take_flap_episodes().0.len();
+    assert_eq!(reports, 1, "one report for the switch");
 }

@@ -461,6 +461,9 @@ impl Switch {
 
     /// The MAC flap episodes begun since the last call (each once, when its hold began),
     /// with the names of the ports involved, and how many more the FDB could not keep.
+    ///
+    /// On a switch of several lanes, the lane that finds an episode reports it; the others
+    /// hold the address as its records tell them, without reporting.
     pub fn take_flap_episodes(&mut self) -> (Vec<(FlapEpisode, String, String)>, u64) {
         let (episodes, unlogged) = self.fdb.take_flap_episodes();
         let name = |id: PortId| {
