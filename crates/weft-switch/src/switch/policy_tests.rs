@@ -197,6 +197,11 @@ fn lanes_sharing_a_port_share_its_storm_buckets() {
     );
 }
 
+/// The lowest-priority rule, leaving everything else to the learning bridge.
+fn catch_all_normal() -> FlowRule {
+    FlowRule::new(0, FlowMatch::ANY, ActionList::single(Action::Normal))
+}
+
 fn limited(max: usize, action: MacLimitAction) -> PortOptions {
     PortOptions {
         mac_limit: Some(MacLimit { max, action }),
@@ -291,13 +296,7 @@ fn a_frame_a_rule_drops_never_moves_its_source_in_the_fdb() {
         cookie: 0,
     };
     b.sw.add_rule(drop_spoof).unwrap();
-    b.sw.add_rule(FlowRule {
-        priority: 0,
-        matches: FlowMatch::ANY,
-        actions: ActionList::from_slice(&[Action::Normal]).unwrap(),
-        cookie: 0,
-    })
-    .unwrap();
+    b.sw.add_rule(catch_all_normal()).unwrap();
     b.send(1, &copies(frame(mac(9), mac(1), 60), 5), SECOND);
     assert_eq!(b.drops(1, DropReason::FlowRuleDrop), 5);
     assert_eq!(b.where_is(mac(1), SECOND), Some(b.ports[0].0));
@@ -327,13 +326,7 @@ fn a_frame_port_security_drops_never_moves_its_source_in_the_fdb() {
     assert_eq!(b.where_is(mac(1), SECOND), Some(b.ports[0].0));
     b.send(1, &[frame(mac(9), mac(2), 60)], SECOND);
     assert_eq!(b.where_is(mac(2), SECOND), Some(b.ports[1].0));
-    b.sw.add_rule(FlowRule {
-        priority: 0,
-        matches: FlowMatch::ANY,
-        actions: ActionList::from_slice(&[Action::Normal]).unwrap(),
-        cookie: 0,
-    })
-    .unwrap();
+    b.sw.add_rule(catch_all_normal()).unwrap();
     b.send(1, &copies(frame(mac(9), mac(1), 60), 3), SECOND);
     assert_eq!(b.drops(1, DropReason::SpoofedSrcMac), 6);
     assert_eq!(b.where_is(mac(1), SECOND), Some(b.ports[0].0));
