@@ -19,7 +19,8 @@ mod worker;
 pub use clock::{clock_base, now, wall_time_ns};
 pub use idle::IdleStrategy;
 pub use worker::{
-    pin_to, spawn_worker, WorkerConfig, WorkerGone, WorkerHandle, WorkerStats, EXEC_TIMEOUT,
+    pin_to, spawn_worker, PausedWorker, WorkerConfig, WorkerGone, WorkerHandle, WorkerStats,
+    EXEC_TIMEOUT,
 };
 
 pub use weft_switch::SwitchRegistry;

@@ -162,6 +162,35 @@ impl WorkerHandle {
         })
     }
 
+    /// Runs `f` on the worker between two batches, then holds the worker there (no batch,
+    /// no job) until the returned [`PausedWorker`] is resumed or dropped, or `max` passes (a
+    /// control plane that died must not leave the data path stopped for good). Waits for
+    /// the worker as [`exec`](Self::exec) does.
+    pub fn pause_with<R: Send + 'static>(
+        &self,
+        max: Duration,
+        f: impl FnOnce(&mut SwitchRegistry, Timestamp) -> R + Send + 'static,
+    ) -> Result<(R, PausedWorker), WorkerGone> {
+        let (resume, held) = mpsc::channel::<()>();
+        let (reply, answer) = mpsc::sync_channel(1);
+        // One job: `f` and the hold with no batch between them.
+        let job: Job = Box::new(move |reg, now| {
+            if reply.send(f(reg, now)).is_ok() {
+                // Resumed by a message, by the sender's drop, or by the deadline.
+                let _ = held.recv_timeout(max);
+            }
+        });
+        self.jobs
+            .send(Message::Run(job))
+            .map_err(|_| WorkerGone::Stopped)?;
+        self.wake.write(1).map_err(|_| WorkerGone::Stopped)?;
+        let r = answer.recv_timeout(EXEC_TIMEOUT).map_err(|e| match e {
+            mpsc::RecvTimeoutError::Timeout => WorkerGone::Stuck,
+            mpsc::RecvTimeoutError::Disconnected => WorkerGone::Stopped,
+        })?;
+        Ok((r, PausedWorker { resume }))
+    }
+
     /// The worker's counters.
     pub fn stats(&self) -> WorkerStats {
         WorkerStats {
@@ -203,6 +232,20 @@ impl Drop for WorkerHandle {
         if self.thread.is_some() {
             let _ = self.stop();
         }
+    }
+}
+
+/// A worker held between two batches by [`WorkerHandle::pause_with`]; it carries on when
+/// this is resumed or dropped.
+#[derive(Debug)]
+pub struct PausedWorker {
+    resume: Sender<()>,
+}
+
+impl PausedWorker {
+    /// Lets the worker carry on.
+    pub fn resume(self) {
+        let _ = self.resume.send(());
     }
 }
 

@@ -140,6 +140,13 @@ pub fn tun_set_offload(fd: impl AsFd, flags: u32) -> io::Result<()> {
     cvt(unsafe { ioctl_with_val(&fd.as_fd(), libc::TUNSETOFFLOAD, u64::from(flags)) }).map(drop)
 }
 
+/// `TUNSETPERSIST`: whether the TAP device outlives its last open queue.
+pub fn tun_set_persist(fd: impl AsFd, persist: bool) -> io::Result<()> {
+    // SAFETY: TUNSETPERSIST takes its argument by value; no memory is read or written
+    // through it.
+    cvt(unsafe { ioctl_with_val(&fd.as_fd(), libc::TUNSETPERSIST, u64::from(persist)) }).map(drop)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,13 +23,14 @@ mod tx;
 
 use std::fs::File;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use weft_switch::PortCaps;
 use weft_sys::ifreq::{
-    ioctl_ifreq, tun_set_offload, tun_set_vnet_hdr_len, tun_set_vnet_le, IfReq, IfReqRequest,
+    ioctl_ifreq, tun_set_offload, tun_set_persist, tun_set_vnet_hdr_len, tun_set_vnet_le, IfReq,
+    IfReqRequest,
 };
 
 use crate::error::PortError;
@@ -177,6 +178,43 @@ impl Tap {
     }
 }
 
+/// What the kernel says of the TAP device behind an open queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TapDeviceInfo {
+    /// The interface's name.
+    pub name: String,
+    /// Whether the device outlives its last open queue (`IFF_PERSIST`).
+    pub persistent: bool,
+    /// Whether it has virtio-net headers on (`IFF_VNET_HDR`): weft's TAPs always do.
+    pub vnet_hdr: bool,
+}
+
+/// The device behind queue `fd` (`TUNGETIFF`); an error for a descriptor that is not a
+/// TUN/TAP queue, or a TUN device.
+pub fn device_info(fd: BorrowedFd<'_>) -> Result<TapDeviceInfo, PortError> {
+    let mut req = IfReq::new("");
+    ioctl_ifreq(fd, IfReqRequest::TunGetIff, &mut req)
+        .map_err(|e| PortError::sys("TUNGETIFF", "fd", e))?;
+    let flags = libc::c_int::from(req.flags());
+    if flags & libc::IFF_TAP == 0 {
+        return Err(PortError::BadOption(format!(
+            "{}: not a TAP device (flags {flags:#x})",
+            req.name()
+        )));
+    }
+    Ok(TapDeviceInfo {
+        name: req.name(),
+        persistent: flags & libc::IFF_PERSIST != 0,
+        vnet_hdr: flags & libc::IFF_VNET_HDR != 0,
+    })
+}
+
+/// Makes the TAP device behind queue `fd` outlive its last open queue (`IFF_PERSIST`), or
+/// go with it again.
+pub fn set_persistent(fd: BorrowedFd<'_>, persistent: bool) -> Result<(), PortError> {
+    tun_set_persist(fd, persistent).map_err(|e| PortError::sys("TUNSETPERSIST", "fd", e))
+}
+
 /// One queue of a TAP device, not yet split into halves.
 #[derive(Debug)]
 pub struct TapQueue {
@@ -210,6 +248,12 @@ impl TapQueue {
     /// What the queue reports to the core.
     pub fn caps(&self) -> PortCaps {
         self.caps
+    }
+
+    /// The queue's descriptor (for [`device_info`], [`set_persistent`], or a duplicate to
+    /// pass to another process).
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
     }
 
     /// The receive and transmit halves (sharing the descriptor) and their counters.

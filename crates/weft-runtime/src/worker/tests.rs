@@ -202,3 +202,59 @@ fn a_port_that_needs_polling_keeps_an_idle_worker_from_sleeping_on_it() {
         "without the hint the worker sleeps through"
     );
 }
+
+#[test]
+fn a_paused_worker_moves_no_frame_until_resumed_and_then_moves_them_all() {
+    let w = spawn_worker(WorkerConfig::default()).unwrap();
+    let (rx0, tx0, h0) = memory_port(PortCaps::plain(1500), 64);
+    let (rx1, tx1, h1) = memory_port(PortCaps::plain(1500), 64);
+    w.exec(move |reg, _| {
+        reg.create("br0", SwitchConfig::default()).unwrap();
+        reg.add_port(
+            "br0:a",
+            Some(Box::new(rx0)),
+            Box::new(tx0),
+            PortOptions::default(),
+        )
+        .unwrap();
+        reg.add_port(
+            "br0:b",
+            Some(Box::new(rx1)),
+            Box::new(tx1),
+            PortOptions::default(),
+        )
+        .unwrap();
+    })
+    .unwrap();
+    let (ports, paused) = w
+        .pause_with(Duration::from_secs(30), |reg, _| {
+            reg.get("br0").map(|s| s.fdb().len())
+        })
+        .unwrap();
+    assert_eq!(ports, Some(0), "the job ran before the hold");
+    for _ in 0..5 {
+        assert!(h0.inject(&frame(MacAddr::BROADCAST, MacAddr([2, 0, 0, 0, 0, 1]))));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(h1.take_sent().is_empty(), "a paused worker forwarded");
+    assert_eq!(h0.pending_rx(), 5);
+    paused.resume();
+    let mut got = 0;
+    assert!(wait_for(|| {
+        got += h1.take_sent().len();
+        got == 5
+    }));
+}
+
+#[test]
+fn a_pause_ends_when_its_holder_is_dropped_or_its_deadline_passes() {
+    let w = spawn_worker(WorkerConfig::default()).unwrap();
+    let ((), paused) = w.pause_with(Duration::from_secs(30), |_, _| ()).unwrap();
+    drop(paused);
+    assert!(w.exec(|_, _| ()).is_ok(), "dropping the holder resumes");
+    let ((), paused) = w.pause_with(Duration::from_millis(50), |_, _| ()).unwrap();
+    let start = Instant::now();
+    assert!(w.exec(|_, _| ()).is_ok(), "the deadline resumes");
+    assert!(start.elapsed() < Duration::from_secs(5));
+    drop(paused);
+}
