@@ -184,6 +184,15 @@ pub enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
+    /// Replace the running weftd with a new binary without a traffic gap: the new weftd
+    /// takes over every port (TAP devices, vhost-user connections, sockets, learned
+    /// addresses); if it cannot, the running one carries on.
+    #[command(
+        after_help = "EXAMPLES:\n  weft upgrade\n  weft upgrade --weftd /usr/local/bin/weftd.new\n\n\
+        Runs on weftd's host, as root, over the Unix control socket. Under systemd, \
+        ExecReload=weft upgrade makes `systemctl reload weftd` do it (see docs/weftd.service)."
+    )]
+    Upgrade(crate::upgrade::UpgradeArgs),
     /// Ask weftd for its version and protocol.
     Hello,
     /// Print weft's version and weftd's.

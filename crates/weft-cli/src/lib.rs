@@ -19,6 +19,7 @@ pub mod output;
 pub mod rule_syntax;
 pub mod terminal;
 pub mod top;
+pub mod upgrade;
 
 use std::io::{self, Write};
 

@@ -37,6 +37,7 @@ fn switches_only(r: &Request) -> Result<Response, ControlError> {
         Request::Hello {} => Ok(Response::Hello {
             daemon_version: "9.9.9".into(),
             protocol_version: 1,
+            pid: None,
         }),
         _ => Err(ControlError::new(ErrorKind::BadRequest, "not in this test")),
     }

@@ -18,6 +18,9 @@ pub enum Response {
         daemon_version: String,
         /// The protocol version.
         protocol_version: u32,
+        /// weftd's process id (absent from weftd before 0.2: `weft upgrade` needs it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pid: Option<u32>,
     },
     /// The change was made.
     Done,

@@ -10,14 +10,18 @@
 //! name it) and drops what the switch sends it.
 
 mod af_packet;
+pub mod carry;
 mod failed;
 mod tap;
 mod tcp_link;
 mod vhost;
 mod vxlan;
 
-pub use failed::FailedPort;
+pub use carry::{Carried, CarryError, Keep};
+pub use failed::{kind_name, FailedPort};
+pub use tap::TapMarks;
 
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use weft_control::state::PortKind;
@@ -47,6 +51,8 @@ pub struct DeviceHandle {
     pub device: Arc<dyn PortDevice>,
     /// A VXLAN port's remote FDB, which `weft remote-mac` changes in place.
     pub remote_fdb: Option<RemoteFdbHandle>,
+    /// What the device leaves to a weftd that takes over.
+    pub keep: Keep,
 }
 
 /// Why a port's device could not be opened.
@@ -73,12 +79,16 @@ pub enum OpenError {
     /// The device gave no halves.
     #[error(transparent)]
     Split(#[from] weft_switch::DeviceError),
+    /// A device another weftd handed over is not what it says.
+    #[error("the handed-over device: {0}")]
+    Carry(#[from] CarryError),
 }
 
 /// A device a kind's module opened, before it is split over the lanes.
 struct Opened {
     device: Box<dyn PortDevice>,
     remote_fdb: Option<RemoteFdbHandle>,
+    keep: Keep,
 }
 
 impl Opened {
@@ -87,6 +97,7 @@ impl Opened {
         Opened {
             device: Box::new(device),
             remote_fdb: None,
+            keep: Keep::Reopen,
         }
     }
 }
@@ -103,6 +114,8 @@ pub struct OpenContext<'a> {
     pub files: &'a ClientFiles,
     /// Lanes of the switch (`SwitchSettings::lanes`): the halves a port is split into.
     pub lanes: usize,
+    /// Which TAP devices weft created.
+    pub taps: &'a TapMarks,
 }
 
 /// What weftd's configuration allows every vhost-user port.
@@ -154,37 +167,89 @@ pub fn check(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<(), So
 /// Opens the device of port `port` (whose name a TAP takes when it names no device), with
 /// halves for each of the switch's lanes.
 pub fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Device, OpenError> {
-    let Opened {
-        mut device,
-        remote_fdb,
-    } = match kind {
+    let opened = match kind {
+        PortKind::Tap { .. } => tap::open(port, &tap_settings(kind), ctx.taps)?,
+        PortKind::AfPacket { ifname } => af_packet::open(ifname)?,
+        PortKind::VhostUser { .. } => vhost::open(ctx, port, kind)?,
+        PortKind::Vxlan { .. } => vxlan::open(kind)?,
+        PortKind::TcpLink { .. } => tcp_link::open(port, kind, ctx.files)?,
+    };
+    split(ctx, port, opened)
+}
+
+/// Takes over port `port`'s device from what another weftd handed over (`carried`, with
+/// its descriptors `fds`); a device it says to open afresh is opened.
+pub fn adopt(
+    ctx: OpenContext<'_>,
+    port: &str,
+    kind: &PortKind,
+    carried: &Carried,
+    fds: Vec<OwnedFd>,
+) -> Result<Device, OpenError> {
+    if fds.len() != carried.fd_count() {
+        return Err(CarryError::Mismatch(format!(
+            "{} descriptors where {} belong",
+            fds.len(),
+            carried.fd_count()
+        ))
+        .into());
+    }
+    let opened = match (kind, carried) {
+        (_, Carried::Reopen) => return open(ctx, port, kind),
+        (PortKind::Tap { .. }, Carried::Tap { .. }) => {
+            tap::adopt(&tap_settings(kind), carried, fds, ctx.taps)?
+        }
+        _ => {
+            return Err(CarryError::Mismatch(format!(
+                "a {} port cannot take over a {carried:?}",
+                kind_name(kind)
+            ))
+            .into())
+        }
+    };
+    split(ctx, port, opened)
+}
+
+/// A TAP port's settings from its kind (defaults for any other kind: never used).
+fn tap_settings(kind: &PortKind) -> tap::TapSettings<'_> {
+    match kind {
         PortKind::Tap {
             ifname,
             netns,
             queues,
             mtu,
             offloads,
-        } => tap::open(
-            port,
-            &tap::TapSettings {
-                ifname: ifname.as_deref(),
-                netns: netns.as_deref(),
-                queues: *queues,
-                mtu: *mtu,
-                offloads: *offloads,
-            },
-        )?,
-        PortKind::AfPacket { ifname } => af_packet::open(ifname)?,
-        PortKind::VhostUser { .. } => vhost::open(ctx, port, kind)?,
-        PortKind::Vxlan { .. } => vxlan::open(kind)?,
-        PortKind::TcpLink { .. } => tcp_link::open(port, kind, ctx.files)?,
-    };
+        } => tap::TapSettings {
+            ifname: ifname.as_deref(),
+            netns: netns.as_deref(),
+            queues: *queues,
+            mtu: *mtu,
+            offloads: *offloads,
+        },
+        _ => tap::TapSettings {
+            ifname: None,
+            netns: None,
+            queues: 1,
+            mtu: 1500,
+            offloads: true,
+        },
+    }
+}
+
+/// An opened device split over the switch's lanes.
+fn split(ctx: OpenContext<'_>, port: &str, opened: Opened) -> Result<Device, OpenError> {
+    let Opened {
+        mut device,
+        remote_fdb,
+        keep,
+    } = opened;
     let lanes = device.take_lanes(ctx.lanes)?;
     let device = Device {
         lanes,
         handle: DeviceHandle {
             device: Arc::from(device),
             remote_fdb,
+            keep,
         },
     };
     Ok(device.spread(ctx.lanes, home_lane(port, ctx.lanes)))
@@ -259,6 +324,7 @@ pub(crate) fn memory_handle() -> DeviceHandle {
     DeviceHandle {
         device: Arc::new(InMemory),
         remote_fdb: None,
+        keep: Keep::Reopen,
     }
 }
 
@@ -282,6 +348,8 @@ mod tests {
         })
     }
 
+    static NO_MARKS: TapMarks = TapMarks::none();
+
     fn ctx() -> OpenContext<'static> {
         static FILES: std::sync::OnceLock<ClientFiles> = std::sync::OnceLock::new();
         OpenContext {
@@ -289,6 +357,7 @@ mod tests {
             vhost: &sockets().1,
             files: FILES.get_or_init(ClientFiles::default),
             lanes: 1,
+            taps: &NO_MARKS,
         }
     }
 

@@ -78,7 +78,8 @@ fn controller() -> &'static Mutex<Controller> {
             WorkerPool::start(&WorkersConfig::default()).unwrap_or_else(|e| panic!("workers: {e}"));
         let sockets = crate::socket_dirs::SocketDirs::open(&std::env::temp_dir(), &[], &[])
             .unwrap_or_else(|e| panic!("socket dirs: {e}"));
-        let (c, _) = Controller::start(pool, path, VhostPolicy::new(sockets), initial(), true)
+        let paths = crate::control::DevicePaths::new(path, VhostPolicy::new(sockets));
+        let (c, _) = Controller::start(pool, paths, initial(), true)
             .unwrap_or_else(|e| panic!("start: {}", e.message));
         Mutex::new(c)
     })

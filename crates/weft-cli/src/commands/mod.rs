@@ -45,6 +45,8 @@ pub enum Plan<'a> {
     Completions(clap_complete::Shell),
     /// `weft version`.
     Version,
+    /// `weft upgrade`.
+    Upgrade(&'a crate::upgrade::UpgradeArgs),
 }
 
 /// The plan for a command; reads files named on the command line (rules, states).
@@ -108,6 +110,7 @@ pub fn plan(command: &Command) -> Result<Plan<'_>, CliError> {
         Command::Completions { shell } => Ok(Plan::Completions(*shell)),
         Command::Hello => call(Request::Hello {}),
         Command::Version => Ok(Plan::Version),
+        Command::Upgrade(args) => Ok(Plan::Upgrade(args)),
     }
 }
 

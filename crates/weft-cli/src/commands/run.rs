@@ -68,6 +68,23 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<(), CliError> {
             }
         }
         Plan::Capture(args) => return run_capture(&cli.global, args, out),
+        Plan::Upgrade(args) => {
+            let Endpoint::Unix(socket) = endpoint(&cli.global)? else {
+                return Err(CliError::usage(
+                    "weft upgrade runs on weftd's host, over its Unix control socket",
+                    "run it there without --connect (with --socket if weftd's is elsewhere)",
+                ));
+            };
+            let done = crate::upgrade::upgrade(&socket, args)?;
+            if json_output {
+                json(&done)
+            } else {
+                format!(
+                    "weftd upgraded: pid {} -> pid {} ({}), ready after {} ms\n",
+                    done.old_pid, done.new_pid, done.new_version, done.elapsed_ms
+                )
+            }
+        }
     };
     write_out(out, text.as_bytes())
 }

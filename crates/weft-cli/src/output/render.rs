@@ -18,7 +18,13 @@ pub fn human(request: &Request, response: &Response) -> String {
         Response::Hello {
             daemon_version,
             protocol_version,
-        } => format!("weftd {daemon_version} (protocol {protocol_version})\n"),
+            pid,
+        } => match pid {
+            Some(pid) => {
+                format!("weftd {daemon_version} (protocol {protocol_version}, pid {pid})\n")
+            }
+            None => format!("weftd {daemon_version} (protocol {protocol_version})\n"),
+        },
         Response::Done => String::new(),
         Response::Switches { switches } => switches_table(switches),
         Response::Ports { ports } => ports_table(ports),

@@ -406,6 +406,24 @@ impl Switch {
         Ok(())
     }
 
+    /// Learns `mac` in `vlan` on `port` as last seen at `seen` (an entry another process
+    /// had learned: a takeover), within the FDB's limits; false when nothing was learned.
+    pub fn restore_learned(
+        &mut self,
+        vlan: crate::types::VlanId,
+        mac: weft_packet::MacAddr,
+        port: PortId,
+        seen: Timestamp,
+    ) -> bool {
+        if self.slot(port).is_err() {
+            return false;
+        }
+        !matches!(
+            self.fdb.learn(vlan, mac, port, seen),
+            crate::fdb::LearnOutcome::Ignored(_)
+        )
+    }
+
     /// Removes an FDB entry; false when there was none.
     pub fn remove_mac(&mut self, vlan: crate::types::VlanId, mac: weft_packet::MacAddr) -> bool {
         self.fdb.remove(vlan, mac)

@@ -29,10 +29,7 @@ pub(super) fn open_or_fail(
     switch: &SwitchState,
     failures: &mut Vec<PortFailure>,
 ) -> Vec<Opened> {
-    let ctx = OpenContext {
-        lanes: switch.settings.lanes,
-        ..ctx
-    };
+    let ctx = switch_ctx(ctx, switch);
     switch
         .ports
         .iter()
@@ -55,6 +52,49 @@ pub(super) fn open_or_fail(
             }
         })
         .collect()
+}
+
+/// What opening the ports of `switch` needs: its lanes.
+fn switch_ctx<'a>(ctx: OpenContext<'a>, switch: &SwitchState) -> OpenContext<'a> {
+    OpenContext {
+        lanes: switch.settings.lanes,
+        ..ctx
+    }
+}
+
+/// The devices of a switch's ports for a takeover: those handed over (taken out of
+/// `inherited`) are adopted, the others opened; any failure fails the switch. Devices
+/// already taken over are then leaked, not closed: closing one could disturb the device
+/// the old weftd goes on serving (a vhost-user connection shut down, a socket file
+/// removed), and the process ends at once anyway.
+pub(super) fn adopt_all(
+    ctx: OpenContext<'_>,
+    switch: &SwitchState,
+    inherited: &mut super::Inherited,
+) -> Result<Vec<Opened>, ControlError> {
+    let ctx = switch_ctx(ctx, switch);
+    let mut opened = Vec::new();
+    for p in &switch.ports {
+        let key = (switch.name.clone(), p.name.clone());
+        let device = match inherited.remove(&key) {
+            Some((carried, fds)) => devices::adopt(ctx, &p.name, &p.kind, &carried, fds),
+            None => devices::open(ctx, &p.name, &p.kind),
+        };
+        match device {
+            Ok(device) => opened.push(Opened {
+                device,
+                failed: None,
+            }),
+            Err(e) => {
+                std::mem::forget(opened);
+                return Err(port_open_error(
+                    &format!("{}:{}", switch.name, p.name),
+                    &e.to_string(),
+                ));
+            }
+        }
+    }
+    Ok(opened)
 }
 
 /// Opens the devices of `ports`, all or none.

@@ -122,13 +122,7 @@ impl SwitchDiff {
 }
 
 fn kind_name(p: &PortState) -> &'static str {
-    match p.kind {
-        weft_control::state::PortKind::Tap { .. } => "tap",
-        weft_control::state::PortKind::AfPacket { .. } => "af_packet",
-        weft_control::state::PortKind::VhostUser { .. } => "vhost_user",
-        weft_control::state::PortKind::Vxlan { .. } => "vxlan",
-        weft_control::state::PortKind::TcpLink { .. } => "tcp_link",
-    }
+    crate::devices::kind_name(&p.kind)
 }
 
 fn rule_summary(r: &RuleSpec) -> String {

@@ -20,6 +20,8 @@ mod diff;
 mod directory;
 pub use directory::DirectoryPort;
 mod fdb;
+mod handover;
+pub use handover::Held;
 pub mod open_as;
 pub mod pool;
 mod ports;
@@ -37,7 +39,7 @@ use weft_control::state::{State, SwitchState};
 use weft_control::{ControlError, ErrorKind, Request, Response};
 use weft_switch::{PortCounters, PortId, RuleId};
 
-use crate::devices::VhostPolicy;
+use crate::devices::{Carried, TapMarks, VhostPolicy};
 pub use capture::{lock, serve, Session, MAX_CAPTURES};
 use client_files::ClientFiles;
 pub use open_as::FileReader;
@@ -98,7 +100,36 @@ pub struct Controller {
     captures: capture::Captures,
     /// The directory client, when weftd has a `[directory]`.
     directory: Option<Arc<crate::directory::DirectoryLink>>,
+    /// Which TAP devices weft created.
+    taps: TapMarks,
 }
+
+/// Where a controller's devices live and what they may be.
+#[derive(Debug)]
+pub struct DevicePaths {
+    /// The state file.
+    pub state_file: PathBuf,
+    /// Where vhost-user sockets may be and what their ports may map.
+    pub vhost: VhostPolicy,
+    /// Which TAP devices weft created.
+    pub taps: TapMarks,
+}
+
+impl DevicePaths {
+    /// `state_file` and `vhost`, with no TAP marks (every TAP weft creates is released when
+    /// its port goes).
+    pub fn new(state_file: PathBuf, vhost: VhostPolicy) -> DevicePaths {
+        DevicePaths {
+            state_file,
+            vhost,
+            taps: TapMarks::none(),
+        }
+    }
+}
+
+/// Devices another weftd handed over, by switch and port: what each is, and its
+/// descriptors.
+pub type Inherited = BTreeMap<(String, String), (Carried, Vec<std::os::fd::OwnedFd>)>;
 
 /// A port that could not be recreated on start.
 #[derive(Debug, Clone)]
@@ -144,6 +175,7 @@ impl Controller {
             vhost: &self.vhost,
             files: &self.files,
             lanes,
+            taps: &self.taps,
         }
     }
 
@@ -152,11 +184,55 @@ impl Controller {
     /// state file once built (a first start).
     pub fn start(
         pool: WorkerPool,
-        state_path: PathBuf,
-        vhost: VhostPolicy,
-        mut state: State,
+        paths: DevicePaths,
+        state: State,
         save: bool,
     ) -> Result<(Controller, Vec<PortFailure>), ControlError> {
+        let mut failures = Vec::new();
+        let controller = Self::build(pool, paths, state, false, |ctx, switch| {
+            Ok(build::open_or_fail(ctx, switch, &mut failures))
+        })?;
+        if save {
+            controller.save(&controller.state)?;
+        }
+        Ok((controller, failures))
+    }
+
+    /// Starts the workers and builds `state` on them with the devices another weftd handed
+    /// over (`inherited`, by switch and port); any of them that cannot be taken over fails
+    /// the whole start (the other weftd then carries on). Ports not handed over are opened.
+    pub fn take_over(
+        pool: WorkerPool,
+        paths: DevicePaths,
+        state: State,
+        mut inherited: Inherited,
+    ) -> Result<Controller, ControlError> {
+        let controller = Self::build(pool, paths, state, true, |ctx, switch| {
+            build::adopt_all(ctx, switch, &mut inherited)
+        })?;
+        if let Some((switch, port)) = inherited.keys().next() {
+            let e = internal(format!(
+                "a device was handed over for {switch}:{port}, which the state does not have"
+            ));
+            std::mem::forget(controller);
+            return Err(e);
+        }
+        Ok(controller)
+    }
+
+    /// The controller with `state` built, each switch's devices from `open`. With `leak`, a
+    /// controller that fails halfway is leaked rather than dropped (its devices were handed
+    /// over: closing them could disturb the weftd that goes on serving them).
+    fn build(
+        pool: WorkerPool,
+        paths: DevicePaths,
+        mut state: State,
+        leak: bool,
+        mut open: impl FnMut(
+            crate::devices::OpenContext<'_>,
+            &SwitchState,
+        ) -> Result<Vec<build::Opened>, ControlError>,
+    ) -> Result<Controller, ControlError> {
         crate::model::validate::state(&state)?;
         state.switches.sort_by(|a, b| a.name.cmp(&b.name));
         let mut controller = Controller {
@@ -166,28 +242,31 @@ impl Controller {
             },
             switches: BTreeMap::new(),
             pool,
-            state_path,
-            vhost,
+            state_path: paths.state_file,
+            vhost: paths.vhost,
             files: ClientFiles::default(),
             captures: capture::Captures::default(),
             directory: None,
+            taps: paths.taps,
         };
-        let mut failures = Vec::new();
         for switch in state.switches {
-            let devices =
-                build::open_or_fail(controller.open_ctx(&switch.name), &switch, &mut failures);
-            let workers = controller.lane_workers(&switch)?;
-            controller.install(
-                &switch,
-                devices.into_iter().map(build::Source::Opened).collect(),
-                workers,
-            )?;
+            let built = open(controller.open_ctx(&switch.name), &switch).and_then(|devices| {
+                let workers = controller.lane_workers(&switch)?;
+                controller.install(
+                    &switch,
+                    devices.into_iter().map(build::Source::Opened).collect(),
+                    workers,
+                )
+            });
+            if let Err(e) = built {
+                if leak {
+                    std::mem::forget(controller);
+                }
+                return Err(e);
+            }
             controller.state.switches.push(switch);
         }
-        if save {
-            controller.save(&controller.state)?;
-        }
-        Ok((controller, failures))
+        Ok(controller)
     }
 
     /// The configuration.
@@ -225,6 +304,7 @@ impl Controller {
             Request::Hello {} => Ok(Response::Hello {
                 daemon_version: env!("CARGO_PKG_VERSION").to_string(),
                 protocol_version: weft_control::PROTOCOL_VERSION,
+                pid: Some(std::process::id()),
             }),
             Request::SwitchAdd { name, settings } => self.switch_add(name, settings),
             Request::SwitchDel { name, force } => self.switch_del(&name, force),
@@ -298,10 +378,11 @@ impl Controller {
         }
     }
 
-    /// Stops the workers (closing every device). The state file stays as it is; requests
-    /// after this fail.
+    /// Stops the workers and closes every device (a TAP weft created goes with it). The
+    /// state file stays as it is; requests after this fail.
     pub fn shutdown(&mut self) {
         self.pool.shutdown();
+        self.switches.clear();
     }
 
     /// Writes `state` to the state file.

@@ -82,6 +82,23 @@ impl WorkerPool {
         })
     }
 
+    /// Runs `f` on worker `index` between two batches, then holds the worker there until
+    /// the hold is resumed or dropped, or `max` passes.
+    pub fn pause_with<R: Send + 'static>(
+        &self,
+        index: usize,
+        max: Duration,
+        f: impl FnOnce(&mut SwitchRegistry, Timestamp) -> R + Send + 'static,
+    ) -> Result<(R, weft_runtime::PausedWorker), ControlError> {
+        let worker = self.workers.get(index).ok_or_else(|| gone(index))?;
+        worker.pause_with(max, f).map_err(|e| {
+            ControlError::new(
+                weft_control::ErrorKind::Internal,
+                format!("worker {index} could not be held: {e}"),
+            )
+        })
+    }
+
     /// Runs `f` on switch `name`, which worker `index` owns.
     pub fn on_switch<R: Send + 'static>(
         &self,

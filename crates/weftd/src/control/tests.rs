@@ -71,8 +71,10 @@ fn fixture_in(dir: tempfile::TempDir, state: State, workers: usize) -> (Fixture,
     .unwrap();
     let (c, failures) = Controller::start(
         pool,
-        dir.path().join("state.json"),
-        crate::devices::VhostPolicy::new(sockets),
+        super::DevicePaths::new(
+            dir.path().join("state.json"),
+            crate::devices::VhostPolicy::new(sockets),
+        ),
         state,
         true,
     )

@@ -7,8 +7,9 @@ mod start_error;
 
 use std::fs;
 use std::net::{SocketAddr, TcpListener};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -18,11 +19,12 @@ use nix::sys::signal::{SigSet, Signal};
 
 use crate::config::Config;
 use crate::control::pool::WorkerPool;
-use crate::control::{self, Controller};
-use crate::devices::VhostPolicy;
+use crate::control::{self, Controller, DevicePaths};
+use crate::devices::{TapMarks, VhostPolicy};
 use crate::persist::{self, StateFileError};
 use crate::server::{self, auth::UnixPolicy, ClientSlots, Shared};
 use crate::socket_dirs::SocketDirs;
+use crate::takeover::{self, give::Served};
 pub use paths::Paths;
 use paths::{ensure_dir, lock};
 use process::{announce_ready, detach, init_logging, sd_notify};
@@ -56,6 +58,12 @@ pub struct RunArgs {
     /// Check the configuration file and the state file, then exit.
     #[arg(long)]
     pub check_config: bool,
+    /// Take over from the weftd running with this runtime directory: receive its ports
+    /// (devices, vhost-user connections, learned addresses) and carry on serving them
+    /// without a gap; the running weftd then exits. Its state is used, not the state file.
+    /// `weft upgrade` runs this.
+    #[arg(long, conflicts_with_all = ["reset_state", "check_config"])]
+    pub takeover: bool,
 }
 
 /// Prints a startup failure and gives the exit code for it.
@@ -112,7 +120,7 @@ pub fn run(args: &RunArgs) -> ExitCode {
             Err(code) => return code,
         }
     };
-    match start(&config, &paths, args.reset_state, metrics_listen, ready) {
+    match start(&config, &paths, args, metrics_listen, ready) {
         Ok(code) => code,
         Err(e) => fail(e),
     }
@@ -204,15 +212,26 @@ fn socket_dirs(config: &Config, paths: &Paths) -> Result<SocketDirs, StartError>
             &paths.pid_file,
             &paths.lock_file,
             &paths.log_file,
+            &paths.takeover_socket,
         ],
     )
     .map_err(StartError::SocketDirs)
 }
 
+/// What weftd serves on once its switches are built.
+struct Listening {
+    /// The runtime directory's lock, held until the process ends.
+    lock: OwnedFd,
+    control: UnixListener,
+    /// The TCP control socket and its token.
+    control_tcp: Option<(TcpListener, String)>,
+    metrics: Option<TcpListener>,
+}
+
 fn start(
     config: &Config,
     paths: &Paths,
-    reset: bool,
+    args: &RunArgs,
     metrics_listen: Option<SocketAddr>,
     ready: Option<OwnedFd>,
 ) -> Result<ExitCode, StartError> {
@@ -235,41 +254,180 @@ fn start(
     {
         ensure_dir(parent, 0o700, "the state file's directory")?;
     }
-    let _lock = lock(paths)?;
-    ensure_dir(&paths.vhost_dir, 0o700, "the vhost-user socket directory")?;
-    let vhost = VhostPolicy {
-        sockets: socket_dirs(config, paths)?,
-        max_guest_memory: config.vhost.max_guest_memory_gib.0 << 30,
-        lend_guest_memory: config.vhost.lend_guest_memory,
-    };
-    let (state, first_start) = initial_state(config, paths, reset)?;
-
-    // Signals go to the main thread's sigwait only: block them before any thread starts,
-    // so every thread inherits the mask.
-    let mut signals = SigSet::empty();
-    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
-        signals.add(s);
+    if args.takeover {
+        return take_over(config, paths, metrics_listen, ready);
     }
-    signals.thread_block().map_err(StartError::Signals)?;
+    let flock = lock(paths)?;
+    let lock_fd = flock
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(StartError::Descriptor)?;
+    // Held (never unlocked) until the process ends; the descriptor above goes to the
+    // weftd that takes over, if one does.
+    std::mem::forget(flock);
+    let devices = device_paths(config, paths)?;
+    let (state, first_start) = initial_state(config, paths, args.reset_state)?;
+    let signals = block_signals()?;
 
     // The control socket is bound before any port is restored, so that no port can take
     // its path (a restored port naming it is refused: kept, marked failed).
-    let listener = server::bind_unix(
+    let control = server::bind_unix(
         &paths.socket,
         mode,
         config.control.socket_group.as_ref().map(|g| g.gid),
     )?;
     let pool = WorkerPool::start(&config.workers).map_err(StartError::Workers)?;
     let (controller, failures) =
-        Controller::start(pool, paths.state_file.clone(), vhost, state, first_start).map_err(
-            |e| {
-                let _ = fs::remove_file(&paths.socket);
-                StartError::Build(e)
-            },
-        )?;
+        Controller::start(pool, devices, state, first_start).map_err(|e| {
+            let _ = fs::remove_file(&paths.socket);
+            StartError::Build(e)
+        })?;
     for f in &failures {
         tracing::warn!(switch = %f.switch, port = %f.port, reason = %f.reason, "port could not be recreated; it is kept, marked failed");
     }
+    let control_tcp = match &config.control.tcp {
+        Some(tcp) => {
+            let token = server::read_token(&tcp.token_file)?;
+            let l = TcpListener::bind(tcp.listen).map_err(|source| StartError::ControlListen {
+                addr: tcp.listen,
+                source,
+            })?;
+            Some((l, token))
+        }
+        None => None,
+    };
+    let metrics = match metrics_listen {
+        Some(addr) => Some(
+            TcpListener::bind(addr).map_err(|source| StartError::MetricsListen { addr, source })?,
+        ),
+        None => None,
+    };
+    let listening = Listening {
+        lock: lock_fd,
+        control,
+        control_tcp,
+        metrics,
+    };
+    serve(config, paths, controller, listening, &signals, ready)
+}
+
+/// Where the controller's devices live, the directories made and checked.
+fn device_paths(config: &Config, paths: &Paths) -> Result<DevicePaths, StartError> {
+    ensure_dir(&paths.vhost_dir, 0o700, "the vhost-user socket directory")?;
+    ensure_dir(&paths.taps_dir, 0o700, "the TAP marks directory")?;
+    Ok(DevicePaths {
+        state_file: paths.state_file.clone(),
+        vhost: VhostPolicy {
+            sockets: socket_dirs(config, paths)?,
+            max_guest_memory: config.vhost.max_guest_memory_gib.0 << 30,
+            lend_guest_memory: config.vhost.lend_guest_memory,
+        },
+        taps: TapMarks::in_dir(paths.taps_dir.clone()),
+    })
+}
+
+/// Signals go to the main thread's sigwait only: blocked before any thread starts, so that
+/// every thread inherits the mask.
+fn block_signals() -> Result<SigSet, StartError> {
+    let mut signals = SigSet::empty();
+    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        signals.add(s);
+    }
+    signals.thread_block().map_err(StartError::Signals)?;
+    Ok(signals)
+}
+
+/// `--takeover`: everything from the running weftd, then serve as it did.
+fn take_over(
+    config: &Config,
+    paths: &Paths,
+    metrics_listen: Option<SocketAddr>,
+    ready: Option<OwnedFd>,
+) -> Result<ExitCode, StartError> {
+    let started = std::time::Instant::now();
+    let devices = device_paths(config, paths)?;
+    // Everything that can fail is checked before the hand-over: after it, this weftd is
+    // the only one.
+    let token = config
+        .control
+        .tcp
+        .as_ref()
+        .map(|tcp| server::read_token(&tcp.token_file))
+        .transpose()?;
+    let mut received = takeover::take::receive(&paths.takeover_socket, &paths.lock_file)
+        .map_err(StartError::Takeover)?;
+    let signals = block_signals()?;
+    let state = received.offer.state.clone();
+    let inherited = std::mem::take(&mut received.inherited);
+    let built = WorkerPool::start(&config.workers)
+        .map_err(|e| e.to_string())
+        .and_then(|pool| {
+            Controller::take_over(pool, devices, state, inherited).map_err(|e| e.message)
+        });
+    let controller = match built {
+        Ok(c) => c,
+        Err(reason) => {
+            received.abandon(&reason);
+            // Nothing taken over may be closed or reset here: the old weftd serves it again.
+            eprintln!("weftd: cannot take over: {reason}\nweftd: the running weftd carries on");
+            std::process::exit(1);
+        }
+    };
+    let restored = controller.restore_learned(&received.offer.fdb);
+    if let Err(e) = received.adopted() {
+        eprintln!("weftd: the running weftd did not confirm the hand-over ({e}); giving up");
+        std::process::exit(1);
+    }
+    tracing::info!(
+        from_pid = received.offer.pid,
+        from_version = %received.offer.version,
+        ports = received.offer.ports,
+        learned = restored,
+        ms = started.elapsed().as_millis(),
+        "took over from the running weftd"
+    );
+    if let Some(socket) = &received.offer.notify_socket {
+        // The old weftd was systemd's main process: this one is now.
+        std::env::set_var("NOTIFY_SOCKET", socket);
+        sd_notify(&format!("MAINPID={}", std::process::id()));
+    }
+    let control_tcp = match (received.control_tcp.take(), &config.control.tcp, token) {
+        (Some(l), Some(_), Some(token)) => Some((l, token)),
+        (_, Some(tcp), Some(token)) => Some((
+            TcpListener::bind(tcp.listen).map_err(|source| StartError::ControlListen {
+                addr: tcp.listen,
+                source,
+            })?,
+            token,
+        )),
+        _ => None,
+    };
+    let metrics = match (received.metrics.take(), metrics_listen) {
+        (Some(l), Some(_)) => Some(l),
+        (_, Some(addr)) => Some(
+            TcpListener::bind(addr).map_err(|source| StartError::MetricsListen { addr, source })?,
+        ),
+        (_, None) => None,
+    };
+    let listening = Listening {
+        lock: received.lock,
+        control: received.control,
+        control_tcp,
+        metrics,
+    };
+    serve(config, paths, controller, listening, &signals, ready)
+}
+
+/// Serves the control socket, TCP control, metrics and takeovers until a signal stops
+/// weftd.
+fn serve(
+    config: &Config,
+    paths: &Paths,
+    controller: Controller,
+    listening: Listening,
+    signals: &SigSet,
+    ready: Option<OwnedFd>,
+) -> Result<ExitCode, StartError> {
     let controller = Arc::new(Mutex::new(controller));
     // Kept until weftd stops: its client revokes the lease, so other hosts drop this one.
     let _directory = match &config.directory {
@@ -289,38 +447,39 @@ fn start(
         slots: Arc::clone(&slots),
         idle_timeout: Duration::from_secs(config.control.idle_timeout_secs.0),
     };
-
     let policy = UnixPolicy {
         own_uid: nix::unistd::geteuid().as_raw(),
         group: config.control.socket_group.as_ref().map(|g| g.gid),
     };
-    let tcp = match &config.control.tcp {
-        Some(tcp) => {
-            let token = server::read_token(&tcp.token_file)?;
-            let l = TcpListener::bind(tcp.listen).map_err(|source| StartError::ControlListen {
-                addr: tcp.listen,
-                source,
-            })?;
-            Some((l, token))
-        }
-        None => None,
+    let dup = |fd: BorrowedFd<'_>| fd.try_clone_to_owned().map_err(StartError::Descriptor);
+    let served = Served {
+        lock: dup(listening.lock.as_fd())?,
+        control: dup(listening.control.as_fd())?,
+        control_tcp: listening
+            .control_tcp
+            .as_ref()
+            .map(|(l, _)| dup(l.as_fd()))
+            .transpose()?,
+        metrics: listening
+            .metrics
+            .as_ref()
+            .map(|l| dup(l.as_fd()))
+            .transpose()?,
     };
-    let metrics = match metrics_listen {
-        Some(addr) => Some(
-            TcpListener::bind(addr).map_err(|source| StartError::MetricsListen { addr, source })?,
-        ),
-        None => None,
-    };
-    server::spawn_unix(listener, policy, shared.clone()).map_err(StartError::Thread)?;
-    if let Some((l, token)) = tcp {
-        tracing::info!(listen = %config.control.tcp.as_ref().map(|t| t.listen.to_string()).unwrap_or_default(), "control over TCP (token required)");
+    // The lock stays held for the life of the process.
+    std::mem::forget(listening.lock);
+    server::spawn_unix(listening.control, policy, shared.clone()).map_err(StartError::Thread)?;
+    if let Some((l, token)) = listening.control_tcp {
+        tracing::info!(listen = %l.local_addr().map(|a| a.to_string()).unwrap_or_default(), "control over TCP (token required)");
         server::spawn_tcp(l, token, shared.clone()).map_err(StartError::Thread)?;
     }
-    if let Some(l) = metrics {
+    if let Some(l) = listening.metrics {
         tracing::info!(listen = %l.local_addr().map(|a| a.to_string()).unwrap_or_default(), "metrics at /metrics");
         crate::metrics::http::spawn(l, Arc::clone(&controller), Arc::clone(&slots))
             .map_err(StartError::Thread)?;
     }
+    takeover::give::spawn(&paths.takeover_socket, Arc::clone(&controller), served)
+        .map_err(StartError::Thread)?;
     fs::write(&paths.pid_file, format!("{}\n", std::process::id())).map_err(|source| {
         StartError::PidFile {
             path: paths.pid_file.clone(),
@@ -357,6 +516,7 @@ fn start(
     let mut guard = control::lock(&controller);
     let _ = fs::remove_file(&paths.socket);
     let _ = fs::remove_file(&paths.pid_file);
+    let _ = fs::remove_file(&paths.takeover_socket);
     guard.shutdown();
     tracing::info!("stopped");
     std::process::exit(0)

@@ -24,6 +24,10 @@ pub struct Paths {
     pub lock_file: PathBuf,
     /// The log of a detached weftd.
     pub log_file: PathBuf,
+    /// Where a new weftd asks this one to hand over (`weftd --takeover`).
+    pub takeover_socket: PathBuf,
+    /// Marks of the TAP devices weft created (see `devices::TapMarks`).
+    pub taps_dir: PathBuf,
 }
 
 impl Paths {
@@ -54,6 +58,8 @@ impl Paths {
                 .or_else(|| config.state_file.clone())
                 .unwrap_or_else(|| runtime_dir.join("state.json")),
             pid_file: runtime_dir.join("weftd.pid"),
+            takeover_socket: runtime_dir.join("takeover.sock"),
+            taps_dir: runtime_dir.join("taps"),
             lock_file: runtime_dir.join("weftd.lock"),
             log_file: config
                 .log

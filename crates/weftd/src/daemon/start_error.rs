@@ -131,4 +131,10 @@ pub enum StartError {
     /// /dev/null cannot be opened.
     #[error("/dev/null: {0}")]
     DevNull(#[source] io::Error),
+    /// A descriptor cannot be duplicated (for a later hand-over).
+    #[error("cannot duplicate a descriptor: {0}")]
+    Descriptor(#[source] io::Error),
+    /// `--takeover` failed; the running weftd carries on.
+    #[error("{0}")]
+    Takeover(#[from] crate::takeover::take::TakeError),
 }

@@ -31,6 +31,7 @@ impl FailedPort {
             handle: DeviceHandle {
                 device: Arc::new(FailedPort { kind, caps }),
                 remote_fdb: None,
+                keep: super::Keep::Reopen,
             },
         }
         .spread(lanes, 0)
@@ -38,7 +39,7 @@ impl FailedPort {
 }
 
 /// The protocol's name of a port kind.
-fn kind_name(kind: &PortKind) -> &'static str {
+pub fn kind_name(kind: &PortKind) -> &'static str {
     match kind {
         PortKind::Tap { .. } => "tap",
         PortKind::AfPacket { .. } => "af_packet",

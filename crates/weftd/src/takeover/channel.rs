@@ -63,6 +63,13 @@ impl HandoverChannel {
         Ok(HandoverChannel { stream })
     }
 
+    /// Changes how long reads and writes wait.
+    pub fn set_timeout(&mut self, timeout: Duration) -> Result<(), HandoverError> {
+        self.stream.set_read_timeout(Some(timeout))?;
+        self.stream.set_write_timeout(Some(timeout))?;
+        Ok(())
+    }
+
     /// Sends `message` with `fds` attached (the peer receives duplicates; these stay open).
     pub fn send<T: Serialize>(
         &mut self,
