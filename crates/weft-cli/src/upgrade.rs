@@ -55,9 +55,13 @@ pub fn upgrade(socket: &Path, args: &UpgradeArgs) -> Result<Upgraded, CliError> 
     let passed = takeover_args(old_args);
     let foreground = passed.iter().any(|a| a == "--foreground");
     let started = Instant::now();
+    // Its output comes here until it is ready: then a detached weftd writes to its log, and
+    // one in the foreground where the old one wrote (it was handed the old one's).
     let mut child = Command::new(&binary)
         .args(&passed)
         .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| {
             CliError::io(
@@ -69,6 +73,11 @@ pub fn upgrade(socket: &Path, args: &UpgradeArgs) -> Result<Upgraded, CliError> 
             )
         })?;
     let child_pid = child.id();
+    let mut relay = child.stderr.take().map(|mut from| {
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut from, &mut std::io::stderr());
+        })
+    });
     // Detached, the new weftd's first process exits once the daemon is ready (0) or failed;
     // in the foreground it is the daemon, and is ready when it answers on the socket.
     let deadline = started + args.wait;
@@ -77,6 +86,9 @@ pub fn upgrade(socket: &Path, args: &UpgradeArgs) -> Result<Upgraded, CliError> 
             .try_wait()
             .map_err(|e| CliError::io("waiting for the new weftd", e))?
         {
+            if let Some(relay) = relay.take() {
+                let _ = relay.join();
+            }
             if !status.success() {
                 return Err(CliError::usage(
                     format!(
@@ -102,6 +114,10 @@ pub fn upgrade(socket: &Path, args: &UpgradeArgs) -> Result<Upgraded, CliError> 
             ));
         }
         std::thread::sleep(Duration::from_millis(5));
+    }
+    if let Some(relay) = relay {
+        // Ends when the new weftd lets go of the pipe (it writes elsewhere once ready).
+        let _ = relay.join();
     }
     let new_pid = daemon_pid(socket)?;
     let new_version = Command::new(&binary)

@@ -1,6 +1,7 @@
 //! End to end with real traffic: a real weftd in a temporary directory, two TAP ports in two
 //! network namespaces, driven only through the `weft` binary; `ping` between the namespaces,
-//! then counters, FDB, capture, metrics, port removal and a restart after SIGKILL.
+//! then counters, FDB, capture, metrics, port removal and a restart after SIGKILL (the TAP
+//! kept, with its address).
 //!
 //! Needs root and `/dev/net/tun`; prints SKIP otherwise. Every external command runs under
 //! `timeout`; the namespaces are deleted and weftd is killed even when the test fails.
@@ -449,11 +450,23 @@ fn taps_in_two_namespaces_carry_pings_counted_captured_and_restored() {
         ns2.0
     );
 
-    // SIGKILL and start again: t1 comes back from the state file (a new device: its address
-    // is set again); a re-added t2 carries pings.
+    // SIGKILL and start again: t1, a TAP weft made (persistent), outlives weftd with its
+    // address; the new weftd attaches to it again. A re-added t2 carries pings.
     d.kill_hard();
-    assert!(!ns1.exec("ip", &["link", "show", "t1"]).status.success());
+    assert!(
+        ns1.exec("ip", &["-o", "-4", "addr", "show", "t1"])
+            .stdout
+            .windows(13)
+            .any(|w| w == b"10.201.0.1/24"),
+        "t1 or its address went with weftd"
+    );
     d.start();
+    assert!(
+        d.log()
+            .contains("attached to the TAP a previous weftd left"),
+        "{}",
+        d.log()
+    );
     let Response::Ports { ports } = d.json(&["port", "list"]) else {
         panic!("port list answered something else")
     };
@@ -465,7 +478,6 @@ fn taps_in_two_namespaces_carry_pings_counted_captured_and_restored() {
         "{ports:?}"
     );
     d.json(&["port", "add", "br0:t2", "tap", "--netns", &ns2.0]);
-    addr_up(&ns1, "t1", "10.201.0.1/24");
     addr_up(&ns2, "t2", "10.201.0.2/24");
     assert!(
         ns1.ping("10.201.0.2", 3) >= 1,

@@ -258,6 +258,19 @@ pub fn tcp_transfer(
     data: &[u8],
     timeout: Duration,
 ) -> (usize, u64) {
+    tcp_transfer_paced(from, to, to_ip, data, (data.len(), Duration::ZERO), timeout)
+}
+
+/// [`tcp_transfer`], sending `pace.0` bytes at a time with a pause of `pace.1` after each
+/// (a stream that lasts, whatever the machine's speed).
+pub fn tcp_transfer_paced(
+    from: &Netns,
+    to: &Netns,
+    to_ip: &str,
+    data: &[u8],
+    pace: (usize, Duration),
+    timeout: Duration,
+) -> (usize, u64) {
     let addr: SocketAddr = format!("{to_ip}:7777").parse().expect("address");
     let deadline = Instant::now() + timeout;
     let to_path = to.path();
@@ -295,7 +308,10 @@ pub fn tcp_transfer(
                 }
             };
             stream.set_write_timeout(Some(timeout)).expect("timeout");
-            stream.write_all(data).expect("send");
+            for chunk in data.chunks(pace.0.max(1)) {
+                stream.write_all(chunk).expect("send");
+                std::thread::sleep(pace.1);
+            }
             stream
                 .shutdown(std::net::Shutdown::Write)
                 .expect("shutdown");

@@ -14,6 +14,8 @@ use super::{code, stderr, stdout, weft_cmd};
 pub(crate) struct Weftd {
     pub(crate) dir: tempfile::TempDir,
     child: Option<Child>,
+    /// The weftd that took over (`weft upgrade`), not a child of this process.
+    adopted: Option<u32>,
 }
 
 impl Weftd {
@@ -45,7 +47,11 @@ impl Weftd {
         if let Some(text) = config(dir.path()) {
             std::fs::write(dir.path().join("weftd.toml"), text).unwrap();
         }
-        let mut d = Weftd { dir, child: None };
+        let mut d = Weftd {
+            dir,
+            child: None,
+            adopted: None,
+        };
         d.spawn();
         d
     }
@@ -106,7 +112,39 @@ impl Weftd {
             child.kill().unwrap(); // SIGKILL: no cleanup runs
             child.wait().unwrap();
         }
+        if let Some(pid) = self.adopted.take() {
+            kill_pid(pid, "-KILL");
+        }
         self.spawn();
+    }
+
+    /// `weft upgrade` to this workspace's weftd; the output. On success the weftd that took
+    /// over is the one this handle stops.
+    pub(crate) fn upgrade(&mut self) -> Output {
+        let o = self.weft(&[
+            "--json",
+            "upgrade",
+            "--weftd",
+            &super::weftd_binary().to_string_lossy(),
+        ]);
+        if o.status.success() {
+            let done: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+            let pid = u32::try_from(done["new_pid"].as_u64().unwrap()).unwrap();
+            if let Some(mut child) = self.child.take() {
+                // It exited on handing over: reap it.
+                let _ = child.wait();
+            }
+            self.adopted = Some(pid);
+        }
+        o
+    }
+
+    /// The pid of the weftd answering now.
+    pub(crate) fn answering_pid(&self) -> u32 {
+        match self.json(&["hello"]) {
+            Response::Hello { pid: Some(pid), .. } => pid,
+            other => panic!("hello answered {other:?}"),
+        }
     }
 
     pub(crate) fn log(&self) -> String {
@@ -154,5 +192,24 @@ impl Drop for Weftd {
             let _ = child.kill();
             let _ = child.wait();
         }
+        if let Some(pid) = self.adopted.take() {
+            kill_pid(pid, "-KILL");
+        }
+    }
+}
+
+/// `kill SIGNAL pid`, then waits (up to 5 s) until the process is gone.
+fn kill_pid(pid: u32, signal: &str) {
+    let _ = Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::path::Path::new(&format!("/proc/{pid}/status")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_default()
+            .contains("State:\tZ")
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }

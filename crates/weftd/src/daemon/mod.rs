@@ -378,6 +378,9 @@ fn take_over(
         eprintln!("weftd: the running weftd did not confirm the hand-over ({e}); giving up");
         std::process::exit(1);
     }
+    if ready.is_none() {
+        received.take_stdio();
+    }
     tracing::info!(
         from_pid = received.offer.pid,
         from_version = %received.offer.version,
@@ -452,20 +455,20 @@ fn serve(
         group: config.control.socket_group.as_ref().map(|g| g.gid),
     };
     let dup = |fd: BorrowedFd<'_>| fd.try_clone_to_owned().map_err(StartError::Descriptor);
-    let served = Served {
-        lock: dup(listening.lock.as_fd())?,
-        control: dup(listening.control.as_fd())?,
-        control_tcp: listening
-            .control_tcp
-            .as_ref()
-            .map(|(l, _)| dup(l.as_fd()))
-            .transpose()?,
-        metrics: listening
-            .metrics
-            .as_ref()
-            .map(|l| dup(l.as_fd()))
-            .transpose()?,
-    };
+    // What a takeover gets; standard output and error are taken once they are final (a
+    // detached weftd's are set when it is ready).
+    let lock = dup(listening.lock.as_fd())?;
+    let control = dup(listening.control.as_fd())?;
+    let control_tcp = listening
+        .control_tcp
+        .as_ref()
+        .map(|(l, _)| dup(l.as_fd()))
+        .transpose()?;
+    let metrics = listening
+        .metrics
+        .as_ref()
+        .map(|l| dup(l.as_fd()))
+        .transpose()?;
     // The lock stays held for the life of the process.
     std::mem::forget(listening.lock);
     server::spawn_unix(listening.control, policy, shared.clone()).map_err(StartError::Thread)?;
@@ -478,8 +481,6 @@ fn serve(
         crate::metrics::http::spawn(l, Arc::clone(&controller), Arc::clone(&slots))
             .map_err(StartError::Thread)?;
     }
-    takeover::give::spawn(&paths.takeover_socket, Arc::clone(&controller), served)
-        .map_err(StartError::Thread)?;
     fs::write(&paths.pid_file, format!("{}\n", std::process::id())).map_err(|source| {
         StartError::PidFile {
             path: paths.pid_file.clone(),
@@ -487,6 +488,18 @@ fn serve(
         }
     })?;
     announce_ready(ready, paths)?;
+    let served = Served {
+        lock,
+        control,
+        stdio: [
+            dup(std::io::stdout().as_fd())?,
+            dup(std::io::stderr().as_fd())?,
+        ],
+        control_tcp,
+        metrics,
+    };
+    takeover::give::spawn(&paths.takeover_socket, Arc::clone(&controller), served)
+        .map_err(StartError::Thread)?;
     tracing::info!(
         pid = std::process::id(),
         socket = %paths.socket.display(),

@@ -30,6 +30,8 @@ pub struct Served {
     pub lock: OwnedFd,
     /// The control socket.
     pub control: OwnedFd,
+    /// Standard output and error.
+    pub stdio: [OwnedFd; 2],
     /// The control socket over TCP.
     pub control_tcp: Option<OwnedFd>,
     /// The metrics listener.
@@ -45,7 +47,12 @@ impl Served {
     }
 
     fn fds(&self) -> Vec<BorrowedFd<'_>> {
-        let mut fds = vec![self.lock.as_fd(), self.control.as_fd()];
+        let mut fds = vec![
+            self.lock.as_fd(),
+            self.control.as_fd(),
+            self.stdio[0].as_fd(),
+            self.stdio[1].as_fd(),
+        ];
         fds.extend(self.control_tcp.as_ref().map(AsFd::as_fd));
         fds.extend(self.metrics.as_ref().map(AsFd::as_fd));
         fds

@@ -65,7 +65,8 @@ pub struct Offer {
 }
 
 /// The descriptors attached to the [`Offer`], in this order: the lock, the control
-/// socket, then each one present.
+/// socket, the old weftd's standard output and error (where a weftd in the foreground
+/// goes on writing: a terminal, a file, systemd's journal), then each one present.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Listeners {
     /// The control socket over TCP.
@@ -77,7 +78,7 @@ pub struct Listeners {
 impl Listeners {
     /// How many descriptors come with the offer.
     pub fn fd_count(self) -> usize {
-        2 + usize::from(self.control_tcp) + usize::from(self.metrics)
+        4 + usize::from(self.control_tcp) + usize::from(self.metrics)
     }
 }
 

@@ -58,6 +58,8 @@ pub struct Received {
     pub lock: OwnedFd,
     /// The control socket.
     pub control: UnixListener,
+    /// The old weftd's standard output and error.
+    pub stdio: [OwnedFd; 2],
     /// The control socket over TCP.
     pub control_tcp: Option<TcpListener>,
     /// The metrics listener.
@@ -105,6 +107,7 @@ pub fn receive(path: &Path, lock_file: &Path) -> Result<Received, TakeError> {
     let lock = next()?;
     check_lock(&lock, lock_file)?;
     let control = UnixListener::from(listening(next()?, "the control socket")?);
+    let stdio = [next()?, next()?];
     let control_tcp = match offer.listeners.control_tcp {
         true => Some(TcpListener::from(listening(
             next()?,
@@ -144,6 +147,7 @@ pub fn receive(path: &Path, lock_file: &Path) -> Result<Received, TakeError> {
         offer,
         lock,
         control,
+        stdio,
         control_tcp,
         metrics,
         inherited,
@@ -175,6 +179,13 @@ fn listening(fd: OwnedFd, what: &str) -> Result<OwnedFd, TakeError> {
 }
 
 impl Received {
+    /// Writes this process's standard output and error where the old weftd's went (for a
+    /// weftd in the foreground: the same terminal, file or journal).
+    pub fn take_stdio(&self) {
+        let _ = nix::unistd::dup2_stdout(&self.stdio[0]);
+        let _ = nix::unistd::dup2_stderr(&self.stdio[1]);
+    }
+
     /// Tells the old weftd to carry on (it resumes its workers).
     pub fn abandon(&mut self, reason: &str) {
         let _ = self.channel.send(

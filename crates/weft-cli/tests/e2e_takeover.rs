@@ -1,0 +1,243 @@
+//! End to end: `weft upgrade` hands a running weftd's ports to a new weftd without a gap, and
+//! a weftd killed with SIGKILL leaves its TAPs for the next one. TAP endpoints in network
+//! namespaces keep their devices (same interface index), addresses and traffic; learned
+//! MACs survive; a new weftd that cannot carry the state leaves the running one serving.
+//!
+//! Needs root and `/dev/net/tun`; prints SKIP otherwise.
+
+mod common;
+
+use std::time::Duration;
+
+use weft_control::Response;
+use weft_testlab::lab::{self, Netns};
+
+use common::taps::tap_endpoint;
+use common::weftd::Weftd;
+use common::{code, stderr};
+
+fn can_run(test: &str) -> bool {
+    lab::can_run(test) && lab::installed("ping")
+}
+
+/// The interface index of `dev` in `ns` (the same device keeps it).
+fn ifindex(ns: &Netns, dev: &str) -> String {
+    lab::run_ok(
+        ns.cmd("cat").arg(format!("/sys/class/net/{dev}/ifindex")),
+        Duration::from_secs(5),
+    )
+    .trim()
+    .to_string()
+}
+
+fn has_address(ns: &Netns, dev: &str, addr: &str) -> bool {
+    ns.ip(&["-o", "addr", "show", "dev", dev]).contains(addr)
+}
+
+/// A ping every 2 ms from `ns` to `dst` for `count` pings, in the background; `finish`
+/// gives (sent, received).
+struct PingStream(std::process::Child);
+
+impl PingStream {
+    fn start(ns: &Netns, dst: &str, count: u32) -> PingStream {
+        let child = ns
+            .cmd("ping")
+            .args([
+                "-q",
+                "-i",
+                "0.002",
+                "-W",
+                "1",
+                "-c",
+                &count.to_string(),
+                dst,
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        PingStream(child)
+    }
+
+    fn finish(self) -> (u64, u64) {
+        let out = self.0.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let line = text
+            .lines()
+            .find(|l| l.contains("packets transmitted"))
+            .unwrap_or_else(|| panic!("no ping summary: {text}"));
+        let numbers: Vec<u64> = line
+            .split(|c: char| !c.is_ascii_digit())
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        (numbers[0], numbers[1])
+    }
+}
+
+fn upgrade_ok(d: &mut Weftd) {
+    let before = d.answering_pid();
+    let o = d.upgrade();
+    assert_eq!(code(&o), 0, "weft upgrade: {}\n{}", stderr(&o), d.log());
+    assert_ne!(d.answering_pid(), before, "the same weftd still answers");
+}
+
+/// The learned (dynamic) FDB entries of br0: (MAC, port, age in seconds).
+fn learned(d: &Weftd) -> Vec<(String, String, u64)> {
+    let Response::Fdb { entries } = d.json(&["fdb", "show", "br0"]) else {
+        panic!("fdb show answered something else")
+    };
+    entries
+        .into_iter()
+        .filter(|e| !e.is_static)
+        .map(|e| (e.mac, e.port, e.age_secs.unwrap_or(0)))
+        .collect()
+}
+
+#[test]
+fn tap_endpoints_keep_their_devices_addresses_and_traffic_through_upgrades_and_a_kill() {
+    let test = "tap_endpoints_keep_their_devices_addresses_and_traffic_through_upgrades_and_a_kill";
+    if !can_run(test) {
+        return;
+    }
+    let _serial = lab::serial();
+    let mut d = Weftd::start();
+    let (na, nb) = (Netns::new("tka"), Netns::new("tkb"));
+    tap_endpoint(&d, "ta", &na, Some("10.203.0.1/24"), None);
+    tap_endpoint(&d, "tb", &nb, Some("10.203.0.2/24"), None);
+    assert!(na.ping("10.203.0.2", 3, 56), "no ping before:\n{}", d.log());
+    let devices = (ifindex(&na, "ta"), ifindex(&nb, "tb"));
+
+    // Learned MACs travel (with their age; the namespaces' own chatter may refresh one).
+    let before = learned(&d);
+    assert!(before.len() >= 2, "{before:?}");
+    upgrade_ok(&mut d);
+    let after = learned(&d);
+    for (mac, port, _) in &before {
+        assert!(
+            after.iter().any(|(m, p, _)| m == mac && p == port),
+            "{mac} on {port} was not carried: {after:?}"
+        );
+    }
+
+    // Pings every 2 ms and a TCP stream across two upgrades in a row.
+    let pings = PingStream::start(&na, "10.203.0.2", 1500);
+    // 16 MiB in 64 KiB pieces 8 ms apart: a stream of about 2 s, whatever the speed.
+    let data = lab::test_data(16 << 20, 33);
+    let (got, sum) = std::thread::scope(|s| {
+        let transfer = s.spawn(|| {
+            lab::tcp_transfer_paced(
+                &na,
+                &nb,
+                "10.203.0.2",
+                &data,
+                (64 << 10, Duration::from_millis(8)),
+                Duration::from_secs(120),
+            )
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        upgrade_ok(&mut d);
+        std::thread::sleep(Duration::from_millis(300));
+        upgrade_ok(&mut d);
+        assert!(
+            !transfer.is_finished(),
+            "the TCP stream ended before the second upgrade: it proves nothing"
+        );
+        transfer.join().unwrap()
+    });
+    assert_eq!(
+        (got, sum),
+        (data.len(), lab::fnv1a(&data)),
+        "the TCP stream lost or changed bytes"
+    );
+    let (sent, received) = pings.finish();
+    eprintln!("{test}: {received} of {sent} pings (2 ms apart) answered across two upgrades");
+    assert!(
+        sent - received <= 10,
+        "{} of {sent} pings lost across two upgrades (more than 20 ms of traffic)\n{}",
+        sent - received,
+        d.log()
+    );
+    assert_eq!(
+        (ifindex(&na, "ta"), ifindex(&nb, "tb")),
+        devices,
+        "a TAP was replaced"
+    );
+    assert!(has_address(&na, "ta", "10.203.0.1/24") && has_address(&nb, "tb", "10.203.0.2/24"));
+
+    // kill -9: the TAPs stay with their addresses, and the next weftd attaches to them.
+    d.kill_and_restart();
+    assert_eq!(
+        (ifindex(&na, "ta"), ifindex(&nb, "tb")),
+        devices,
+        "a TAP was replaced"
+    );
+    assert!(has_address(&na, "ta", "10.203.0.1/24"));
+    assert!(
+        na.ping("10.203.0.2", 3, 56),
+        "no ping after the restart:\n{}",
+        d.log()
+    );
+
+    // A port deleted goes with its TAP (weft made it).
+    d.json(&["port", "del", "br0:tb"]);
+    assert!(
+        !lab::run(
+            nb.cmd("ip").args(["link", "show", "tb"]),
+            Duration::from_secs(5)
+        )
+        .unwrap()
+        .status
+        .success(),
+        "tb outlived its port"
+    );
+}
+
+#[test]
+fn a_new_weftd_that_cannot_carry_the_state_leaves_the_running_one_serving() {
+    let test = "a_new_weftd_that_cannot_carry_the_state_leaves_the_running_one_serving";
+    if !can_run(test) {
+        return;
+    }
+    let _serial = lab::serial();
+    let config = |workers: u32| format!("[workers]\ncount = {workers}\n");
+    let mut d = Weftd::start_with(Some(&config(2)));
+    let (na, nb) = (Netns::new("tfa"), Netns::new("tfb"));
+    tap_endpoint(&d, "ta", &na, Some("10.204.0.1/24"), None);
+    tap_endpoint(&d, "tb", &nb, Some("10.204.0.2/24"), None);
+    d.json(&["switch", "add", "wide", "--lanes", "2"]);
+    assert!(na.ping("10.204.0.2", 2, 56));
+    let serving = d.answering_pid();
+
+    // The new weftd is given one worker: it cannot run a switch of two lanes.
+    std::fs::write(d.path("weftd.toml"), config(1)).unwrap();
+    let pings = PingStream::start(&na, "10.204.0.2", 500);
+    let o = d.upgrade();
+    assert_ne!(code(&o), 0, "the upgrade succeeded:\n{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("lanes") && stderr(&o).contains("carries on"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(d.answering_pid(), serving, "the running weftd was replaced");
+    let (sent, received) = pings.finish();
+    assert!(
+        sent - received <= 10,
+        "{} of {sent} pings lost while the failed takeover held the workers",
+        sent - received
+    );
+    assert!(na.ping("10.204.0.2", 3, 56), "no ping after:\n{}", d.log());
+    assert!(d.log().contains("carries on"), "{}", d.log());
+
+    // Given what it needs, the same upgrade goes through.
+    std::fs::write(d.path("weftd.toml"), config(2)).unwrap();
+    upgrade_ok(&mut d);
+    assert!(
+        na.ping("10.204.0.2", 3, 56),
+        "no ping after the upgrade:\n{}",
+        d.log()
+    );
+    let Response::Switches { switches } = d.json(&["switch", "list"]) else {
+        panic!("switch list answered something else")
+    };
+    assert_eq!(switches.len(), 2, "{switches:?}");
+}
