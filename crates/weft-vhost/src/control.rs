@@ -23,7 +23,9 @@ use crate::counters::LogLimiter;
 use crate::device::{DeviceShared, RingStart};
 use crate::fds::eventfd_from_file;
 use crate::features::{offered_features, Features};
-use crate::memory::{max_log_bytes, DirtyLog, GuestMemoryTable, LogRefusal, RegionDesc, RingLog};
+use crate::memory::{
+    max_log_bytes, DirtyLog, GuestMemoryTable, LogRefusal, MemoryTableError, RegionDesc, RingLog,
+};
 use crate::vring::{is_guest_tx, RingLayout};
 
 /// Protocol features on offer (REPLY_ACK is added by the `vhost` crate, which implements
@@ -50,23 +52,23 @@ const IN_FLIGHT_WAIT: Duration = Duration::from_millis(50);
 /// physical address of its used ring for dirty logging when the frontend asked for it
 /// (`VHOST_VRING_F_LOG`).
 #[derive(Debug, Clone, Copy)]
-struct RingAddrs {
-    desc: u64,
-    avail: u64,
-    used: u64,
-    log: Option<u64>,
+pub(crate) struct RingAddrs {
+    pub(crate) desc: u64,
+    pub(crate) avail: u64,
+    pub(crate) used: u64,
+    pub(crate) log: Option<u64>,
 }
 
 /// What the frontend has told us about one ring.
 #[derive(Default)]
-struct RingConfig {
-    size: Option<u16>,
-    base: u16,
-    addrs: Option<RingAddrs>,
-    call: Option<EventFd>,
+pub(crate) struct RingConfig {
+    pub(crate) size: Option<u16>,
+    pub(crate) base: u16,
+    pub(crate) addrs: Option<RingAddrs>,
+    pub(crate) call: Option<EventFd>,
     /// What the last SET_VRING_ENABLE said, if one got through.
-    enabled: Option<bool>,
-    started: bool,
+    pub(crate) enabled: Option<bool>,
+    pub(crate) started: bool,
 }
 
 /// The per-connection device model.
@@ -83,6 +85,8 @@ pub(crate) struct Device {
     dirty_log: Option<Arc<DirtyLog>>,
     /// When the last announcement was accepted (`SEND_RARP`).
     last_announce: Option<std::time::Instant>,
+    /// Why the last request was refused (a hand-over replaying requests reports it).
+    last_refusal: Option<String>,
 }
 
 /// The closest two announcements of one frontend may follow each other.
@@ -130,10 +134,37 @@ impl Device {
             log: LogLimiter::new(),
             dirty_log: None,
             last_announce: None,
+            last_refusal: None,
         }
     }
 
+    /// The features the frontend acknowledged.
+    pub(crate) fn acked_features(&self) -> u64 {
+        self.acked_features
+    }
+
+    /// The protocol features the frontend acknowledged.
+    pub(crate) fn acked_protocol(&self) -> u64 {
+        self.acked_protocol
+    }
+
+    /// The memory table in force, if any.
+    pub(crate) fn memory(&self) -> Option<&GuestMemoryTable> {
+        self.memory.as_ref()
+    }
+
+    /// What the frontend has told us about each ring.
+    pub(crate) fn rings(&self) -> &[RingConfig] {
+        &self.rings
+    }
+
+    /// Why the last request was refused, taken (`None` when none was, or it was taken).
+    pub(crate) fn take_refusal(&mut self) -> Option<String> {
+        self.last_refusal.take()
+    }
+
     fn refuse(&mut self, what: &str, why: &dyn std::fmt::Display) -> Error {
+        self.last_refusal = Some(format!("{what}: {why}"));
         if let Some(held_back) = self.log.allow() {
             tracing::warn!(request = what, reason = %why, held_back, "vhost-user request refused");
         }
@@ -281,6 +312,45 @@ impl Device {
         Ok(())
     }
 
+    /// Validates, admits and maps a memory table (`SET_MEM_TABLE`, and a hand-over
+    /// restoring one), refusals counted by reason; running rings move to the new memory.
+    pub(crate) fn map_memory(
+        &mut self,
+        descs: &[RegionDesc],
+        files: Vec<File>,
+    ) -> std::result::Result<(), MemoryTableError> {
+        let limit = self.shared.config.max_guest_memory;
+        let table = match GuestMemoryTable::map(descs, files, limit) {
+            Ok(t) => t,
+            Err(e) => {
+                self.shared.memory_refusals.count(e.reason().index());
+                return Err(e);
+            }
+        };
+        // Running rings move to the new memory; a ring the new table no longer covers stops
+        // being served. The data path keeps the old mapping, and its SIGBUS guard, until its
+        // batch is finished (`memory/guarded.rs`).
+        let mem = table.memory_arc();
+        for vring in &self.shared.vrings {
+            let mut st = vring.lock();
+            if !st.running {
+                continue;
+            }
+            if virtio_queue::QueueT::is_valid(&st.queue, &*mem) {
+                st.mem = Some(Arc::clone(&mem));
+            } else {
+                st.mem = Some(Arc::clone(&mem));
+                st.fault(
+                    crate::counters::QueueFault::RingInaccessible,
+                    &vring.counters,
+                    vring.name,
+                );
+            }
+        }
+        self.memory = Some(table);
+        Ok(())
+    }
+
     /// Starts ring `index` with the kick descriptor just received.
     fn start_ring(&mut self, index: usize, kick: Option<EventFd>) -> Result<()> {
         let features = Features(self.acked_features);
@@ -388,36 +458,10 @@ impl VhostUserBackendReqHandlerMut for Device {
                 mmap_offset: r.mmap_offset,
             })
             .collect();
-        let limit = self.shared.config.max_guest_memory;
-        let table = match GuestMemoryTable::map(&descs, files, limit) {
-            Ok(t) => t,
-            Err(e) => {
-                self.shared.memory_refusals.count(e.reason().index());
-                return Err(self.refuse("SET_MEM_TABLE", &e));
-            }
-        };
-        // Running rings move to the new memory; a ring the new table no longer covers stops
-        // being served. The data path keeps the old mapping, and its SIGBUS guard, until its
-        // batch is finished (`memory/guarded.rs`).
-        let mem = table.memory_arc();
-        for vring in &self.shared.vrings {
-            let mut st = vring.lock();
-            if !st.running {
-                continue;
-            }
-            if virtio_queue::QueueT::is_valid(&st.queue, &*mem) {
-                st.mem = Some(Arc::clone(&mem));
-            } else {
-                st.mem = Some(Arc::clone(&mem));
-                st.fault(
-                    crate::counters::QueueFault::RingInaccessible,
-                    &vring.counters,
-                    vring.name,
-                );
-            }
+        match self.map_memory(&descs, files) {
+            Ok(()) => Ok(None),
+            Err(e) => Err(self.refuse("SET_MEM_TABLE", &e)),
         }
-        self.memory = Some(table);
-        Ok(None)
     }
 
     fn set_vring_num(&mut self, index: u32, num: u32) -> Result<()> {

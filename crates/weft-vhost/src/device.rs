@@ -198,6 +198,18 @@ impl DeviceShared {
         }
     }
 
+    /// The MAC waiting to be announced, if any, left waiting (a hand-over carries it).
+    pub(crate) fn pending_announce(&self) -> Option<[u8; 6]> {
+        let word = self.announce.load(Ordering::Acquire);
+        if word & ANNOUNCE_PENDING == 0 {
+            return None;
+        }
+        let bytes = word.to_le_bytes();
+        let mut mac = [0u8; 6];
+        mac.copy_from_slice(&bytes[..6]);
+        Some(mac)
+    }
+
     /// The MAC to announce, if one is waiting (taken: announced once).
     pub(crate) fn take_announce(&self) -> Option<[u8; 6]> {
         if self.announce.load(Ordering::Relaxed) & ANNOUNCE_PENDING == 0 {

@@ -21,6 +21,9 @@ pub enum VhostError {
     /// The socket's directory or name cannot be used.
     #[error(transparent)]
     SocketDir(#[from] crate::socket_dir::SocketDirError),
+    /// A hand-over to or from another process could not be made.
+    #[error(transparent)]
+    Handover(#[from] crate::handover::HandoverError),
     /// A system call failed (socket, epoll, eventfd, thread).
     #[error("{what}: {source}")]
     Io {

@@ -24,14 +24,20 @@ pub enum FdError {
 ///
 /// Needs `/proc/self/fd` to tell an eventfd from other anonymous inodes.
 pub(crate) fn eventfd_from_file(file: File) -> Result<EventFd, FdError> {
-    let link = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
-    if link != Path::new("anon_inode:[eventfd]") {
-        return Err(FdError::NotEventFd);
-    }
+    check_eventfd(&file)?;
     weft_sys::socket::set_nonblocking(&file)?;
     // SAFETY: `into_raw_fd` hands over the only owner of the descriptor, so the EventFd
     // becomes its sole owner and closes it once.
     Ok(unsafe { EventFd::from_raw_fd(file.into_raw_fd()) })
+}
+
+/// Checks that `file` is an eventfd (needs `/proc/self/fd`, as [`eventfd_from_file`]).
+pub(crate) fn check_eventfd(file: &File) -> Result<(), FdError> {
+    let link = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
+    if link != Path::new("anon_inode:[eventfd]") {
+        return Err(FdError::NotEventFd);
+    }
+    Ok(())
 }
 
 /// Empties an eventfd's counter without blocking; true when it held something.

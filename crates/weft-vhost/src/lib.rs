@@ -31,6 +31,11 @@
 //! and virtio-net headers are validated (`memory.rs`, `control.rs`, `chain.rs`, `rx.rs`).
 //! A bad frame is dropped and counted by reason; a bad chain or ring stops that queue only
 //! ([`QueueFault`]), until the frontend resets it.
+//!
+//! A live port can be handed to another process without its frontend noticing (weftd's
+//! upgrade): [`VhostUserPort::suspend`], [`SuspendedPort::snapshot`] (a serde
+//! [`PortSnapshot`] and the descriptors it names), [`VhostUserPort::adopt`] in the other
+//! process (`handover.rs`).
 #![deny(missing_docs)]
 
 pub mod ab;
@@ -48,6 +53,7 @@ mod flow_hash;
 #[cfg(any(test, fuzzing))]
 #[doc(hidden)]
 pub mod fuzz_entry;
+mod handover;
 mod memory;
 mod modes;
 mod notify;
@@ -68,6 +74,10 @@ pub use device::queue_name;
 pub use error::VhostError;
 pub use fds::FdError;
 pub use features::{offered_features, Features};
+pub use handover::{
+    ConnectionSnapshot, HandoverError, PortSnapshot, RegionSnapshot, RingAddrsSnapshot,
+    RingSnapshot, SuspendedPort, SNAPSHOT_VERSION,
+};
 pub use memory::{
     max_log_bytes, DirtyLogError, GuardError, GuardedMemory, GuestMemoryTable, LogRefusal,
     MemoryRefusal, MemoryTableError, RegionDesc, DEFAULT_MAX_GUEST_MEMORY, LOG_PAGE, MAX_REGIONS,

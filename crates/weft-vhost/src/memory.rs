@@ -245,6 +245,21 @@ impl GuestMemoryTable {
         Arc::clone(&self.mem)
     }
 
+    /// The regions as the frontend described them.
+    pub(crate) fn regions(&self) -> &[RegionDesc] {
+        &self.regions
+    }
+
+    /// The file region `index` maps (a hand-over passes it on), if it was mapped from one.
+    pub(crate) fn region_file(&self, index: usize) -> Option<&File> {
+        use vm_memory::{GuestMemoryBackend, GuestMemoryRegion};
+        let r = self.regions.get(index)?;
+        self.mem
+            .find_region(GuestAddress(r.guest_phys_addr))?
+            .file_offset()
+            .map(FileOffset::file)
+    }
+
     /// The guest physical address of the frontend virtual range `[va, va + len)`, which must
     /// lie inside one region.
     pub fn va_to_gpa(&self, va: u64, len: u64) -> Option<GuestAddress> {

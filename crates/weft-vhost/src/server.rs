@@ -7,18 +7,18 @@
 //!
 //! The control thread only ever blocks on the socket (a frontend that stops halfway through
 //! a message holds it until it hangs up or the port is dropped: see `serve.rs`), on the
-//! rings' mutexes (held by the data path for one call at most) and on its stop
-//! eventfd; the data path never waits for it.
+//! rings' mutexes (held by the data path for one call at most) and on its doorbell
+//! (`park.rs`: stop, or park between two messages for a hand-over to another process);
+//! the data path never waits for it.
 
 use std::ffi::{OsStr, OsString};
-use std::os::unix::net::UnixStream;
+use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 use weft_switch::PortCaps;
 
 use crate::config::VhostPortConfig;
@@ -29,11 +29,13 @@ use crate::rx::VhostPortRx;
 use crate::socket_dir::{FileId, SocketDir, SocketDirError};
 use crate::tx::VhostPortTx;
 
-mod serve;
+pub(crate) mod park;
+pub(crate) mod serve;
 mod side_requests;
-mod source;
+pub(crate) mod source;
 
-use serve::{serve, Ready};
+use park::Signals;
+use serve::{serve, Connection, Ready, Served};
 #[cfg(any(test, fuzzing))]
 pub(crate) use side_requests::{serve_side_request, Side};
 use source::StreamSource;
@@ -98,26 +100,34 @@ pub struct QueueStatus {
 /// A vhost-user port serving its frontend. Dropping it stops the control thread promptly,
 /// disconnects the frontend and (in server mode) removes the socket it created.
 pub struct VhostUserPort {
-    shared: Arc<DeviceShared>,
+    pub(crate) shared: Arc<DeviceShared>,
     path: PathBuf,
     mode: VhostMode,
     /// Connections served so far (counting the current one).
     connections: Arc<AtomicU64>,
-    stop: EventFd,
-    /// The connection being served, so that dropping the port can cut it.
-    current: Arc<Mutex<Option<UnixStream>>>,
+    /// Stops and parks the control thread.
+    pub(crate) signals: Arc<Signals>,
+    /// The connection being served, so that dropping the port can cut it (and a hand-over
+    /// can describe it).
+    pub(crate) served: Arc<Mutex<Option<Served>>>,
+    /// Server mode: the listening socket (the control thread accepts on its own handle of
+    /// it), for a hand-over.
+    pub(crate) listener: Option<UnixListener>,
     thread: Option<JoinHandle<()>>,
     halves_taken: bool,
     /// The socket file this port bound (server mode): on drop it removes the file, through
     /// the held directory, only if it is still that one.
-    created: Option<CreatedSocket>,
+    pub(crate) created: Option<CreatedSocket>,
+    /// Set once another process serves the connection and the socket (a hand-over that
+    /// succeeded): dropping the port then touches neither.
+    pub(crate) handed_over: AtomicBool,
 }
 
 /// A socket a port created: where, and which file it was.
-struct CreatedSocket {
-    dir: Arc<SocketDir>,
-    name: OsString,
-    id: FileId,
+pub(crate) struct CreatedSocket {
+    pub(crate) dir: Arc<SocketDir>,
+    pub(crate) name: OsString,
+    pub(crate) id: FileId,
 }
 
 impl std::fmt::Debug for VhostUserPort {
@@ -152,12 +162,17 @@ impl VhostUserPort {
         let shared = DeviceShared::new(config)?;
         let (listener, id) = dir.bind_listener(name)?;
         let path = dir.display_path(name);
+        let kept = listener
+            .try_clone()
+            .map_err(VhostError::io("duplicating the listening socket"))?;
         let mut port = Self::start(
             shared,
             path,
             VhostMode::Server,
             StreamSource::Accept(listener),
+            None,
         )?;
+        port.listener = Some(kept);
         port.created = Some(CreatedSocket {
             dir,
             name: name.to_os_string(),
@@ -186,7 +201,7 @@ impl VhostUserPort {
         let shared = DeviceShared::new(config)?;
         let path = dir.display_path(name);
         let source = StreamSource::connect(dir, name.to_os_string());
-        Self::start(shared, path, VhostMode::Client, source)
+        Self::start(shared, path, VhostMode::Client, source, None)
     }
 
     /// [`listen`](Self::listen) or [`connect`](Self::connect), as `mode` says.
@@ -212,28 +227,34 @@ impl VhostUserPort {
         }
     }
 
-    /// Starts the control thread taking frontends from `source`.
-    fn start(
+    /// Starts the control thread serving `first` (a connection adopted from another
+    /// process), if any, then taking frontends from `source`.
+    pub(crate) fn start(
         shared: Arc<DeviceShared>,
         path: PathBuf,
         mode: VhostMode,
         source: StreamSource,
+        first: Option<Connection>,
     ) -> Result<Self, VhostError> {
-        let stop = EventFd::new(EFD_NONBLOCK).map_err(VhostError::io("creating an eventfd"))?;
-        let thread_stop = stop
-            .try_clone()
-            .map_err(VhostError::io("creating an eventfd"))?;
-        let current = Arc::new(Mutex::new(None));
+        let signals = Arc::new(Signals::new().map_err(VhostError::io("creating an eventfd"))?);
+        let served = Arc::new(Mutex::new(None));
         let connections = Arc::new(AtomicU64::new(0));
+        if first.is_some() {
+            // Connected from the start, not from when the thread gets to it.
+            shared.connected.store(true, Ordering::Release);
+        }
         let thread = {
-            let (current, shared, connections) = (
-                Arc::clone(&current),
+            let (served, shared, connections, signals) = (
+                Arc::clone(&served),
                 Arc::clone(&shared),
                 Arc::clone(&connections),
+                Arc::clone(&signals),
             );
             std::thread::Builder::new()
                 .name("weft-vhost-ctl".into())
-                .spawn(move || control_loop(source, &shared, &thread_stop, &current, &connections))
+                .spawn(move || {
+                    control_loop(source, first, &shared, &signals, &served, &connections)
+                })
                 .map_err(VhostError::io("starting the control thread"))?
         };
         Ok(VhostUserPort {
@@ -241,11 +262,13 @@ impl VhostUserPort {
             path,
             mode,
             connections,
-            stop,
-            current,
+            signals,
+            served,
+            listener: None,
             thread: Some(thread),
             halves_taken: false,
             created: None,
+            handed_over: AtomicBool::new(false),
         })
     }
 
@@ -393,12 +416,21 @@ impl VhostUserPort {
 
 impl Drop for VhostUserPort {
     fn drop(&mut self) {
-        let _ = self.stop.write(1);
-        if let Some(conn) = lock(&self.current).as_ref() {
-            let _ = conn.shutdown(std::net::Shutdown::Both);
+        self.signals.stop();
+        // After a hand-over the connection and the socket are another process's: shutting
+        // the stream down would cut the frontend off there too (it is one socket), and the
+        // socket file is the one it listens on.
+        let handed_over = self.handed_over.load(Ordering::Acquire);
+        if !handed_over {
+            if let Some(conn) = lock(&self.served).as_ref() {
+                let _ = conn.stream.shutdown(std::net::Shutdown::Both);
+            }
         }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+        if handed_over {
+            return;
         }
         if let Some(s) = self.created.take() {
             if let Err(e) = s.dir.remove_socket(&s.name, s.id) {
@@ -423,21 +455,31 @@ fn split_socket_path(path: &Path) -> Result<(Arc<SocketDir>, OsString), VhostErr
     Ok((Arc::new(SocketDir::open(parent)?), name))
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn control_loop(
     mut source: StreamSource,
+    first: Option<Connection>,
     shared: &Arc<DeviceShared>,
-    stop: &EventFd,
-    current: &Mutex<Option<UnixStream>>,
+    signals: &Signals,
+    served: &Mutex<Option<Served>>,
     connections: &AtomicU64,
 ) {
     let mut log = LogLimiter::new();
-    while let Some(stream) = source.next_stream(stop, &mut log) {
+    if let Some(conn) = first {
         connections.fetch_add(1, Ordering::AcqRel);
-        if serve(stream, shared, stop, current, &mut log) == Ready::Stop {
+        if serve(conn, shared, signals, served, &mut log) == Ready::Stop {
+            return;
+        }
+    }
+    while let Some(stream) = source.next_stream(signals, &mut log) {
+        connections.fetch_add(1, Ordering::AcqRel);
+        let Some(conn) = Connection::fresh(stream, shared) else {
+            continue;
+        };
+        if serve(conn, shared, signals, served, &mut log) == Ready::Stop {
             return;
         }
     }
@@ -452,4 +494,4 @@ mod hostile_tests;
 #[cfg(test)]
 mod shrunk_memory_tests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -222,6 +222,18 @@ impl SocketDir {
         Ok((UnixListener::from(fd), id))
     }
 
+    /// The id of the socket `name` now (a socket bound by another process that hands its
+    /// listener over to this one: removed on drop as though bound here). Anything but a
+    /// socket there is refused.
+    pub fn socket_id(&self, name: &OsStr) -> Result<FileId, SocketDirError> {
+        Self::check_name(name)?;
+        match self.stat(name)? {
+            Some(st) if is_socket(&st) => Ok(file_id(&st)),
+            Some(_) => Err(SocketDirError::NotASocket(self.display_path(name))),
+            None => Err(self.io("finding", name, Errno::ENOENT)),
+        }
+    }
+
     /// Removes `name` if it is still the socket `id` (a socket made since by someone else,
     /// or anything that is not a socket, stays). True when it removed it.
     pub fn remove_socket(&self, name: &OsStr, id: FileId) -> Result<bool, SocketDirError> {

@@ -8,6 +8,7 @@ use std::os::unix::net::UnixListener;
 
 use super::tests::{assert_traffic, socket_path, wait_for, Guest};
 use super::*;
+use std::os::unix::net::UnixStream;
 use vhost::VhostBackend;
 
 /// Accepts the port's next connection, waiting at most `timeout`.

@@ -12,6 +12,7 @@ use super::tests::{socket_path, Guest};
 use super::*;
 use crate::tests::testutil::ether_frame;
 use crate::vring::TX_QUEUE;
+use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 use weft_switch::{PortRx, RxBatch};
 
 const VERSION: u32 = 1;

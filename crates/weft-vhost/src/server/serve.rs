@@ -1,6 +1,7 @@
 //! Serving one connected frontend, whichever way the stream was got (accepted in server
-//! mode, connected in client mode), and the one wait both ways share: a descriptor, the
-//! port's stop eventfd, an optional timeout.
+//! mode, connected in client mode, or adopted from another process: `handover.rs`), and
+//! the one wait both ways share: a descriptor, the port's doorbell (`park.rs`: stop, or
+//! park at this message boundary), an optional timeout.
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -10,9 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use vhost::vhost_user::{BackendReqHandler, Error as VhostUserError};
-use vmm_sys_util::eventfd::EventFd;
 
 use super::lock;
+use super::park::Signals;
 use super::side_requests::{serve_side_request, Side};
 use crate::control::Device;
 use crate::counters::LogLimiter;
@@ -27,7 +28,7 @@ const MESSAGE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What ended a wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Ready {
+pub(crate) enum Ready {
     /// The port is being dropped.
     Stop,
     /// The descriptor is readable (or hung up).
@@ -36,11 +37,12 @@ pub(super) enum Ready {
     Timeout,
 }
 
-/// Waits until `fd` (if any) is readable or hung up, `stop` is signalled, or `timeout`
-/// (if any) passes. A stop wins over a ready descriptor.
+/// Waits until `fd` (if any) is readable or hung up, the port stops, or `timeout` (if any)
+/// passes. A stop wins over a ready descriptor. A suspend parks the thread here (the
+/// frontend's next message, if any, left unread) until it is resumed or stopped.
 pub(super) fn wait(
     fd: Option<RawFd>,
-    stop: &EventFd,
+    signals: &Signals,
     timeout: Option<Duration>,
 ) -> io::Result<Ready> {
     let timeout_ms = timeout.map_or(-1, |t| {
@@ -49,7 +51,7 @@ pub(super) fn wait(
     loop {
         let mut fds = [
             libc::pollfd {
-                fd: stop.as_raw_fd(),
+                fd: signals.fd(),
                 events: libc::POLLIN,
                 revents: 0,
             },
@@ -70,7 +72,10 @@ pub(super) fn wait(
             return Err(e);
         }
         if fds[0].revents != 0 {
-            return Ok(Ready::Stop);
+            if signals.answer() {
+                return Ok(Ready::Stop);
+            }
+            continue;
         }
         if fds[1].revents != 0 {
             return Ok(Ready::Socket);
@@ -81,36 +86,79 @@ pub(super) fn wait(
     }
 }
 
+/// The connection being served, as the port sees it: a clone of the stream (to cut it when
+/// the port is dropped, and to hand it over) and the device model behind it.
+pub(crate) struct Served {
+    pub(crate) stream: UnixStream,
+    pub(crate) device: Arc<Mutex<Device>>,
+}
+
+/// A frontend's connection ready to be served: the stream the thread polls, the device
+/// model, and the `vhost` crate's handler reading the same stream into that device.
+pub(crate) struct Connection {
+    pub(crate) watch: UnixStream,
+    pub(crate) device: Arc<Mutex<Device>>,
+    pub(crate) handler: BackendReqHandler<Mutex<Device>>,
+}
+
+/// Sets `stream` up as the control thread serves it: blocking, with the message timeouts.
+pub(crate) fn configure(stream: &UnixStream) -> io::Result<()> {
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(MESSAGE_TIMEOUT))?;
+    stream.set_write_timeout(Some(MESSAGE_TIMEOUT))
+}
+
+impl Connection {
+    /// A new frontend on `stream`, nothing negotiated yet.
+    pub(super) fn fresh(stream: UnixStream, shared: &Arc<DeviceShared>) -> Option<Connection> {
+        let watch = match configure(&stream).and_then(|()| stream.try_clone()) {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot set up a vhost-user connection");
+                return None;
+            }
+        };
+        let device = Arc::new(Mutex::new(Device::new(Arc::clone(shared))));
+        let handler = BackendReqHandler::from_stream(stream, Arc::clone(&device));
+        Some(Connection {
+            watch,
+            device,
+            handler,
+        })
+    }
+}
+
 /// Serves one frontend until it disconnects (or breaks the protocol, or the port stops):
 /// `Ready::Stop` when the port stops, `Ready::Socket` when the connection ended.
 pub(super) fn serve(
-    stream: UnixStream,
+    conn: Connection,
     shared: &Arc<DeviceShared>,
-    stop: &EventFd,
-    current: &Mutex<Option<UnixStream>>,
+    signals: &Signals,
+    served: &Mutex<Option<Served>>,
     log: &mut LogLimiter,
 ) -> Ready {
-    let setup = stream
-        .set_nonblocking(false)
-        .and_then(|()| stream.set_read_timeout(Some(MESSAGE_TIMEOUT)))
-        .and_then(|()| stream.set_write_timeout(Some(MESSAGE_TIMEOUT)))
-        .and_then(|()| stream.try_clone());
-    let watch = match setup {
-        Ok(w) => w,
+    let Connection {
+        watch,
+        device,
+        mut handler,
+    } = conn;
+    match watch.try_clone() {
+        Ok(stream) => {
+            *lock(served) = Some(Served {
+                stream,
+                device: Arc::clone(&device),
+            });
+        }
         Err(e) => {
             tracing::warn!(error = %e, "cannot set up a vhost-user connection");
+            lock(&device).reset();
             return Ready::Socket;
         }
-    };
-    if let Ok(c) = watch.try_clone() {
-        *lock(current) = Some(c);
     }
-    let device = Arc::new(Mutex::new(Device::new(Arc::clone(shared))));
-    let mut handler = BackendReqHandler::from_stream(stream, Arc::clone(&device));
     shared.connected.store(true, Ordering::Release);
     tracing::info!("vhost-user frontend connected");
     let outcome = loop {
-        match wait(Some(watch.as_raw_fd()), stop, None) {
+        match wait(Some(watch.as_raw_fd()), signals, None) {
             Ok(Ready::Stop) => break Ready::Stop,
             Ok(_) => {}
             Err(_) => break Ready::Socket,
@@ -142,7 +190,7 @@ pub(super) fn serve(
             break Ready::Socket;
         }
     };
-    *lock(current) = None;
+    *lock(served) = None;
     lock(&device).reset();
     shared.connected.store(false, Ordering::Release);
     outcome

@@ -1,7 +1,7 @@
 //! The two ways a port gets a frontend's stream: accepting on its own socket (server mode)
 //! or connecting to the frontend's (client mode), retrying forever with a capped
-//! exponential backoff. Every wait is on the port's stop eventfd, so dropping the port
-//! never waits for a backoff to run out.
+//! exponential backoff. Every wait is on the port's doorbell (`park.rs`), so dropping the
+//! port never waits for a backoff to run out, and a suspended port parks here too.
 
 use std::ffi::{OsStr, OsString};
 use std::io;
@@ -10,8 +10,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use vmm_sys_util::eventfd::EventFd;
-
+use super::park::Signals;
 use super::serve::{wait, Ready};
 use crate::counters::LogLimiter;
 use crate::socket_dir::SocketDir;
@@ -26,7 +25,7 @@ const STABLE_CONNECTION: Duration = Duration::from_secs(1);
 
 /// Exponential backoff: `initial`, doubling, capped at `max`.
 #[derive(Debug, Clone)]
-pub(super) struct Backoff {
+pub(crate) struct Backoff {
     initial: Duration,
     max: Duration,
     next: Duration,
@@ -55,7 +54,7 @@ impl Backoff {
 }
 
 /// Where the control thread gets its next frontend from.
-pub(super) enum StreamSource {
+pub(crate) enum StreamSource {
     /// Server mode: frontends connect to our (non-blocking) listener.
     Accept(UnixListener),
     /// Client mode: we connect to the frontend's socket, `name` in the held `dir`.
@@ -71,7 +70,7 @@ pub(super) enum StreamSource {
 }
 
 impl StreamSource {
-    pub(super) fn connect(dir: Arc<SocketDir>, name: OsString) -> Self {
+    pub(crate) fn connect(dir: Arc<SocketDir>, name: OsString) -> Self {
         StreamSource::Connect {
             dir,
             name,
@@ -83,7 +82,7 @@ impl StreamSource {
     /// The next frontend's stream; `None` once the port stops (or cannot wait any more).
     pub(super) fn next_stream(
         &mut self,
-        stop: &EventFd,
+        stop: &Signals,
         log: &mut LogLimiter,
     ) -> Option<UnixStream> {
         match self {
@@ -111,7 +110,7 @@ impl StreamSource {
 }
 
 /// Waits `delay` unless the port stops first: `Some(true)` when the delay passed.
-fn pause(stop: &EventFd, delay: Duration) -> Option<bool> {
+fn pause(stop: &Signals, delay: Duration) -> Option<bool> {
     match wait(None, stop, Some(delay)) {
         Ok(Ready::Timeout | Ready::Socket) => Some(true),
         Ok(Ready::Stop) => None,
@@ -122,7 +121,7 @@ fn pause(stop: &EventFd, delay: Duration) -> Option<bool> {
     }
 }
 
-fn accept(listener: &UnixListener, stop: &EventFd, log: &mut LogLimiter) -> Option<UnixStream> {
+fn accept(listener: &UnixListener, stop: &Signals, log: &mut LogLimiter) -> Option<UnixStream> {
     loop {
         match wait(Some(listener.as_raw_fd()), stop, None) {
             Ok(Ready::Stop) => return None,
@@ -153,7 +152,7 @@ fn connect(
     dir: &SocketDir,
     name: &OsStr,
     backoff: &mut Backoff,
-    stop: &EventFd,
+    stop: &Signals,
     log: &mut LogLimiter,
 ) -> Option<UnixStream> {
     loop {
@@ -190,8 +189,8 @@ mod tests {
 
     #[test]
     fn a_stop_ends_a_pause_at_once() {
-        let stop = EventFd::new(vmm_sys_util::eventfd::EFD_NONBLOCK).unwrap();
-        stop.write(1).unwrap();
+        let stop = Signals::new().unwrap();
+        stop.stop();
         let started = Instant::now();
         assert_eq!(pause(&stop, Duration::from_secs(10)), None);
         assert!(started.elapsed() < Duration::from_secs(1));

@@ -1,6 +1,7 @@
 //! The port over its real socket, with the `vhost` crate's frontend as the peer.
 
 use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::AtomicUsize;
 
 use super::*;
@@ -10,34 +11,35 @@ use vhost::vhost_user::message::{VhostUserHeaderFlag, VhostUserProtocolFeatures}
 use vhost::vhost_user::{Frontend, VhostUserFrontend};
 use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
 use vm_memory::{FileOffset, GuestAddress, GuestMemoryMmap};
+use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 use weft_packet::OffloadInfo;
 use weft_switch::{PortRx, PortTx, RxBatch, TxFrame};
 
-const VA: u64 = 0x7f00_0000_0000;
+pub(crate) const VA: u64 = 0x7f00_0000_0000;
 
-pub(super) fn socket_path(tag: &str) -> PathBuf {
+pub(crate) fn socket_path(tag: &str) -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
     let n = N.fetch_add(1, Ordering::Relaxed);
     std::env::temp_dir().join(format!("weft-vhost-{}-{tag}-{n}.sock", std::process::id()))
 }
 
 /// A frontend process in miniature: its memory, its two rings, its socket.
-pub(super) struct Guest {
-    pub(super) fe: Frontend,
-    pub(super) file: std::fs::File,
-    pub(super) rxq: GuestRing,
-    pub(super) txq: GuestRing,
-    call: [EventFd; 2],
-    kick: [EventFd; 2],
+pub(crate) struct Guest {
+    pub(crate) fe: Frontend,
+    pub(crate) file: std::fs::File,
+    pub(crate) rxq: GuestRing,
+    pub(crate) txq: GuestRing,
+    pub(crate) call: [EventFd; 2],
+    pub(crate) kick: [EventFd; 2],
 }
 
 impl Guest {
-    pub(super) fn connect(path: &Path) -> Guest {
+    pub(crate) fn connect(path: &Path) -> Guest {
         Guest::with(Frontend::connect(path, 2).unwrap())
     }
 
     /// A frontend that accepted `stream` (weft in client mode connected to it).
-    pub(super) fn from_stream(stream: UnixStream) -> Guest {
+    pub(crate) fn from_stream(stream: UnixStream) -> Guest {
         Guest::with(Frontend::from_stream(stream, 2))
     }
 
@@ -61,7 +63,7 @@ impl Guest {
     }
 
     /// Negotiates everything offered, with acknowledged requests.
-    fn negotiate(&mut self) {
+    pub(crate) fn negotiate(&mut self) {
         self.fe.set_owner().unwrap();
         let features = self.fe.get_features().unwrap();
         self.fe.set_features(features).unwrap();
@@ -71,7 +73,7 @@ impl Guest {
         self.fe.set_hdr_flags(VhostUserHeaderFlag::NEED_REPLY);
     }
 
-    fn mem_table(&mut self) -> vhost::Result<()> {
+    pub(crate) fn mem_table(&mut self) -> vhost::Result<()> {
         let region = VhostUserMemoryRegionInfo {
             guest_phys_addr: 0,
             memory_size: GUEST_MEM,
@@ -82,7 +84,7 @@ impl Guest {
         self.fe.set_mem_table(&[region]).map(|_| ())
     }
 
-    fn ring(&mut self, index: usize) -> vhost::Result<()> {
+    pub(crate) fn ring(&mut self, index: usize) -> vhost::Result<()> {
         let ring = if index == RX_QUEUE {
             &self.rxq
         } else {
@@ -105,7 +107,7 @@ impl Guest {
         self.fe.set_vring_enable(index, true)
     }
 
-    pub(super) fn start(&mut self) {
+    pub(crate) fn start(&mut self) {
         self.negotiate();
         self.mem_table().unwrap();
         self.ring(RX_QUEUE).unwrap();
@@ -113,7 +115,7 @@ impl Guest {
     }
 }
 
-fn receive(rx: &mut VhostPortRx) -> Vec<Vec<u8>> {
+pub(crate) fn receive(rx: &mut VhostPortRx) -> Vec<Vec<u8>> {
     let mut batch = RxBatch::new(64);
     rx.receive(&mut batch);
     let out = batch
@@ -125,7 +127,7 @@ fn receive(rx: &mut VhostPortRx) -> Vec<Vec<u8>> {
     out
 }
 
-pub(super) fn wait_for(what: &str, f: impl Fn() -> bool) {
+pub(crate) fn wait_for(what: &str, f: impl Fn() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(5);
     while !f() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
@@ -134,7 +136,7 @@ pub(super) fn wait_for(what: &str, f: impl Fn() -> bool) {
 }
 
 /// Frames pass both ways between the port's halves and `guest`.
-pub(super) fn assert_traffic(
+pub(crate) fn assert_traffic(
     guest: &mut Guest,
     rx: &mut VhostPortRx,
     tx: &mut VhostPortTx,
