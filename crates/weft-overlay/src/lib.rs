@@ -26,6 +26,7 @@
 
 pub mod device;
 pub mod error;
+pub mod handover;
 pub mod netns;
 pub mod tcp_link;
 pub mod vxlan;
@@ -38,10 +39,11 @@ pub use vxlan::{config, decap, encap, gro, remote_fdb, rx_coalesce, stats, too_b
 
 pub use device::{tcp_link_device, vxlan_device, TcpLinkDevice, VxlanDevice};
 pub use error::OverlayError;
+pub use handover::HandoverError;
 pub use vxlan::{
     decapsulate, DecapDrop, DecapRules, DirectoryApplied, EntrySource, FloodApplied, OverlayStats,
     OverlayStatsSnapshot, RemoteEntry, RemoteFdb, RemoteFdbHandle, SocketPaths, VxlanConfig,
-    VxlanPort, VxlanRx, VxlanTx, MAX_SUPER_FRAME,
+    VxlanHandover, VxlanHandoverSource, VxlanPort, VxlanRx, VxlanTx, MAX_SUPER_FRAME,
 };
 
 /// Most configured remote endpoints per port (head-end replication sends one datagram to

@@ -14,6 +14,7 @@ mod flood_list;
 #[doc(hidden)]
 pub mod fuzz_entry;
 pub mod gro;
+pub mod handover;
 pub(crate) mod port;
 pub mod remote_fdb;
 mod rx;
@@ -36,6 +37,7 @@ pub use config::VxlanConfig;
 pub use decap::{decapsulate, DecapRules};
 pub use fdb_handle::RemoteFdbHandle;
 pub use flood_list::FloodApplied;
+pub use handover::{VxlanHandover, VxlanHandoverSource};
 pub use port::{SocketPaths, VxlanPort, MAX_SUPER_FRAME};
 pub use remote_fdb::directory::DirectoryApplied;
 pub use remote_fdb::{EntrySource, RemoteEntry, RemoteFdb};

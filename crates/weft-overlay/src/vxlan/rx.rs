@@ -14,6 +14,7 @@ use weft_packet::MacAddr;
 use weft_switch::{FrameHandle, PortCaps, PortRx, RxBatch, RxDesc, RxFrame};
 use weft_sys::{IoVecMut, MmsgBatch};
 
+use crate::handover::RxParking;
 use crate::vxlan::decap::{decapsulate, remote_allowed, DecapRules};
 use crate::vxlan::flood_list::FloodCopy;
 use crate::vxlan::gro::{read_control, GroError};
@@ -36,17 +37,42 @@ pub(crate) struct Lent {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Received {
     /// Start of its slot in `buffers`.
-    start: usize,
-    len: usize,
+    pub(crate) start: usize,
+    pub(crate) len: usize,
     /// Length of each datagram in it (the last may be shorter).
-    segment: usize,
-    truncated: bool,
-    source: IpAddr,
+    pub(crate) segment: usize,
+    pub(crate) truncated: bool,
+    pub(crate) source: IpAddr,
+}
+
+/// What a batch left undrained (GRO buffers of more datagrams than the batch took), parked
+/// between batches so that a hand-over finds it ([`crate::handover::RxParking`]).
+#[derive(Debug, Default)]
+pub(crate) struct RxLeftover {
+    pub(crate) buffers: Vec<u8>,
+    pub(crate) received: Vec<Received>,
+    pub(crate) next: (usize, usize),
+}
+
+impl RxLeftover {
+    /// The datagrams not delivered yet: each buffer's rest (from the next datagram on).
+    pub(crate) fn pending(&self) -> impl Iterator<Item = (Received, &[u8])> + '_ {
+        let (index, offset) = self.next;
+        self.received
+            .iter()
+            .enumerate()
+            .skip(index)
+            .filter_map(move |(i, r)| {
+                let from = if i == index { offset } else { 0 };
+                let bytes = self.buffers.get(r.start + from..r.start + r.len)?;
+                Some((*r, bytes))
+            })
+    }
 }
 
 /// The receive half.
 pub struct VxlanRx {
-    pub(crate) socket: std::net::UdpSocket,
+    pub(crate) socket: Arc<std::net::UdpSocket>,
     pub(crate) rules: DecapRules,
     /// The flood list (sorted): whom datagrams are taken from without learning.
     pub(crate) flood: FloodCopy,
@@ -73,11 +99,66 @@ pub struct VxlanRx {
     /// ICMP answers the transmit half queued, and those taken from it until `finish`.
     pub(crate) too_big: Option<Arc<TooBigShared>>,
     pub(crate) answers: TooBigQueue,
+    /// Where `buffers`, `received` and `next` wait between batches when some datagrams are
+    /// not drained yet (`parked` then).
+    pub(crate) parking: Arc<RxParking<RxLeftover>>,
+    pub(crate) parked: bool,
 }
 
 impl VxlanRx {
     fn drained(&self) -> bool {
         self.next.0 >= self.received.len()
+    }
+
+    /// Takes back what the last batch parked.
+    fn unpark(&mut self) {
+        if let Some(l) = self.parking.unpark() {
+            self.buffers = l.buffers;
+            self.received = l.received;
+            self.next = l.next;
+        }
+        self.parked = false;
+    }
+
+    /// Puts datagrams a hand-over carried in the first slots, to be drained first. Refused
+    /// (nothing changed) when they do not fit the slots.
+    pub(crate) fn restore(
+        &mut self,
+        pending: &[(Received, &[u8])],
+    ) -> Result<(), crate::handover::HandoverError> {
+        use crate::handover::HandoverError::BadState;
+        if pending.len() > self.batch {
+            return Err(BadState(format!(
+                "{} pending datagram buffers, the port has {} slots",
+                pending.len(),
+                self.batch
+            )));
+        }
+        if let Some((_, b)) = pending.iter().find(|(_, b)| b.len() > self.slot_len) {
+            return Err(BadState(format!(
+                "a pending datagram buffer of {} bytes, slots of {}",
+                b.len(),
+                self.slot_len
+            )));
+        }
+        self.received.clear();
+        for (slot, (r, bytes)) in pending.iter().enumerate() {
+            let start = slot * self.slot_len;
+            let Some(to) = self.buffers.get_mut(start..start + bytes.len()) else {
+                return Err(BadState("pending datagrams beyond the slots".into()));
+            };
+            to.copy_from_slice(bytes);
+            self.received.push(Received {
+                start,
+                len: bytes.len(),
+                segment: r.segment.max(1),
+                truncated: r.truncated,
+                source: r.source,
+            });
+        }
+        self.next = (0, 0);
+        self.slots_used = pending.len();
+        Ok(())
     }
 
     /// Reads up to `want` buffers into the free slots; records the ones from allowed remotes
@@ -284,6 +365,7 @@ impl VxlanRx {
 
 impl PortRx for VxlanRx {
     fn receive(&mut self, batch: &mut RxBatch) {
+        self.unpark();
         self.take_answers(batch);
         if self.drained() {
             // Before reading: the datagrams of this burst are checked against the list.
@@ -309,7 +391,20 @@ impl PortRx for VxlanRx {
         self.answers.clear();
         if self.drained() {
             self.slots_used = 0;
+            self.parking.idle();
+        } else {
+            self.parking.park(RxLeftover {
+                buffers: std::mem::take(&mut self.buffers),
+                received: std::mem::take(&mut self.received),
+                next: self.next,
+            });
+            self.parked = true;
         }
+    }
+
+    fn needs_polling(&self) -> bool {
+        // Datagrams received before wait for room in a batch, whatever the socket says.
+        self.parked || !self.drained()
     }
 
     fn readiness_fd(&self) -> Option<RawFd> {
