@@ -20,6 +20,7 @@ pub mod remote_fdb;
 mod rx;
 pub mod rx_coalesce;
 mod rx_coalesce_udp;
+mod rx_handover;
 pub mod stats;
 mod sys;
 pub mod too_big;

@@ -21,6 +21,7 @@ use crate::vxlan::gro::{read_control, GroError};
 use crate::vxlan::port::lock;
 use crate::vxlan::remote_fdb::RemoteFdb;
 use crate::vxlan::rx_coalesce::{coalesce, MergeKinds};
+pub(crate) use crate::vxlan::rx_handover::RxLeftover;
 use crate::vxlan::stats::{DecapDrop, OverlayStats};
 use crate::vxlan::too_big::{TooBigQueue, TooBigShared};
 
@@ -43,31 +44,6 @@ pub(crate) struct Received {
     pub(crate) segment: usize,
     pub(crate) truncated: bool,
     pub(crate) source: IpAddr,
-}
-
-/// What a batch left undrained (GRO buffers of more datagrams than the batch took), parked
-/// between batches so that a hand-over finds it ([`crate::handover::RxParking`]).
-#[derive(Debug, Default)]
-pub(crate) struct RxLeftover {
-    pub(crate) buffers: Vec<u8>,
-    pub(crate) received: Vec<Received>,
-    pub(crate) next: (usize, usize),
-}
-
-impl RxLeftover {
-    /// The datagrams not delivered yet: each buffer's rest (from the next datagram on).
-    pub(crate) fn pending(&self) -> impl Iterator<Item = (Received, &[u8])> + '_ {
-        let (index, offset) = self.next;
-        self.received
-            .iter()
-            .enumerate()
-            .skip(index)
-            .filter_map(move |(i, r)| {
-                let from = if i == index { offset } else { 0 };
-                let bytes = self.buffers.get(r.start + from..r.start + r.len)?;
-                Some((*r, bytes))
-            })
-    }
 }
 
 /// The receive half.
@@ -108,57 +84,6 @@ pub struct VxlanRx {
 impl VxlanRx {
     fn drained(&self) -> bool {
         self.next.0 >= self.received.len()
-    }
-
-    /// Takes back what the last batch parked.
-    fn unpark(&mut self) {
-        if let Some(l) = self.parking.unpark() {
-            self.buffers = l.buffers;
-            self.received = l.received;
-            self.next = l.next;
-        }
-        self.parked = false;
-    }
-
-    /// Puts datagrams a hand-over carried in the first slots, to be drained first. Refused
-    /// (nothing changed) when they do not fit the slots.
-    pub(crate) fn restore(
-        &mut self,
-        pending: &[(Received, &[u8])],
-    ) -> Result<(), crate::handover::HandoverError> {
-        use crate::handover::HandoverError::BadState;
-        if pending.len() > self.batch {
-            return Err(BadState(format!(
-                "{} pending datagram buffers, the port has {} slots",
-                pending.len(),
-                self.batch
-            )));
-        }
-        if let Some((_, b)) = pending.iter().find(|(_, b)| b.len() > self.slot_len) {
-            return Err(BadState(format!(
-                "a pending datagram buffer of {} bytes, slots of {}",
-                b.len(),
-                self.slot_len
-            )));
-        }
-        self.received.clear();
-        for (slot, (r, bytes)) in pending.iter().enumerate() {
-            let start = slot * self.slot_len;
-            let Some(to) = self.buffers.get_mut(start..start + bytes.len()) else {
-                return Err(BadState("pending datagrams beyond the slots".into()));
-            };
-            to.copy_from_slice(bytes);
-            self.received.push(Received {
-                start,
-                len: bytes.len(),
-                segment: r.segment.max(1),
-                truncated: r.truncated,
-                source: r.source,
-            });
-        }
-        self.next = (0, 0);
-        self.slots_used = pending.len();
-        Ok(())
     }
 
     /// Reads up to `want` buffers into the free slots; records the ones from allowed remotes
