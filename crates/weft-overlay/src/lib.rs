@@ -11,6 +11,9 @@
 //!   port's table, and its flood list (configured remotes and the directory's VTEPs), are
 //!   reached through its [`RemoteFdbHandle`].
 //! - [`tcp_link`]: a point-to-point link that carries frames over one TCP connection.
+//! - [`handover`]: handing live ports to another weftd (a zero-gap upgrade): each kind's
+//!   hand-over source ([`VxlanHandoverSource`], [`tcp_link::TcpLinkHandoverSource`]) gives
+//!   its descriptors and a serde description; `adopt` takes them in the new process.
 //!
 //! Layout: `src/vxlan/` holds the VXLAN port (receive, transmit, headers, FDB, sockets) and
 //! `src/tcp_link/` the TCP link, beside each other; `error`, `netns` and `device` (each as a
