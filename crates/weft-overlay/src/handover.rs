@@ -3,7 +3,7 @@
 //! received descriptor passes before it is trusted, bytes written as hex in the JSON
 //! description, and the receive half's parking spot.
 //!
-//! The parking spot ([`RxParking`]) is how state that lives in a receive half — owned by a
+//! The parking spot (`RxParking`) is how state that lives in a receive half — owned by a
 //! worker thread, behind a `Box<dyn PortRx>` weftd cannot reach — is read at a batch
 //! boundary: when a batch ends with bytes still buffered in user space (a half-received TCP
 //! frame, GRO datagrams not drained yet), `finish` moves the buffer into the spot (a pointer

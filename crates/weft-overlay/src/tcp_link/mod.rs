@@ -38,7 +38,7 @@ pub mod framing;
 #[doc(hidden)]
 pub mod fuzz_entry;
 mod halves;
-mod handover;
+pub mod handover;
 mod handshake;
 mod key_file;
 mod outbuf;
