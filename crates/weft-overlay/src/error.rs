@@ -41,4 +41,7 @@ pub enum OverlayError {
         /// The bound.
         max: usize,
     },
+    /// A hand-over to another weftd could not be taken, or one received was refused.
+    #[error(transparent)]
+    Handover(#[from] crate::handover::HandoverError),
 }

@@ -11,6 +11,9 @@
 //!   port's table, and its flood list (configured remotes and the directory's VTEPs), are
 //!   reached through its [`RemoteFdbHandle`].
 //! - [`tcp_link`]: a point-to-point link that carries frames over one TCP connection.
+//! - [`handover`]: handing live ports to another weftd (a zero-gap upgrade): each kind's
+//!   hand-over source ([`VxlanHandoverSource`], [`tcp_link::TcpLinkHandoverSource`]) gives
+//!   its descriptors and a serde description; `adopt` takes them in the new process.
 //!
 //! Layout: `src/vxlan/` holds the VXLAN port (receive, transmit, headers, FDB, sockets) and
 //! `src/tcp_link/` the TCP link, beside each other; `error`, `netns` and `device` (each as a
@@ -26,6 +29,7 @@
 
 pub mod device;
 pub mod error;
+pub mod handover;
 pub mod netns;
 pub mod tcp_link;
 pub mod vxlan;
@@ -38,10 +42,11 @@ pub use vxlan::{config, decap, encap, gro, remote_fdb, rx_coalesce, stats, too_b
 
 pub use device::{tcp_link_device, vxlan_device, TcpLinkDevice, VxlanDevice};
 pub use error::OverlayError;
+pub use handover::HandoverError;
 pub use vxlan::{
     decapsulate, DecapDrop, DecapRules, DirectoryApplied, EntrySource, FloodApplied, OverlayStats,
     OverlayStatsSnapshot, RemoteEntry, RemoteFdb, RemoteFdbHandle, SocketPaths, VxlanConfig,
-    VxlanPort, VxlanRx, VxlanTx, MAX_SUPER_FRAME,
+    VxlanHandover, VxlanHandoverSource, VxlanPort, VxlanRx, VxlanTx, MAX_SUPER_FRAME,
 };
 
 /// Most configured remote endpoints per port (head-end replication sends one datagram to

@@ -24,8 +24,10 @@ use weft_sys::sockopt::{self, opt};
 use super::auth::{HandshakeError, LinkKey, Role};
 use super::handshake::{Handshake, Pending, Refusals, MAX_PENDING};
 use super::outbuf::OutBuf;
+use super::park::LinkPark;
 use super::stats::{TcpLinkDrop, TcpLinkStats};
 use super::TcpLinkConfig;
+use crate::handover::RxParking;
 
 /// What the halves and the link thread share.
 pub(crate) struct Shared {
@@ -41,6 +43,22 @@ pub(crate) struct Shared {
     /// The receive half's readiness descriptor: holds the current connection's socket.
     pub(crate) readiness: Epoll,
     pub(crate) stop: AtomicBool,
+    /// Holds the link thread still while a hand-over reads the link's state.
+    pub(crate) park: LinkPark,
+    /// A duplicate of the listening socket (for a hand-over), when listening.
+    pub(crate) listener: Option<TcpListener>,
+    /// The receive half's buffered bytes between batches.
+    pub(crate) rx_parking: RxParking<ParkedRx>,
+    /// The link has a key: its connections passed the handshake.
+    pub(crate) keyed: bool,
+    pub(crate) link_id: u32,
+}
+
+/// What the receive half parks between batches when bytes of its stream wait in user space.
+pub(crate) struct ParkedRx {
+    pub(crate) reasm: super::framing::Reassembler,
+    /// The connection they came from (the generation the half followed).
+    pub(crate) generation: u64,
 }
 
 /// Takes a mutex whether or not a panicking thread poisoned it: the guarded values keep
@@ -51,7 +69,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Shared {
     /// Makes `stream` the connection (or none), for both halves.
-    fn publish(&self, stream: Option<Arc<TcpStream>>) {
+    pub(crate) fn publish(&self, stream: Option<Arc<TcpStream>>) {
         let mut current = lock(&self.current);
         if let Some(old) = current.take() {
             let _ = epoll_delete(&self.readiness, old.as_fd());
@@ -78,6 +96,11 @@ impl Shared {
     fn stopping(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
     }
+
+    /// A point where the link thread may park for a hand-over; true: end now, quietly.
+    fn park_point(&self) -> bool {
+        self.park.point(|| self.stopping())
+    }
 }
 
 /// How the link thread gets its connections.
@@ -100,15 +123,42 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 /// How long the link thread sleeps at most without an event (it then checks for stop).
 const TICK: Duration = Duration::from_millis(500);
 
-/// The link thread's body: runs until [`Shared::stop`].
-pub(crate) fn run(shared: &Shared, dial: &Dial, config: &TcpLinkConfig) {
+/// How long a hand-over waits for the link thread to park at most: a connection attempt
+/// and a handshake in progress finish first.
+pub(crate) fn park_timeout(config: &TcpLinkConfig) -> Duration {
+    CONNECT_TIMEOUT + config.handshake_timeout + 2 * TICK
+}
+
+/// The link thread's body: runs until [`Shared::stop`]. `adopted`: a connection handed over
+/// from another process, already published, watched first.
+pub(crate) fn run(
+    shared: &Shared,
+    dial: &Dial,
+    config: &TcpLinkConfig,
+    adopted: Option<Arc<TcpStream>>,
+) {
     let mut refusals = Refusals::default();
     let mut pending = config
         .key
         .clone()
         .map(|key| Pending::new(key, config.link_id, config.handshake_timeout));
+    if let Some(stream) = adopted {
+        if serve(
+            shared,
+            dial,
+            config,
+            stream,
+            pending.as_mut(),
+            &mut refusals,
+        ) {
+            return;
+        }
+    }
     let mut backoff = FIRST_BACKOFF;
     while !shared.stopping() {
+        if shared.park_point() {
+            return;
+        }
         let stream = match dial {
             Dial::Listen(listener) => accept(shared, listener, pending.as_mut(), &mut refusals),
             Dial::Connect(addr, netns) => {
@@ -148,22 +198,46 @@ pub(crate) fn run(shared: &Shared, dial: &Dial, config: &TcpLinkConfig) {
             continue;
         }
         backoff = FIRST_BACKOFF;
-        let mut stream = Arc::new(stream);
+        let stream = Arc::new(stream);
         shared.publish(Some(Arc::clone(&stream)));
-        // Until the connection is lost or the port stops.
-        while let Watch::Replace(newer) =
-            watch(shared, &stream, dial, pending.as_mut(), &mut refusals)
-        {
-            match tune(&newer, config) {
+        if serve(
+            shared,
+            dial,
+            config,
+            stream,
+            pending.as_mut(),
+            &mut refusals,
+        ) {
+            return;
+        }
+    }
+}
+
+/// Watches a published connection, and the newer ones that replace it, until it is lost
+/// or the port stops. True: the port stopped after a hand-over; leave the connection be.
+fn serve(
+    shared: &Shared,
+    dial: &Dial,
+    config: &TcpLinkConfig,
+    mut stream: Arc<TcpStream>,
+    mut pending: Option<&mut Pending>,
+    refusals: &mut Refusals,
+) -> bool {
+    loop {
+        match watch(shared, &stream, dial, pending.as_deref_mut(), refusals) {
+            Watch::Replace(newer) => match tune(&newer, config) {
                 Ok(()) => {
                     stream = Arc::new(newer);
                     shared.publish(Some(Arc::clone(&stream)));
                 }
                 Err(_) => shared.stats.io_error(),
-            }
+            },
+            Watch::HandedOver => return true,
+            Watch::Lost | Watch::Stop => break,
         }
-        shared.publish(None);
     }
+    shared.publish(None);
+    false
 }
 
 /// The connecting end's handshake: nothing else waits on the link thread meanwhile (there
@@ -310,6 +384,8 @@ enum Watch {
     Lost,
     /// The port is going away.
     Stop,
+    /// The port is going away after handing its connection to another process.
+    HandedOver,
 }
 
 /// Watches the live connection: hang-ups, errors, room to flush buffered output, newer
@@ -322,6 +398,9 @@ fn watch(
     refusals: &mut Refusals,
 ) -> Watch {
     loop {
+        if shared.park_point() {
+            return Watch::HandedOver;
+        }
         if shared.stopping() {
             return Watch::Stop;
         }
@@ -406,7 +485,7 @@ fn same_source(a: &TcpStream, b: &TcpStream) -> bool {
 /// batched); keepalive probes and a user timeout so that a cut underlay is noticed within
 /// `dead_after` whether the link is idle or has data in flight; socket buffers as configured
 /// (the kernel's autotuning, which follows the bandwidth-delay product, when not).
-fn tune(stream: &TcpStream, config: &TcpLinkConfig) -> std::io::Result<()> {
+pub(crate) fn tune(stream: &TcpStream, config: &TcpLinkConfig) -> std::io::Result<()> {
     stream.set_nonblocking(true)?;
     stream.set_nodelay(true)?;
     let dead = config.dead_after.max(Duration::from_secs(2));

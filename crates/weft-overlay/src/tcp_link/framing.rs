@@ -206,6 +206,44 @@ impl Reassembler {
         }
     }
 
+    /// A placeholder without a buffer (decodes nothing, receives nothing).
+    pub(crate) fn empty() -> Reassembler {
+        Reassembler {
+            buf: Vec::new(),
+            start: 0,
+            end: 0,
+        }
+    }
+
+    /// The bytes received but not decoded yet.
+    pub fn pending_bytes(&self) -> &[u8] {
+        self.buf.get(self.start..self.end).unwrap_or(&[])
+    }
+
+    /// Starts over with `bytes` as the bytes received (a stream carried over from another
+    /// process); false (nothing changed) when they do not fit the buffer.
+    pub fn load(&mut self, bytes: &[u8]) -> bool {
+        let Some(to) = self.buf.get_mut(..bytes.len()) else {
+            return false;
+        };
+        to.copy_from_slice(bytes);
+        self.start = 0;
+        self.end = bytes.len();
+        true
+    }
+
+    /// True when a whole frame (valid or not) is buffered: decoding goes on without reading.
+    pub fn has_frame(&self) -> bool {
+        let p = self.pending_bytes();
+        let (Some(l), true) = (p.get(field::LENGTH), p.len() >= HEADER_LEN) else {
+            return false;
+        };
+        let len =
+            usize::try_from(u32::from_be_bytes([l[0], l[1], l[2], l[3]])).unwrap_or(usize::MAX);
+        // A length that cuts the stream is acted on at once too.
+        !(MIN_FRAME_LEN..=MAX_WIRE_FRAME_LEN).contains(&len) || p.len() - HEADER_LEN >= len
+    }
+
     /// Forgets everything buffered (a new connection starts a new stream).
     pub fn reset(&mut self) {
         self.start = 0;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use weft_switch::{FrameHandle, PortCaps, PortRx, PortTx, RxBatch, RxDesc, RxFrame, TxFrame};
 
-use super::conn::{lock, Shared};
+use super::conn::{lock, ParkedRx, Shared};
 use super::framing::{DecodeRules, Decoded, Reassembler};
 use super::stats::TcpLinkDrop;
 use super::LinkGuard;
@@ -27,6 +27,8 @@ pub struct TcpLinkRx {
     pub(crate) reasm: Reassembler,
     /// Frames lent since the last `finish`, as ranges of the reassembly buffer.
     pub(crate) lent: Vec<std::ops::Range<usize>>,
+    /// A whole frame is buffered (at the last `finish`).
+    pub(crate) frame_buffered: bool,
 }
 
 impl TcpLinkRx {
@@ -85,6 +87,9 @@ impl TcpLinkRx {
 
 impl PortRx for TcpLinkRx {
     fn receive(&mut self, batch: &mut RxBatch) {
+        if let Some(parked) = self.guard.shared.rx_parking.unpark() {
+            self.reasm = parked.reasm;
+        }
         self.follow_connection();
         let mut reads = 0;
         let mut accepted = 0;
@@ -133,6 +138,22 @@ impl PortRx for TcpLinkRx {
     fn finish(&mut self) {
         self.lent.clear();
         self.reasm.compact();
+        self.frame_buffered = self.reasm.has_frame();
+        let parking = &self.guard.shared.rx_parking;
+        if self.reasm.pending() == 0 {
+            parking.idle();
+        } else {
+            // Where a hand-over finds these bytes (the next `receive` takes them back).
+            parking.park(ParkedRx {
+                reasm: std::mem::replace(&mut self.reasm, Reassembler::empty()),
+                generation: self.generation,
+            });
+        }
+    }
+
+    fn needs_polling(&self) -> bool {
+        // Frames already buffered are delivered whatever the socket says.
+        self.frame_buffered
     }
 
     fn readiness_fd(&self) -> Option<RawFd> {

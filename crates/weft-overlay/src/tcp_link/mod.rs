@@ -38,9 +38,11 @@ pub mod framing;
 #[doc(hidden)]
 pub mod fuzz_entry;
 mod halves;
+pub mod handover;
 mod handshake;
 mod key_file;
 mod outbuf;
+mod park;
 pub mod stats;
 
 #[cfg(test)]
@@ -59,9 +61,14 @@ use crate::error::OverlayError;
 use conn::{Dial, Shared};
 use framing::{DecodeRules, Reassembler, HEADER_LEN, MAX_WIRE_FRAME_LEN};
 use outbuf::OutBuf;
+use park::LinkPark;
+
+use crate::handover::RxParking;
 
 pub use auth::{KeyFileError, LinkKey};
 pub use halves::{TcpLinkRx, TcpLinkTx};
+pub(crate) use handover::Carried;
+pub use handover::{TcpConnectionHandover, TcpLinkHandover, TcpLinkHandoverSource};
 pub use key_file::{key_file_options, read_key_file, read_opened_key_file, KeyFileBytes};
 pub use stats::{TcpLinkDrop, TcpLinkStats, TcpLinkStatsSnapshot};
 
@@ -177,6 +184,7 @@ impl Drop for LinkGuard {
             .stop
             .store(true, std::sync::atomic::Ordering::Relaxed);
         self.shared.wake();
+        self.shared.park.notify();
     }
 }
 
@@ -209,9 +217,22 @@ impl TcpLinkPort {
             }
             TcpLinkMode::Connect(addr) => Dial::Connect(addr, config.netns.clone()),
         };
-        let local = match &dial {
-            Dial::Listen(l) => l.local_addr().ok(),
-            Dial::Connect(..) => None,
+        TcpLinkPort::start(config, dial, None)
+    }
+
+    /// The port around its listener or peer address, and a connection carried over from
+    /// another process if any; starts the link thread.
+    pub(crate) fn start(
+        config: &TcpLinkConfig,
+        dial: Dial,
+        carried: Option<Carried<'_>>,
+    ) -> Result<TcpLinkPort, OverlayError> {
+        let (local, listener) = match &dial {
+            Dial::Listen(l) => (
+                l.local_addr().ok(),
+                Some(l.try_clone().map_err(socket_error("dup the listener"))?),
+            ),
+            Dial::Connect(..) => (None, None),
         };
         let stats = Arc::new(TcpLinkStats::default());
         let shared = Arc::new(Shared {
@@ -228,12 +249,34 @@ impl TcpLinkPort {
                 source,
             })?,
             stop: AtomicBool::new(false),
+            park: LinkPark::new(conn::park_timeout(config)),
+            listener,
+            rx_parking: RxParking::default(),
+            keyed: config.key.is_some(),
+            link_id: config.link_id,
         });
+        let mut reasm = Reassembler::new(config.rx_buffer);
+        let (mut adopted, mut generation) = (None, 0);
+        if let Some(c) = carried {
+            let stream = Arc::new(c.stream);
+            if !reasm.load(c.rx) || !conn::lock(&shared.out).load(c.tx) {
+                return Err(crate::handover::HandoverError::BadState(
+                    "buffered bytes beyond the buffers".into(),
+                )
+                .into());
+            }
+            shared.publish(Some(Arc::clone(&stream)));
+            // Publishing started the output buffer over: the carried bytes go first.
+            conn::lock(&shared.out).load(c.tx);
+            generation = shared.generation.load(std::sync::atomic::Ordering::Acquire);
+            adopted = Some(stream);
+        }
         let thread_shared = Arc::clone(&shared);
         let thread_config = config.clone();
+        let thread_stream = adopted.clone();
         std::thread::Builder::new()
             .name("weft-tcp-link".into())
-            .spawn(move || conn::run(&thread_shared, &dial, &thread_config))
+            .spawn(move || conn::run(&thread_shared, &dial, &thread_config, thread_stream))
             .map_err(socket_error("spawn the link thread"))?;
         let guard = Arc::new(LinkGuard { shared });
         let caps = config.caps();
@@ -244,9 +287,10 @@ impl TcpLinkPort {
                 max_frame_len: caps.max_frame_len,
                 offloads: config.offloads,
             },
-            stream: None,
-            generation: 0,
-            reasm: Reassembler::new(config.rx_buffer),
+            stream: adopted,
+            generation,
+            frame_buffered: reasm.has_frame(),
+            reasm,
             lent: Vec::with_capacity(weft_switch::port::MAX_BATCH),
         };
         let tx = TcpLinkTx {

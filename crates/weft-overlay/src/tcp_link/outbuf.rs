@@ -54,6 +54,23 @@ impl OutBuf {
         self.start < self.end
     }
 
+    /// The bytes waiting for room in the socket.
+    pub(crate) fn pending(&self) -> &[u8] {
+        self.buf.get(self.start..self.end).unwrap_or(&[])
+    }
+
+    /// Puts `bytes` (carried over from another process) first in line; false (nothing
+    /// changed) when they do not fit.
+    pub(crate) fn load(&mut self, bytes: &[u8]) -> bool {
+        let Some(to) = self.buf.get_mut(..bytes.len()) else {
+            return false;
+        };
+        to.copy_from_slice(bytes);
+        self.start = 0;
+        self.end = bytes.len();
+        true
+    }
+
     /// Appends one encoded frame; false (nothing written) when it does not fit.
     pub(crate) fn push(&mut self, link_id: u32, frame: &TxFrame<'_>) -> bool {
         let Ok(len) = u32::try_from(frame.len()) else {

@@ -3,4 +3,6 @@
 mod auth;
 mod codec;
 mod flood;
+mod handover;
+mod handover_hostile;
 mod sockets;

@@ -111,6 +111,17 @@ impl FloodList {
         self.lock().flood.clone()
     }
 
+    /// The directory's VTEPs on the list (the configured remotes left out).
+    pub(crate) fn directory_remotes(&self) -> Vec<IpAddr> {
+        let lists = self.lock();
+        lists
+            .flood
+            .iter()
+            .skip(self.configured.len())
+            .copied()
+            .collect()
+    }
+
     /// A copy for a half: `sorted` for the receive half.
     pub(crate) fn follow(self: &Arc<Self>, sorted: bool) -> FloodCopy {
         let mut copy = FloodCopy {

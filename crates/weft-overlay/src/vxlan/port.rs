@@ -37,12 +37,12 @@ const GRO_SLOT_LEN: usize = 65_536;
 
 /// An opened VXLAN port, before it is split into halves.
 pub struct VxlanPort {
-    fdb: Arc<Mutex<RemoteFdb>>,
-    flood: Arc<FloodList>,
-    rx: VxlanRx,
-    tx: VxlanTx,
+    pub(crate) fdb: Arc<Mutex<RemoteFdb>>,
+    pub(crate) flood: Arc<FloodList>,
+    pub(crate) rx: VxlanRx,
+    pub(crate) tx: VxlanTx,
     stats: Arc<OverlayStats>,
-    mtu: usize,
+    pub(crate) mtu: usize,
     paths: SocketPaths,
 }
 
@@ -97,20 +97,7 @@ impl VxlanPort {
     /// fewer distinct source ports for the underlay to balance on), and with offloads the
     /// bound sockets for `UDP_SEGMENT`.
     pub fn open(config: &VxlanConfig) -> Result<VxlanPort, OverlayError> {
-        config.validate()?;
-        if config.remotes.len() > MAX_REMOTES {
-            return Err(OverlayError::Config(format!(
-                "{} remotes, at most {MAX_REMOTES}",
-                config.remotes.len()
-            )));
-        }
-        let mut fdb = RemoteFdb::new(config.max_static, config.max_learned);
-        fdb.set_ageing(config.remote_ageing);
-        fdb.set_max_directory(config.max_directory);
-        fdb.set_local(config.local.ip());
-        for (mac, ip) in &config.static_fdb {
-            fdb.insert_static(*mac, *ip)?;
-        }
+        let fdb = new_fdb(config)?;
         let (udp, raw, gso, underlay) = netns::run_in(config.netns.as_deref(), || {
             let udp = sys::udp_socket(config.local)?;
             let raw = raw_socket_if_allowed(config)?;
@@ -143,6 +130,14 @@ impl VxlanPort {
             Ok((udp, raw, gso, underlay))
         })?;
         let mtu = inner_mtu(config, underlay);
+        let sockets = Sockets { udp, raw, gso, mtu };
+        Ok(VxlanPort::assemble(config, fdb, sockets))
+    }
+
+    /// The port around its sockets (opened, or adopted from another process): socket
+    /// options, buffers, the halves.
+    pub(crate) fn assemble(config: &VxlanConfig, fdb: RemoteFdb, sockets: Sockets) -> VxlanPort {
+        let Sockets { udp, raw, gso, mtu } = sockets;
         if config.socket_buffer > 0 {
             udp_offload::size_buffer(&udp, true, config.socket_buffer);
             if let Some(raw) = &raw {
@@ -153,6 +148,10 @@ impl VxlanPort {
             }
         }
         let gro = config.offload && udp_offload::enable_gro(&udp);
+        if !config.offload {
+            // An adopted socket may have it on from a configuration that had offloads.
+            udp_offload::disable_gro(&udp);
+        }
         // Best effort: without it the socket's overflows are only in /proc/net/udp.
         let _ = udp_offload::enable_drop_count(&udp);
         let fdb = Arc::new(Mutex::new(fdb));
@@ -184,7 +183,7 @@ impl VxlanPort {
             .answer_too_big
             .then(|| Arc::new(TooBigShared::default()));
         let rx = VxlanRx {
-            socket: udp,
+            socket: Arc::new(udp),
             rules,
             flood: flood.follow(true),
             learning: config.learning,
@@ -203,6 +202,8 @@ impl VxlanPort {
             batch,
             too_big: too_big.clone(),
             answers: TooBigQueue::default(),
+            parking: Arc::default(),
+            parked: false,
         };
         let paths = SocketPaths {
             raw_send: raw.is_some(),
@@ -218,7 +219,7 @@ impl VxlanPort {
             too_big,
         };
         let tx = VxlanTx::new(setup, config, Arc::clone(&fdb), &flood, Arc::clone(&stats));
-        Ok(VxlanPort {
+        VxlanPort {
             fdb,
             flood,
             rx,
@@ -226,7 +227,7 @@ impl VxlanPort {
             stats,
             mtu,
             paths,
-        })
+        }
     }
 
     /// How the port's datagrams go through the kernel.
@@ -256,6 +257,36 @@ impl VxlanPort {
         self.rx.socket.local_addr().ok()
     }
 }
+
+/// The sockets of a port, opened or adopted, and its inner MTU.
+pub(crate) struct Sockets {
+    pub(crate) udp: std::net::UdpSocket,
+    pub(crate) raw: Option<OwnedFd>,
+    pub(crate) gso: Vec<(OwnedFd, u16)>,
+    pub(crate) mtu: usize,
+}
+
+/// A checked configuration's remote FDB, its static entries in.
+pub(crate) fn new_fdb(config: &VxlanConfig) -> Result<RemoteFdb, OverlayError> {
+    config.validate()?;
+    if config.remotes.len() > MAX_REMOTES {
+        return Err(OverlayError::Config(format!(
+            "{} remotes, at most {MAX_REMOTES}",
+            config.remotes.len()
+        )));
+    }
+    let mut fdb = RemoteFdb::new(config.max_static, config.max_learned);
+    fdb.set_ageing(config.remote_ageing);
+    fdb.set_max_directory(config.max_directory);
+    fdb.set_local(config.local.ip());
+    for (mac, ip) in &config.static_fdb {
+        fdb.insert_static(*mac, *ip)?;
+    }
+    Ok(fdb)
+}
+
+/// The inner MTUs a port may have.
+pub(crate) const INNER_MTU_RANGE: std::ops::RangeInclusive<usize> = MIN_MTU..=MAX_INNER_MTU;
 
 pub(crate) fn lock(fdb: &Mutex<RemoteFdb>) -> MutexGuard<'_, RemoteFdb> {
     // A panic elsewhere while holding the lock leaves a table that is still consistent

@@ -242,6 +242,44 @@ impl RemoteFdb {
         }
     }
 
+    /// Learned entries and how long ago each was last seen, at `now` (for a hand-over).
+    pub(crate) fn learned_ages(&self, now: Instant) -> Vec<(MacAddr, IpAddr, Duration)> {
+        self.entries
+            .iter()
+            .filter(|(_, s)| s.entry.source == EntrySource::Learned)
+            .map(|(mac, s)| {
+                (
+                    *mac,
+                    s.entry.endpoint,
+                    now.saturating_duration_since(s.seen),
+                )
+            })
+            .collect()
+    }
+
+    /// Learns `mac` behind `endpoint` as last seen `age` before `now` (an entry carried
+    /// over from another process, its ageing going on). One already as old as the ageing
+    /// time is left out. What [`RemoteFdb::learn`] does otherwise.
+    pub(crate) fn restore_learned(
+        &mut self,
+        mac: MacAddr,
+        endpoint: IpAddr,
+        age: Duration,
+        now: Instant,
+    ) -> LearnOutcome {
+        if age >= self.ageing {
+            return LearnOutcome::Unchanged;
+        }
+        self.now = now;
+        let outcome = self.learn(mac, endpoint);
+        if let Some(s) = self.entries.get_mut(&mac) {
+            if s.entry.source == EntrySource::Learned {
+                s.seen = now.checked_sub(age).unwrap_or(now);
+            }
+        }
+        outcome
+    }
+
     /// Where `mac` lives, when known.
     pub fn lookup(&self, mac: MacAddr) -> Option<RemoteEntry> {
         self.entries.get(&mac).map(|s| s.entry)

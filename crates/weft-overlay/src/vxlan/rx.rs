@@ -14,12 +14,14 @@ use weft_packet::MacAddr;
 use weft_switch::{FrameHandle, PortCaps, PortRx, RxBatch, RxDesc, RxFrame};
 use weft_sys::{IoVecMut, MmsgBatch};
 
+use crate::handover::RxParking;
 use crate::vxlan::decap::{decapsulate, remote_allowed, DecapRules};
 use crate::vxlan::flood_list::FloodCopy;
 use crate::vxlan::gro::{read_control, GroError};
 use crate::vxlan::port::lock;
 use crate::vxlan::remote_fdb::RemoteFdb;
 use crate::vxlan::rx_coalesce::{coalesce, MergeKinds};
+pub(crate) use crate::vxlan::rx_handover::RxLeftover;
 use crate::vxlan::stats::{DecapDrop, OverlayStats};
 use crate::vxlan::too_big::{TooBigQueue, TooBigShared};
 
@@ -36,17 +38,17 @@ pub(crate) struct Lent {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Received {
     /// Start of its slot in `buffers`.
-    start: usize,
-    len: usize,
+    pub(crate) start: usize,
+    pub(crate) len: usize,
     /// Length of each datagram in it (the last may be shorter).
-    segment: usize,
-    truncated: bool,
-    source: IpAddr,
+    pub(crate) segment: usize,
+    pub(crate) truncated: bool,
+    pub(crate) source: IpAddr,
 }
 
 /// The receive half.
 pub struct VxlanRx {
-    pub(crate) socket: std::net::UdpSocket,
+    pub(crate) socket: Arc<std::net::UdpSocket>,
     pub(crate) rules: DecapRules,
     /// The flood list (sorted): whom datagrams are taken from without learning.
     pub(crate) flood: FloodCopy,
@@ -73,6 +75,10 @@ pub struct VxlanRx {
     /// ICMP answers the transmit half queued, and those taken from it until `finish`.
     pub(crate) too_big: Option<Arc<TooBigShared>>,
     pub(crate) answers: TooBigQueue,
+    /// Where `buffers`, `received` and `next` wait between batches when some datagrams are
+    /// not drained yet (`parked` then).
+    pub(crate) parking: Arc<RxParking<RxLeftover>>,
+    pub(crate) parked: bool,
 }
 
 impl VxlanRx {
@@ -284,6 +290,7 @@ impl VxlanRx {
 
 impl PortRx for VxlanRx {
     fn receive(&mut self, batch: &mut RxBatch) {
+        self.unpark();
         self.take_answers(batch);
         if self.drained() {
             // Before reading: the datagrams of this burst are checked against the list.
@@ -309,7 +316,20 @@ impl PortRx for VxlanRx {
         self.answers.clear();
         if self.drained() {
             self.slots_used = 0;
+            self.parking.idle();
+        } else {
+            self.parking.park(RxLeftover {
+                buffers: std::mem::take(&mut self.buffers),
+                received: std::mem::take(&mut self.received),
+                next: self.next,
+            });
+            self.parked = true;
         }
+    }
+
+    fn needs_polling(&self) -> bool {
+        // Datagrams received before wait for room in a batch, whatever the socket says.
+        self.parked || !self.drained()
     }
 
     fn readiness_fd(&self) -> Option<RawFd> {

@@ -5,6 +5,8 @@
 mod codec;
 mod directory;
 mod flood_list;
+mod handover;
+mod handover_hostile;
 mod offload;
 mod remote_ageing;
 mod small_gso;

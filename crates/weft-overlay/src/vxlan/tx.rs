@@ -39,10 +39,10 @@ const SEGMENTS_LEN: usize = 192 << 10;
 pub struct VxlanTx {
     /// The raw sending socket; `None` when the process may not open one (no `CAP_NET_RAW`):
     /// ordinary datagrams then leave through `gso`, each socket's port its source port.
-    pub(crate) raw: Option<OwnedFd>,
+    pub(crate) raw: Option<Arc<OwnedFd>>,
     /// UDP sockets bound to source ports, and those ports: for segmentation offload, and for
     /// every datagram when there is no raw socket; empty when neither needs them.
-    pub(crate) gso: Vec<(OwnedFd, u16)>,
+    pub(crate) gso: Vec<(Arc<OwnedFd>, u16)>,
     /// Segmentation offload (`UDP_SEGMENT`) is on.
     pub(crate) offload: bool,
     pub(crate) vni: Vni,
@@ -106,7 +106,7 @@ pub(crate) fn answer_too_big(
 /// The flow's source port, and which offload socket has it bound (when there are some): a
 /// flow keeps one source port whether its frames go through the raw socket or through
 /// segmentation offload, so that the underlay's ECMP keeps it on one path.
-pub(crate) fn pick_source_port(gso: &[(OwnedFd, u16)], hash: u64) -> (usize, u16) {
+pub(crate) fn pick_source_port(gso: &[(Arc<OwnedFd>, u16)], hash: u64) -> (usize, u16) {
     let n = u64::try_from(gso.len()).unwrap_or(u64::MAX);
     if n == 0 {
         return (0, source_port(hash));
@@ -152,8 +152,11 @@ impl VxlanTx {
             ..caps
         };
         VxlanTx {
-            raw,
-            gso,
+            raw: raw.map(Arc::new),
+            gso: gso
+                .into_iter()
+                .map(|(fd, port)| (Arc::new(fd), port))
+                .collect(),
             offload,
             vni: config.vni,
             remote_port: config.remote_port,

@@ -49,6 +49,11 @@ pub(crate) fn enable_gro(fd: impl AsFd) -> bool {
     set_int(fd, opt::UDP_GRO, 1).is_ok()
 }
 
+/// Turns UDP GRO off (best effort).
+pub(crate) fn disable_gro(fd: impl AsFd) {
+    let _ = set_int(fd, opt::UDP_GRO, 0);
+}
+
 /// Asks the kernel to say, with every datagram received after a drop, how many datagrams it
 /// has dropped on this socket because its receive buffer was full (`SO_RXQ_OVFL`), so that
 /// the port counts what never reached it.

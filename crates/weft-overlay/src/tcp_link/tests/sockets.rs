@@ -55,7 +55,7 @@ pub(super) fn connected(end: &End) -> bool {
 }
 
 /// A frame whose bytes say which it is.
-fn frame(n: u16, len: usize) -> Vec<u8> {
+pub(super) fn frame(n: u16, len: usize) -> Vec<u8> {
     let mut f = vec![0u8; len];
     f[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 2]);
     f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 1]);
@@ -63,7 +63,7 @@ fn frame(n: u16, len: usize) -> Vec<u8> {
     f
 }
 
-fn send(end: &mut End, frames: &[Vec<u8>]) -> usize {
+pub(super) fn send(end: &mut End, frames: &[Vec<u8>]) -> usize {
     let tx: Vec<TxFrame<'_>> = frames
         .iter()
         .map(|f| TxFrame::with_head(&f[..12], &f[12..], OffloadInfo::default()))
@@ -72,7 +72,7 @@ fn send(end: &mut End, frames: &[Vec<u8>]) -> usize {
 }
 
 /// Receives until `n` frames came (or panics after a while).
-fn receive(end: &mut End, n: usize) -> Vec<Vec<u8>> {
+pub(super) fn receive(end: &mut End, n: usize) -> Vec<Vec<u8>> {
     let mut batch = RxBatch::new(64);
     let mut got = Vec::new();
     wait_for("frames", Duration::from_secs(10), || {
