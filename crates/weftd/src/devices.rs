@@ -17,7 +17,7 @@ mod tcp_link;
 mod vhost;
 mod vxlan;
 
-pub use carry::{Carried, CarryError, Keep};
+pub use carry::{Carried, CarryError, Keep, Leaving};
 pub use failed::{kind_name, FailedPort};
 pub use tap::TapMarks;
 
@@ -87,6 +87,8 @@ pub enum OpenError {
 /// A device a kind's module opened, before it is split over the lanes.
 struct Opened {
     device: Box<dyn PortDevice>,
+    /// The halves, when the driver split the device itself (else `device` gives them).
+    lanes: Option<Vec<PortHalves>>,
     remote_fdb: Option<RemoteFdbHandle>,
     keep: Keep,
 }
@@ -96,6 +98,7 @@ impl Opened {
     fn plain(device: impl PortDevice + 'static) -> Opened {
         Opened {
             device: Box::new(device),
+            lanes: None,
             remote_fdb: None,
             keep: Keep::Reopen,
         }
@@ -186,11 +189,10 @@ pub fn adopt(
     carried: &Carried,
     fds: Vec<OwnedFd>,
 ) -> Result<Device, OpenError> {
-    if fds.len() != carried.fd_count() {
+    if let Some(count) = carried.fd_count().filter(|c| *c != fds.len()) {
         return Err(CarryError::Mismatch(format!(
-            "{} descriptors where {} belong",
-            fds.len(),
-            carried.fd_count()
+            "{} descriptors where {count} belong",
+            fds.len()
         ))
         .into());
     }
@@ -198,6 +200,15 @@ pub fn adopt(
         (_, Carried::Reopen) => return open(ctx, port, kind),
         (PortKind::Tap { .. }, Carried::Tap { .. }) => {
             tap::adopt(&tap_settings(kind), carried, fds, ctx.taps)?
+        }
+        (PortKind::VhostUser { .. }, Carried::VhostUser { snapshot }) => {
+            vhost::adopt(ctx, port, kind, snapshot.clone(), fds)?
+        }
+        (PortKind::Vxlan { .. }, Carried::Vxlan { handover }) => {
+            vxlan::adopt(kind, handover.clone(), fds)?
+        }
+        (PortKind::TcpLink { .. }, Carried::TcpLink { handover }) => {
+            tcp_link::adopt(kind, ctx.files, handover.clone(), fds)?
         }
         _ => {
             return Err(CarryError::Mismatch(format!(
@@ -240,10 +251,14 @@ fn tap_settings(kind: &PortKind) -> tap::TapSettings<'_> {
 fn split(ctx: OpenContext<'_>, port: &str, opened: Opened) -> Result<Device, OpenError> {
     let Opened {
         mut device,
+        lanes,
         remote_fdb,
         keep,
     } = opened;
-    let lanes = device.take_lanes(ctx.lanes)?;
+    let lanes = match lanes {
+        Some(lanes) => lanes,
+        None => device.take_lanes(ctx.lanes)?,
+    };
     let device = Device {
         lanes,
         handle: DeviceHandle {

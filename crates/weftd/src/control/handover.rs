@@ -2,7 +2,6 @@
 //! what the switches learned, and giving each port's device away (see `crate::takeover`);
 //! on the other side, teaching the new switches what the old ones had learned.
 
-use std::os::fd::OwnedFd;
 use std::time::Duration;
 
 use weft_control::ControlError;
@@ -10,7 +9,8 @@ use weft_runtime::PausedWorker;
 use weft_switch::{PortId, Timestamp};
 
 use super::{internal, Controller};
-use crate::takeover::protocol::{LearnedMac, PortOffer, SwitchFdb};
+use crate::devices::Leaving;
+use crate::takeover::protocol::{LearnedMac, SwitchFdb};
 
 /// Workers held between batches, and what their switches had learned when they stopped.
 /// Dropping it lets them carry on.
@@ -90,23 +90,19 @@ impl Controller {
         Ok(Held { workers, fdb })
     }
 
-    /// Every port's device as it goes to the new weftd, with its descriptors (duplicates:
-    /// the ports keep theirs, in case the hand-over fails).
-    pub fn carry_ports(&self) -> Result<Vec<(PortOffer, Vec<OwnedFd>)>, ControlError> {
+    /// Every port's device on its way to the new weftd (with the workers held): where it
+    /// goes and what travels. Dropping one gives its device back to this weftd (a
+    /// vhost-user port's control thread and a TCP link's thread were parked).
+    pub fn carry_ports(&self) -> Result<Vec<(String, String, Leaving<'_>)>, ControlError> {
         let mut out = Vec::new();
         for (switch, rt) in &self.switches {
             for (port, p) in &rt.ports {
-                let (device, fds) = p.device.keep.carry().map_err(|e| {
-                    internal(format!("port {switch}:{port} cannot be handed over: {e}"))
+                let leaving = p.device.keep.carry().map_err(|e| {
+                    internal(format!(
+                        "port {switch}:{port} cannot be handed over now: {e}"
+                    ))
                 })?;
-                out.push((
-                    PortOffer {
-                        switch: switch.clone(),
-                        port: port.clone(),
-                        device,
-                    },
-                    fds,
-                ));
+                out.push((switch.clone(), port.clone(), leaving));
             }
         }
         Ok(out)

@@ -3,15 +3,24 @@
 //! workers where the control plane cannot reach them.
 //!
 //! [`Keep`] is the live side (duplicated descriptors and handles); [`Carried`] is what
-//! travels, as JSON, with the descriptors beside it in the order [`Keep::carry`] gives them.
-//! The receiving weftd treats it as untrusted: another binary wrote it.
+//! travels, as JSON, with the descriptors beside it in the order its driver names them.
+//! [`Leaving`] is a device on its way out: dropping it (the hand-over failed) gives the
+//! device back to this weftd. The receiving weftd treats every [`Carried`] as untrusted:
+//! another binary wrote it.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use weft_overlay::tcp_link::{TcpLinkHandover, TcpLinkHandoverSource};
+use weft_overlay::{VxlanHandover, VxlanHandoverSource};
+use weft_vhost::{PortSnapshot, SuspendedPort, VhostUserPort};
 
 use super::tap::TapKeep;
+
+/// How long a vhost-user port's control thread may take to reach a message boundary.
+const SUSPEND_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// What a port's device keeps for a takeover.
 #[derive(Clone, Default)]
@@ -22,10 +31,16 @@ pub enum Keep {
     Reopen,
     /// A TAP queue: the device itself, with its addresses, stays.
     Tap(Arc<TapKeep>),
+    /// A vhost-user port: its listener, connection, guest memory and rings.
+    Vhost(Arc<VhostUserPort>),
+    /// A VXLAN port: its sockets and learned remotes.
+    Vxlan(VxlanHandoverSource),
+    /// A TCP link: its listener, connection and buffered bytes.
+    TcpLink(TcpLinkHandoverSource),
 }
 
 /// A port's device as it travels to the new weftd.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum Carried {
     /// Open it afresh.
@@ -45,9 +60,24 @@ pub enum Carried {
         /// weft created it: it persists across a crash and goes when the port is deleted.
         owned: bool,
     },
+    /// A vhost-user port (descriptors named by index in the snapshot).
+    VhostUser {
+        /// The port's state.
+        snapshot: PortSnapshot,
+    },
+    /// A VXLAN port (descriptors named by index).
+    Vxlan {
+        /// The port's state.
+        handover: VxlanHandover,
+    },
+    /// A TCP link (descriptors named by index).
+    TcpLink {
+        /// The link's state.
+        handover: TcpLinkHandover,
+    },
 }
 
-/// Why a carried device cannot be taken over.
+/// Why a carried device cannot be handed over or taken over.
 #[derive(Debug, thiserror::Error)]
 pub enum CarryError {
     /// The descriptors are not what the description says.
@@ -56,27 +86,92 @@ pub enum CarryError {
     /// Duplicating a descriptor failed.
     #[error("cannot duplicate a descriptor: {0}")]
     Dup(#[from] std::io::Error),
+    /// The vhost-user driver refused.
+    #[error(transparent)]
+    Vhost(#[from] weft_vhost::VhostError),
+    /// The overlay driver refused.
+    #[error(transparent)]
+    Overlay(#[from] weft_overlay::OverlayError),
 }
 
-impl Keep {
-    /// The description and duplicates of the descriptors to send (the device keeps its own).
-    pub fn carry(&self) -> Result<(Carried, Vec<OwnedFd>), CarryError> {
-        match self {
-            Keep::Reopen => Ok((Carried::Reopen, Vec::new())),
-            Keep::Tap(tap) => Ok((
-                tap.carried(),
-                vec![tap.queue().as_fd().try_clone_to_owned()?],
-            )),
+/// A device on its way to the new weftd: what to send, and what gives it back to this one
+/// when dropped (a vhost-user port's control thread parked, a TCP link's thread parked).
+pub struct Leaving<'a> {
+    /// The description.
+    pub carried: Carried,
+    /// Its descriptors (duplicates).
+    pub fds: Vec<OwnedFd>,
+    _undo: Undo<'a>,
+}
+
+/// What dropping a [`Leaving`] undoes.
+enum Undo<'a> {
+    Nothing,
+    Vhost {
+        /// Resumes the port when dropped.
+        _suspended: SuspendedPort<'a>,
+    },
+    TcpLink(TcpLinkHandoverSource),
+}
+
+impl Drop for Undo<'_> {
+    fn drop(&mut self) {
+        // A suspended vhost-user port resumes when its guard drops.
+        if let Undo::TcpLink(source) = self {
+            source.resume();
         }
     }
 }
 
+impl Keep {
+    /// Takes the device out for a hand-over (with the workers held): its description and
+    /// duplicates of its descriptors; the device itself stays until this process exits.
+    pub fn carry(&self) -> Result<Leaving<'_>, CarryError> {
+        let leaving = |carried, fds, undo| Leaving {
+            carried,
+            fds,
+            _undo: undo,
+        };
+        Ok(match self {
+            Keep::Reopen => leaving(Carried::Reopen, Vec::new(), Undo::Nothing),
+            Keep::Tap(tap) => leaving(
+                tap.carried(),
+                vec![tap.queue().as_fd().try_clone_to_owned()?],
+                Undo::Nothing,
+            ),
+            Keep::Vhost(port) => {
+                let suspended = port.suspend(SUSPEND_TIMEOUT)?;
+                let (snapshot, fds) = suspended.snapshot()?;
+                leaving(
+                    Carried::VhostUser { snapshot },
+                    fds,
+                    Undo::Vhost {
+                        _suspended: suspended,
+                    },
+                )
+            }
+            Keep::Vxlan(source) => {
+                let (handover, fds) = source.handover()?;
+                leaving(Carried::Vxlan { handover }, fds, Undo::Nothing)
+            }
+            Keep::TcpLink(source) => {
+                // From here the link's thread is parked: resumed by the guard's drop.
+                let undo = Undo::TcpLink(source.clone());
+                let (handover, fds) = source.handover()?;
+                leaving(Carried::TcpLink { handover }, fds, undo)
+            }
+        })
+    }
+}
+
 impl Carried {
-    /// How many descriptors travel with it.
-    pub fn fd_count(&self) -> usize {
+    /// How many descriptors travel with it, where the description alone says (the drivers
+    /// that name theirs by index check their own).
+    pub fn fd_count(&self) -> Option<usize> {
         match self {
-            Carried::Reopen => 0,
-            Carried::Tap { .. } => 1,
+            Carried::Reopen => Some(0),
+            Carried::Tap { .. } => Some(1),
+            Carried::VhostUser { .. } | Carried::Vxlan { .. } | Carried::TcpLink { .. } => None,
         }
     }
 }

@@ -1,10 +1,12 @@
 //! `tcp_link` ports: frames in a TCP connection to another weftd, optionally authenticated
 //! with a pre-shared key (weft-overlay).
 
+use std::os::fd::OwnedFd;
 use weft_control::state::PortKind;
-use weft_overlay::tcp_link::{LinkKey, TcpLinkConfig, TcpLinkMode, TcpLinkPort};
 
-use super::{OpenError, Opened};
+use weft_overlay::tcp_link::{LinkKey, TcpLinkConfig, TcpLinkHandover, TcpLinkMode, TcpLinkPort};
+
+use super::{Keep, OpenError, Opened};
 use crate::control::client_files::ClientFiles;
 
 /// Opens the TCP link `kind` describes (listening, or connecting in the background).
@@ -17,14 +19,30 @@ pub(super) fn open(port: &str, kind: &PortKind, files: &ClientFiles) -> Result<O
              the switch; give both ends the same --key-file"
         );
     }
+    let link = TcpLinkPort::open(&config)?;
+    opened(&config, link)
+}
+
+/// Takes over the TCP link another weftd handed over.
+pub(super) fn adopt(
+    kind: &PortKind,
+    files: &ClientFiles,
+    handover: TcpLinkHandover,
+    fds: Vec<OwnedFd>,
+) -> Result<Opened, OpenError> {
+    let config = tcp_link_config(kind, files)?;
+    let link = TcpLinkPort::adopt(&config, handover, fds)?;
+    opened(&config, link)
+}
+
+fn opened(config: &TcpLinkConfig, link: TcpLinkPort) -> Result<Opened, OpenError> {
     let mtu = u32::try_from(config.mtu)
         .map_err(|_| OpenError::Settings("the MTU is out of range".into()))?;
-    let link = TcpLinkPort::open(&config)?;
-    Ok(Opened::plain(weft_overlay::tcp_link_device(
-        link,
-        mtu,
-        config.offloads,
-    )))
+    let keep = Keep::TcpLink(link.handover_source());
+    Ok(Opened {
+        keep,
+        ..Opened::plain(weft_overlay::tcp_link_device(link, mtu, config.offloads))
+    })
 }
 
 /// The TCP link configuration a `tcp_link` port kind describes.

@@ -1,13 +1,76 @@
 //! `vhost_user` ports: a socket a VM or DPDK application connects to (server mode), or one
 //! weft connects to (client mode), within the directories weftd's configuration allows.
 
-use weft_control::state::{PortKind, VhostMode};
-use weft_vhost::{VhostPortConfig, VhostUserPort};
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
 
-use super::{OpenContext, OpenError, Opened};
+use weft_control::state::{PortKind, VhostMode};
+use weft_switch::{DeviceCounter, DeviceError, DeviceStatus, PortDevice, PortHalves};
+use weft_vhost::{PortSnapshot, VhostPortConfig, VhostUserPort};
+
+use super::{Keep, OpenContext, OpenError, Opened};
+use crate::socket_dirs::SocketName;
 
 /// Opens the vhost-user port `port` of `kind` and splits it over the switch's lanes.
 pub(super) fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Opened, OpenError> {
+    let (socket, mode, config) = settings(ctx, port, kind)?;
+    let vhost = VhostUserPort::open_in(socket.dir, &socket.name, mode, config)?;
+    opened(ctx, vhost)
+}
+
+/// Takes over the vhost-user port another weftd handed over: its socket, its frontend's
+/// connection, memory and rings.
+pub(super) fn adopt(
+    ctx: OpenContext<'_>,
+    port: &str,
+    kind: &PortKind,
+    snapshot: PortSnapshot,
+    fds: Vec<OwnedFd>,
+) -> Result<Opened, OpenError> {
+    let (socket, mode, config) = settings(ctx, port, kind)?;
+    let vhost = VhostUserPort::adopt(socket.dir, &socket.name, mode, config, snapshot, fds)?;
+    opened(ctx, vhost)
+}
+
+/// The port split over the switch's lanes, kept for a later hand-over.
+fn opened(ctx: OpenContext<'_>, mut vhost: VhostUserPort) -> Result<Opened, OpenError> {
+    let lanes = vhost.take_lanes(ctx.lanes)?;
+    let vhost = Arc::new(vhost);
+    Ok(Opened {
+        lanes: Some(lanes),
+        keep: Keep::Vhost(Arc::clone(&vhost)),
+        ..Opened::plain(SharedVhost(vhost))
+    })
+}
+
+/// A vhost-user port the control plane shares with its hand-over keep.
+struct SharedVhost(Arc<VhostUserPort>);
+
+impl PortDevice for SharedVhost {
+    fn kind(&self) -> &'static str {
+        self.0.kind()
+    }
+    fn mtu(&self) -> u32 {
+        self.0.mtu()
+    }
+    fn take_lanes(&mut self, _lanes: usize) -> Result<Vec<PortHalves>, DeviceError> {
+        // Split when opened (see `opened`).
+        Err(DeviceError::AlreadySplit)
+    }
+    fn status(&self) -> DeviceStatus {
+        self.0.status()
+    }
+    fn visit_counters(&self, visit: &mut dyn FnMut(DeviceCounter<'_>)) {
+        self.0.visit_counters(visit);
+    }
+}
+
+/// Where the port's socket is, which side it takes, and its driver's configuration.
+fn settings(
+    ctx: OpenContext<'_>,
+    port: &str,
+    kind: &PortKind,
+) -> Result<(SocketName, weft_vhost::VhostMode, VhostPortConfig), OpenError> {
     let PortKind::VhostUser {
         socket,
         mode,
@@ -36,8 +99,7 @@ pub(super) fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<
         VhostMode::Server => weft_vhost::VhostMode::Server,
         VhostMode::Client => weft_vhost::VhostMode::Client,
     };
-    let vhost = VhostUserPort::open_in(socket.dir, &socket.name, mode, config)?;
-    Ok(Opened::plain(vhost))
+    Ok((socket, mode, config))
 }
 
 /// The port's dispatch mode from its state.

@@ -2,20 +2,37 @@
 
 use std::net::SocketAddr;
 
+use std::os::fd::OwnedFd;
 use weft_control::state::PortKind;
-use weft_overlay::{VxlanConfig, VxlanPort};
 
-use super::{OpenError, Opened};
+use weft_overlay::{VxlanConfig, VxlanHandover, VxlanPort};
+
+use super::{Keep, OpenError, Opened};
 
 /// Opens the VXLAN port `kind` describes.
 pub(super) fn open(kind: &PortKind) -> Result<Opened, OpenError> {
     let config = vxlan_config(kind)?;
-    let port = VxlanPort::open(&config)?;
+    Ok(opened(VxlanPort::open(&config)?))
+}
+
+/// Takes over the VXLAN port another weftd handed over.
+pub(super) fn adopt(
+    kind: &PortKind,
+    handover: VxlanHandover,
+    fds: Vec<OwnedFd>,
+) -> Result<Opened, OpenError> {
+    let config = vxlan_config(kind)?;
+    Ok(opened(VxlanPort::adopt(&config, handover, fds)?))
+}
+
+fn opened(port: VxlanPort) -> Opened {
     let remote_fdb = port.remote_fdb();
-    Ok(Opened {
+    let keep = Keep::Vxlan(port.handover_source());
+    Opened {
         remote_fdb: Some(remote_fdb),
+        keep,
         ..Opened::plain(weft_overlay::vxlan_device(port))
-    })
+    }
 }
 
 /// The VXLAN configuration a `vxlan` port kind describes.

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::channel::{HandoverChannel, HandoverError};
-use super::protocol::{Answer, Bye, Hello, Listeners, Offer, Verdict, PROTOCOL};
+use super::protocol::{Answer, Bye, Hello, Listeners, Offer, PortOffer, Verdict, PROTOCOL};
 use crate::control::{self, Controller};
 
 /// How long each message may take to arrive.
@@ -160,9 +160,14 @@ fn give(
     };
     let sent = (|| -> Result<Verdict, HandoverError> {
         channel.send(&Answer::Offer(Box::new(offer)), &served.fds())?;
-        for (port, fds) in &ports {
-            let fds: Vec<BorrowedFd<'_>> = fds.iter().map(AsFd::as_fd).collect();
-            channel.send(port, &fds)?;
+        for (switch, port, leaving) in &ports {
+            let offer = PortOffer {
+                switch: switch.clone(),
+                port: port.clone(),
+                device: leaving.carried.clone(),
+            };
+            let fds: Vec<BorrowedFd<'_>> = leaving.fds.iter().map(AsFd::as_fd).collect();
+            channel.send(&offer, &fds)?;
         }
         channel.set_timeout(VERDICT_TIMEOUT)?;
         let (verdict, fds) = channel.recv::<Verdict>()?;
@@ -183,10 +188,12 @@ fn give(
             std::process::exit(0);
         }
         Ok(Verdict::Abandon { reason }) => {
+            drop(ports);
             held.resume();
             Err(GiveError::Abandoned(reason))
         }
         Err(e) => {
+            drop(ports);
             held.resume();
             Err(e.into())
         }

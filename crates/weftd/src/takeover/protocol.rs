@@ -83,7 +83,7 @@ impl Listeners {
 }
 
 /// One port's device.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PortOffer {
     /// Its switch.
     pub switch: String,
