@@ -81,6 +81,14 @@ fn upgrade_ok(d: &mut Weftd) {
     assert_ne!(d.answering_pid(), before, "the same weftd still answers");
 }
 
+/// What `port show` says of how the port's device was got.
+fn attached(d: &Weftd, port: &str) -> String {
+    let Response::Port { port, .. } = d.json(&["port", "show", port]) else {
+        panic!("port show answered something else")
+    };
+    port.attached.unwrap_or_default()
+}
+
 /// The learned (dynamic) FDB entries of br0: (MAC, port, age in seconds).
 fn learned(d: &Weftd) -> Vec<(String, String, u64)> {
     let Response::Fdb { entries } = d.json(&["fdb", "show", "br0"]) else {

@@ -264,6 +264,7 @@ fn port_info(options: PortSettings) -> PortInfo {
         mtu: 1500,
         offloads: vec![],
         failed: None,
+        attached: None,
     }
 }
 

@@ -139,6 +139,11 @@ pub struct PortInfo {
     /// when the port works.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed: Option<String>,
+    /// How this weftd got the port's device when it did not open it itself: taken over from
+    /// the weftd it replaced (`weft upgrade`), or re-attached to a TAP a weftd that died left
+    /// (with how long ago); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attached: Option<String>,
 }
 
 /// A port's counters.

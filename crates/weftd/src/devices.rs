@@ -53,6 +53,33 @@ pub struct DeviceHandle {
     pub remote_fdb: Option<RemoteFdbHandle>,
     /// What the device leaves to a weftd that takes over.
     pub keep: Keep,
+    /// How this weftd got the device, when it did not open it itself.
+    pub origin: Option<Origin>,
+}
+
+/// How a weftd got a device it did not open itself.
+#[derive(Debug, Clone)]
+pub struct Origin {
+    /// What happened (`taken over from weftd 0.2.0 (pid 812)`).
+    pub what: String,
+    /// When.
+    pub at: std::time::SystemTime,
+}
+
+impl Origin {
+    /// `what` happening now.
+    pub fn now(what: String) -> Origin {
+        Origin {
+            what,
+            at: std::time::SystemTime::now(),
+        }
+    }
+
+    /// As `port show` says it: what, and how long ago.
+    pub fn describe(&self) -> String {
+        let ago = self.at.elapsed().map(|d| d.as_secs()).unwrap_or(0);
+        format!("{} {ago} s ago", self.what)
+    }
 }
 
 /// Why a port's device could not be opened.
@@ -87,6 +114,8 @@ pub enum OpenError {
 /// A device a kind's module opened, before it is split over the lanes.
 struct Opened {
     device: Box<dyn PortDevice>,
+    /// How the device was got, when it was not opened afresh.
+    origin: Option<Origin>,
     /// The halves, when the driver split the device itself (else `device` gives them).
     lanes: Option<Vec<PortHalves>>,
     remote_fdb: Option<RemoteFdbHandle>,
@@ -98,6 +127,7 @@ impl Opened {
     fn plain(device: impl PortDevice + 'static) -> Opened {
         Opened {
             device: Box::new(device),
+            origin: None,
             lanes: None,
             remote_fdb: None,
             keep: Keep::Reopen,
@@ -188,6 +218,7 @@ pub fn adopt(
     kind: &PortKind,
     carried: &Carried,
     fds: Vec<OwnedFd>,
+    from: &str,
 ) -> Result<Device, OpenError> {
     if let Some(count) = carried.fd_count().filter(|c| *c != fds.len()) {
         return Err(CarryError::Mismatch(format!(
@@ -217,6 +248,10 @@ pub fn adopt(
             ))
             .into())
         }
+    };
+    let opened = Opened {
+        origin: Some(Origin::now(format!("taken over from {from}"))),
+        ..opened
     };
     split(ctx, port, opened)
 }
@@ -251,6 +286,7 @@ fn tap_settings(kind: &PortKind) -> tap::TapSettings<'_> {
 fn split(ctx: OpenContext<'_>, port: &str, opened: Opened) -> Result<Device, OpenError> {
     let Opened {
         mut device,
+        origin,
         lanes,
         remote_fdb,
         keep,
@@ -265,6 +301,7 @@ fn split(ctx: OpenContext<'_>, port: &str, opened: Opened) -> Result<Device, Ope
             device: Arc::from(device),
             remote_fdb,
             keep,
+            origin,
         },
     };
     Ok(device.spread(ctx.lanes, home_lane(port, ctx.lanes)))
@@ -340,6 +377,7 @@ pub(crate) fn memory_handle() -> DeviceHandle {
         device: Arc::new(InMemory),
         remote_fdb: None,
         keep: Keep::Reopen,
+        origin: None,
     }
 }
 

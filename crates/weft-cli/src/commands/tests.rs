@@ -302,6 +302,7 @@ fn port_set_reads_then_writes_the_options() {
         mtu: 1500,
         offloads: vec![],
         failed: None,
+        attached: None,
     };
     let mut d = Script {
         answers: vec![

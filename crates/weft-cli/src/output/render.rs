@@ -297,6 +297,9 @@ fn port_detail(port: &PortInfo, c: &PortCounters) -> String {
             .as_ref()
             .map_or("up".into(), |why| format!("failed: {why}")),
     ]);
+    if let Some(how) = &port.attached {
+        t.row(["attached".into(), how.clone()]);
+    }
     t.row(["vlan".into(), vlan_label(&port.options.vlan)]);
     t.row(["learning", yes_no(port.options.learning)]);
     t.row([

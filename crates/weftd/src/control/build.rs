@@ -71,13 +71,14 @@ pub(super) fn adopt_all(
     ctx: OpenContext<'_>,
     switch: &SwitchState,
     inherited: &mut super::Inherited,
+    from: &str,
 ) -> Result<Vec<Opened>, ControlError> {
     let ctx = switch_ctx(ctx, switch);
     let mut opened = Vec::new();
     for p in &switch.ports {
         let key = (switch.name.clone(), p.name.clone());
         let device = match inherited.remove(&key) {
-            Some((carried, fds)) => devices::adopt(ctx, &p.name, &p.kind, &carried, fds),
+            Some((carried, fds)) => devices::adopt(ctx, &p.name, &p.kind, &carried, fds, from),
             None => devices::open(ctx, &p.name, &p.kind),
         };
         match device {

@@ -201,14 +201,16 @@ impl Controller {
     /// Starts the workers and builds `state` on them with the devices another weftd handed
     /// over (`inherited`, by switch and port); any of them that cannot be taken over fails
     /// the whole start (the other weftd then carries on). Ports not handed over are opened.
+    /// `from` names the other weftd in `port show`.
     pub fn take_over(
         pool: WorkerPool,
         paths: DevicePaths,
         state: State,
         mut inherited: Inherited,
+        from: &str,
     ) -> Result<Controller, ControlError> {
         let controller = Self::build(pool, paths, state, true, |ctx, switch| {
-            build::adopt_all(ctx, switch, &mut inherited)
+            build::adopt_all(ctx, switch, &mut inherited, from)
         })?;
         if let Some((switch, port)) = inherited.keys().next() {
             let e = internal(format!(

@@ -86,6 +86,7 @@ fn port_info(switch: &SwitchState, port: &PortState, rt: Option<&PortRt>) -> Por
             .map(|r| r.device.device.status().words())
             .unwrap_or_default(),
         failed: rt.and_then(|r| r.failed.clone()),
+        attached: rt.and_then(|r| r.device.origin.as_ref().map(devices::Origin::describe)),
     }
 }
 

@@ -359,10 +359,14 @@ fn take_over(
     let signals = block_signals()?;
     let state = received.offer.state.clone();
     let inherited = std::mem::take(&mut received.inherited);
+    let from = format!(
+        "weftd {} (pid {})",
+        received.offer.version, received.offer.pid
+    );
     let built = WorkerPool::start(&config.workers)
         .map_err(|e| e.to_string())
         .and_then(|pool| {
-            Controller::take_over(pool, devices, state, inherited).map_err(|e| e.message)
+            Controller::take_over(pool, devices, state, inherited, &from).map_err(|e| e.message)
         });
     let controller = match built {
         Ok(c) => c,

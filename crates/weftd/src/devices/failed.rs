@@ -32,6 +32,7 @@ impl FailedPort {
                 device: Arc::new(FailedPort { kind, caps }),
                 remote_fdb: None,
                 keep: super::Keep::Reopen,
+                origin: None,
             },
         }
         .spread(lanes, 0)

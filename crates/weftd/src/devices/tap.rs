@@ -145,6 +145,8 @@ pub(super) fn open(port: &str, s: &TapSettings<'_>, marks: &TapMarks) -> Result<
         .ok_or_else(|| OpenError::Settings("the TAP opened without a queue".into()))?;
     let info = device_info(queue.fd())?;
     let was_ours = marks.is_marked(s.netns, &info.name);
+    let origin =
+        was_ours.then(|| super::Origin::now("re-attached to the TAP a previous weftd left".into()));
     let (owned, mark) = if was_ours {
         tracing::info!(ifname = %info.name, "attached to the TAP a previous weftd left");
         (true, marks.path(s.netns, &info.name))
@@ -170,6 +172,7 @@ pub(super) fn open(port: &str, s: &TapSettings<'_>, marks: &TapMarks) -> Result<
     };
     Ok(Opened {
         keep: Keep::Tap(std::sync::Arc::new(keep)),
+        origin,
         ..Opened::plain(weft_tap::tap_device(queue, mtu, offloads))
     })
 }

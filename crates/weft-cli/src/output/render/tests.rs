@@ -26,6 +26,7 @@ fn tap_port() -> PortInfo {
         mtu: 9000,
         offloads: vec!["csum".into(), "tso4".into()],
         failed: None,
+        attached: None,
     }
 }
 
@@ -405,6 +406,33 @@ fn port_show_says_why_a_port_failed() {
         ),
         "{text}"
     );
+}
+
+#[test]
+fn port_show_says_when_a_port_was_taken_over() {
+    let port = PortInfo {
+        attached: Some("taken over from weftd 0.1.0 (pid 812) 4 s ago".into()),
+        ..tap_port()
+    };
+    let text = human(
+        &Request::SwitchList {},
+        &Response::Port {
+            port,
+            counters: PortCounters::default(),
+        },
+    );
+    assert!(
+        text.contains("  attached               taken over from weftd 0.1.0 (pid 812) 4 s ago\n"),
+        "{text}"
+    );
+    assert!(!human(
+        &Request::SwitchList {},
+        &Response::Port {
+            port: tap_port(),
+            counters: PortCounters::default(),
+        },
+    )
+    .contains("attached"));
 }
 
 fn policed_port() -> PortInfo {
