@@ -11,3 +11,6 @@ pub mod protocol;
 pub mod take;
 
 pub use channel::{HandoverChannel, HandoverError, MAX_FDS_PER_MESSAGE, MAX_MESSAGE_BYTES};
+
+#[cfg(test)]
+mod tests;
