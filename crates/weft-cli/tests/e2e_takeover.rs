@@ -171,6 +171,8 @@ fn tap_endpoints_keep_their_devices_addresses_and_traffic_through_upgrades_and_a
         "a TAP was replaced"
     );
     assert!(has_address(&na, "ta", "10.203.0.1/24") && has_address(&nb, "tb", "10.203.0.2/24"));
+    let how = attached(&d, "br0:ta");
+    assert!(how.starts_with("taken over from weftd"), "{how}");
 
     // kill -9: the TAPs stay with their addresses, and the next weftd attaches to them.
     d.kill_and_restart();
@@ -185,6 +187,8 @@ fn tap_endpoints_keep_their_devices_addresses_and_traffic_through_upgrades_and_a
         "no ping after the restart:\n{}",
         d.log()
     );
+    let how = attached(&d, "br0:ta");
+    assert!(how.starts_with("re-attached to the TAP"), "{how}");
 
     // A port deleted goes with its TAP (weft made it).
     d.json(&["port", "del", "br0:tb"]);
