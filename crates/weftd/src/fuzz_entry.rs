@@ -8,6 +8,8 @@
 //! response per request line (plus one for a too-long line); the configuration always
 //! passes validation, and equals what the state file holds.
 
+pub mod handover;
+
 use std::io::{self, Read, Write};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;

@@ -75,6 +75,11 @@ pub fn receive(path: &Path, lock_file: &Path) -> Result<Received, TakeError> {
         path: path.to_path_buf(),
         source,
     })?;
+    receive_on(stream, lock_file)
+}
+
+/// [`receive`] on a connected `stream`.
+pub fn receive_on(stream: UnixStream, lock_file: &Path) -> Result<Received, TakeError> {
     let mut channel = HandoverChannel::new(stream, MESSAGE_TIMEOUT)?;
     channel.send(
         &Hello {
