@@ -253,3 +253,48 @@ fn a_new_weftd_that_cannot_carry_the_state_leaves_the_running_one_serving() {
     };
     assert_eq!(switches.len(), 2, "{switches:?}");
 }
+
+#[test]
+fn under_a_service_manager_the_old_weftd_names_the_new_one_its_main_process() {
+    let test = "under_a_service_manager_the_old_weftd_names_the_new_one_its_main_process";
+    if !can_run(test) {
+        return;
+    }
+    let _serial = lab::serial();
+    // A stand-in for systemd's notification socket (NOTIFY_SOCKET, sd_notify's datagrams).
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notify.sock");
+    let notify = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    notify
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let messages = || {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 512];
+        while let Ok(n) = notify.recv(&mut buf) {
+            got.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+            notify
+                .set_read_timeout(Some(Duration::from_millis(300)))
+                .unwrap();
+        }
+        notify
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        got
+    };
+    let mut d = Weftd::start_with_env(&[("NOTIFY_SOCKET", path.to_str().unwrap())]);
+    assert!(messages().contains(&"READY=1".to_string()));
+    upgrade_ok(&mut d);
+    let new = d.answering_pid();
+    let got = messages();
+    assert!(
+        got.contains(&format!("MAINPID={new}")),
+        "the old weftd did not name pid {new} the main process: {got:?}"
+    );
+    let main_at = got.iter().position(|m| m == &format!("MAINPID={new}"));
+    let ready_at = got.iter().rposition(|m| m == "READY=1");
+    assert!(
+        main_at < ready_at,
+        "the new weftd said it was ready before it was the main process: {got:?}"
+    );
+}

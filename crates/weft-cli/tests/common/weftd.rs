@@ -16,6 +16,8 @@ pub(crate) struct Weftd {
     child: Option<Child>,
     /// The weftd that took over (`weft upgrade`), not a child of this process.
     adopted: Option<u32>,
+    /// Environment weftd is started with, beside the test's.
+    env: Vec<(String, String)>,
 }
 
 impl Weftd {
@@ -51,6 +53,25 @@ impl Weftd {
             dir,
             child: None,
             adopted: None,
+            env: Vec::new(),
+        };
+        d.spawn();
+        d
+    }
+
+    /// A weftd with its embedded configuration and `env` in its environment (given to
+    /// every weftd this handle starts).
+    pub(crate) fn start_with_env(env: &[(&str, &str)]) -> Weftd {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("run")).unwrap();
+        let mut d = Weftd {
+            dir,
+            child: None,
+            adopted: None,
+            env: env
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect(),
         };
         d.spawn();
         d
@@ -76,6 +97,7 @@ impl Weftd {
             .arg("--state-file")
             .arg(self.path("run/state.json"))
             .args(["--metrics-listen", "off"])
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

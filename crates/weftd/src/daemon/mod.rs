@@ -27,6 +27,7 @@ use crate::socket_dirs::SocketDirs;
 use crate::takeover::{self, give::Served};
 pub use paths::Paths;
 use paths::{ensure_dir, lock};
+pub(crate) use process::sd_notify as notify_service_manager;
 use process::{announce_ready, detach, init_logging, sd_notify};
 pub use start_error::StartError;
 
@@ -394,9 +395,11 @@ fn take_over(
         "took over from the running weftd"
     );
     if let Some(socket) = &received.offer.notify_socket {
-        // The old weftd was systemd's main process: this one is now.
-        std::env::set_var("NOTIFY_SOCKET", socket);
-        sd_notify(&format!("MAINPID={}", std::process::id()));
+        // systemd runs the old weftd, which told it this one is its main process now; this
+        // one says when it is ready.
+        if std::env::var_os("NOTIFY_SOCKET").is_none() {
+            std::env::set_var("NOTIFY_SOCKET", socket);
+        }
     }
     let control_tcp = match (received.control_tcp.take(), &config.control.tcp, token) {
         (Some(l), Some(_), Some(token)) => Some((l, token)),

@@ -89,7 +89,7 @@ pub(super) fn announce_ready(ready: Option<OwnedFd>, paths: &Paths) -> Result<()
 }
 
 /// Sends a state line to systemd, when it asked for them.
-pub(super) fn sd_notify(state: &str) {
+pub(crate) fn sd_notify(state: &str) {
     let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
         return;
     };

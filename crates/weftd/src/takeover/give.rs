@@ -107,11 +107,10 @@ fn give(
     controller: &Mutex<Controller>,
     served: &Served,
 ) -> Result<(), GiveError> {
-    let uid = nix::sys::socket::getsockopt(&stream, nix::sys::socket::sockopt::PeerCredentials)
-        .map(|c| c.uid())
+    let peer = nix::sys::socket::getsockopt(&stream, nix::sys::socket::sockopt::PeerCredentials)
         .map_err(|e| HandoverError::Io(e.into()))?;
-    if uid != nix::unistd::geteuid().as_raw() {
-        return Err(GiveError::Stranger(uid));
+    if peer.uid() != nix::unistd::geteuid().as_raw() {
+        return Err(GiveError::Stranger(peer.uid()));
     }
     let mut channel = HandoverChannel::new(stream, MESSAGE_TIMEOUT)?;
     let (hello, fds) = channel.recv::<Hello>()?;
@@ -178,7 +177,10 @@ fn give(
     })();
     match sent {
         Ok(Verdict::Adopted) => {
-            // Committed: this process never touches a device again. Say so, and go.
+            // Committed: this process never touches a device again. Under systemd the new
+            // weftd is the service's main process from now on (it connected itself, so its
+            // pid is the peer's). Then say so to it, and go.
+            crate::daemon::notify_service_manager(&format!("MAINPID={}", peer.pid()));
             let _ = channel.send(&Bye, &[]);
             tracing::info!(
                 ports = ports.len(),
