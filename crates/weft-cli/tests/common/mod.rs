@@ -196,19 +196,24 @@ pub(crate) fn config_args(dir: &std::path::Path) -> Vec<std::ffi::OsString> {
     }
 }
 
-/// The weftd binary of this workspace, built (or brought up to date) on first use, in the
-/// profile the `weft` binary under test was built in.
+/// The weftd binary of this workspace, built (or brought up to date) on first use in this
+/// test process, in the profile the `weft` binary under test was built in.
 pub(crate) fn weftd_binary() -> PathBuf {
-    let weft = PathBuf::from(env!("CARGO_BIN_EXE_weft"));
-    let dir = weft.parent().expect("weft lives in a directory");
-    let mut build = Command::new(env!("CARGO"));
-    build.args(["build", "--quiet", "-p", "weftd", "--bin", "weftd"]);
-    if dir.ends_with("release") {
-        build.arg("--release");
-    }
-    let status = build.status().expect("running cargo to build weftd");
-    assert!(status.success(), "cargo build -p weftd failed");
-    dir.join("weftd")
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let weft = PathBuf::from(env!("CARGO_BIN_EXE_weft"));
+            let dir = weft.parent().expect("weft lives in a directory");
+            let mut build = Command::new(env!("CARGO"));
+            build.args(["build", "--quiet", "-p", "weftd", "--bin", "weftd"]);
+            if dir.ends_with("release") {
+                build.arg("--release");
+            }
+            let status = build.status().expect("running cargo to build weftd");
+            assert!(status.success(), "cargo build -p weftd failed");
+            dir.join("weftd")
+        })
+        .clone()
 }
 
 /// Waits (30 s at most) until the weftd `child`, logging to `log`, answers `weft hello` on
