@@ -24,7 +24,8 @@
 //! the same `--start-at`, `--count` and `--interval-us`). It stops `--linger-ms` after the
 //! last frame was due and prints one JSON line: what it sent, and of the stream it measured
 //! what arrived, was lost (never arrived), duplicated, reordered; the longest interval
-//! between consecutive arrivals (its start, relative to the schedule's start) and the
+//! between consecutive arrivals (its start, relative to the schedule's start; and the 16
+//! longest above two intervals, `gaps`, to tell a gap at a known moment from noise) and the
 //! longest run of missing sequence numbers (in frames, and where it began); one-way latency.
 //! The arithmetic is [`analyze`], tested below.
 
@@ -111,6 +112,10 @@ pub(crate) struct Summary {
     pub(crate) longest_gap_ms: f64,
     /// Where that interval began.
     pub(crate) gap_at_ms: f64,
+    /// The [`TOP_GAPS`] longest intervals above two frame intervals, longest first: (where
+    /// each began, its length), so that a gap at a known moment can be told from noise
+    /// elsewhere in the stream.
+    pub(crate) gaps: Vec<(f64, f64)>,
     /// The longest run of consecutive sequence numbers that never arrived, in frames.
     pub(crate) longest_missing_run: u64,
     /// When the first frame of that run was due (0 when nothing is missing).
@@ -120,6 +125,9 @@ pub(crate) struct Summary {
     pub(crate) latency_max_ms: f64,
     pub(crate) latency_median_ms: f64,
 }
+
+/// How many of the longest gaps [`Summary::gaps`] keeps.
+pub(crate) const TOP_GAPS: usize = 16;
 
 fn ms(ns: u64) -> f64 {
     // Durations of a run (seconds): exact enough in an f64.
@@ -145,6 +153,7 @@ pub(crate) fn analyze(
     // The arrival-time gaps, between virtual points at the first and last frames' due times.
     let mut previous = start_ns;
     let (mut longest_gap, mut gap_at) = (0u64, start_ns);
+    let mut gaps: Vec<(u64, u64)> = Vec::new();
     for a in arrivals {
         let Some(slot) = usize::try_from(a.seq).ok().filter(|&i| i < len) else {
             out_of_range += 1;
@@ -162,14 +171,22 @@ pub(crate) fn analyze(
         highest = highest.max(Some(a.seq));
         latencies.push(a.at_ns.saturating_sub(a.sent_ns));
         let gap = a.at_ns.saturating_sub(previous);
+        if gap > 2 * interval_ns {
+            gaps.push((previous, gap));
+        }
         if gap > longest_gap {
             (longest_gap, gap_at) = (gap, previous);
         }
         previous = previous.max(a.at_ns);
     }
+    if last_due > previous + 2 * interval_ns {
+        gaps.push((previous, last_due - previous));
+    }
     if last_due > previous && last_due - previous > longest_gap {
         (longest_gap, gap_at) = (last_due - previous, previous);
     }
+    gaps.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    gaps.truncate(TOP_GAPS);
     let (mut run, mut run_start, mut longest_run, mut longest_run_start) = (0u64, 0u64, 0u64, 0u64);
     for (seq, &got) in (0u64..).zip(&seen) {
         if got {
@@ -193,6 +210,10 @@ pub(crate) fn analyze(
         out_of_range,
         longest_gap_ms: ms(longest_gap),
         gap_at_ms: ms(gap_at - start_ns),
+        gaps: gaps
+            .iter()
+            .map(|&(at, len)| (ms(at - start_ns), ms(len)))
+            .collect(),
         longest_missing_run: longest_run,
         missing_run_at_ms: ms(longest_run_start * interval_ns),
         latency_max_ms: latencies.last().copied().map_or(0.0, ms),
@@ -476,6 +497,7 @@ fn main() -> Result<()> {
         "others": others,
         "longest_gap_ms": s.longest_gap_ms,
         "gap_at_ms": s.gap_at_ms,
+        "gaps": s.gaps.iter().map(|&(at, len)| [at, len]).collect::<Vec<_>>(),
         "longest_missing_run": s.longest_missing_run,
         "missing_run_at_ms": s.missing_run_at_ms,
         "latency_max_ms": s.latency_max_ms,
@@ -528,6 +550,18 @@ mod tests {
         // From frame 39's arrival to frame 70's.
         assert!((s.longest_gap_ms - 31.0).abs() < 1e-9, "{s:?}");
         assert!((s.gap_at_ms - 39.0).abs() < 1e-9, "{s:?}");
+        assert_eq!(s.gaps, vec![(39.0, 31.0)]);
+    }
+
+    #[test]
+    fn the_longest_gaps_are_listed_longest_first_with_where_they_began() {
+        // Frames 10..13 and 50..60 missing: gaps of 4 and 11 ms; the rest 1 ms apart.
+        let arrivals: Vec<_> = (0..100)
+            .filter(|s| !(10..13).contains(s) && !(50..60).contains(s))
+            .map(|s| on_time(s, 0))
+            .collect();
+        let s = analyze(100, T0, MS, &arrivals);
+        assert_eq!(s.gaps, vec![(49.0, 11.0), (9.0, 4.0)]);
     }
 
     #[test]
