@@ -7,7 +7,7 @@ still leaves what it measured:
     bench_report.py new FILE --bench NAME --title TEXT --command CMD --subject weft \\
         --systems "weft testpmd ovs" [--setting KEY=VALUE]... [--x-label TEXT]
     bench_report.py case FILE --id 64 --label "64 B" --unit Mpps [--lower-is-better]
-        [--no-plot] [--goal PEER=RATIO]... [--goal-value V]
+        [--no-plot] [--show-max] [--goal PEER=RATIO]... [--goal-value V]
     bench_report.py extra FILE --id gen_cycles --label "generator cycles / frame"
     bench_report.py sample FILE --round 1 --case 64 --system weft --value 13.2 [--extra K=V]...
     bench_report.py note FILE TEXT
@@ -34,7 +34,8 @@ The results file (JSON, "schema": "weft-bench-results/1"):
     machine {cpu_model, cpu_family, cpu_model_number, cpus, threads_per_core, hypervisor,
              kernel, load_before, load_after},
     settings {KEY: VALUE}, subject, baseline, systems [..], x_label,
-    cases [{id, label, unit, better: "higher"|"lower", plot, goals {"A/B": RATIO}, goal_value}],
+    cases [{id, label, unit, better: "higher"|"lower", plot, show_max, goals {"A/B": RATIO},
+            goal_value}],
     extras [{id, label, unit}],
     samples [{round, case, system, value, extra {ID: number}}],
     notes [..], attachments {NAME: TEXT}
@@ -158,7 +159,8 @@ def cmd_case(a):
         goals[pair if "/" in pair else f"{data['subject']}/{pair}"] = float(ratio)
     data["cases"].append({"id": a.id, "label": a.label or a.id, "unit": a.unit,
                           "better": "lower" if a.lower_is_better else "higher",
-                          "plot": not a.no_plot, "goals": goals, "goal_value": a.goal_value})
+                          "plot": not a.no_plot, "show_max": a.show_max, "goals": goals,
+                          "goal_value": a.goal_value})
     save(a.file, data)
 
 
@@ -341,6 +343,9 @@ def report(data, full=False, notes=True):
                 cell = fmt(row["median"][system])
                 if not peers and row["n"][system] > 1:
                     cell += f" ({fmt(lo)}–{fmt(hi)})"
+                elif case.get("show_max") and row["n"][system] > 1:
+                    # Where the worst round matters (a gap, a loss): the median, then the worst.
+                    cell += (f" (max {fmt(hi)})" if case["better"] == "lower" else f" (min {fmt(lo)})")
                 cells.append(cell)
             else:
                 cells.append("–")
@@ -561,6 +566,8 @@ def main(argv=None):
     s.add_argument("--unit", required=True)
     s.add_argument("--lower-is-better", action="store_true")
     s.add_argument("--no-plot", action="store_true")
+    s.add_argument("--show-max", action="store_true",
+                   help="give the worst round beside the median in the table")
     s.add_argument("--goal", type=key_value, action="append", default=[],
                    help="PEER=RATIO (the subject's goal against PEER) or A/B=RATIO")
     s.add_argument("--goal-value", type=number)

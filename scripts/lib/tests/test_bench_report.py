@@ -65,6 +65,16 @@ class Figures(unittest.TestCase):
     def test_quartiles_of_one_value(self):
         self.assertEqual(bench_report.quartiles([3.0]), (3.0, 3.0))
 
+    def test_show_max_gives_the_worst_round_beside_the_median(self):
+        data = bench_report.load(FIXTURE)
+        lat = next(c for c in data["cases"] if c["id"] == "lat")
+        lat["show_max"] = True
+        data["samples"].append({"round": 2, "case": "lat", "system": "peer", "value": 20,
+                                "extra": {}})
+        row = next(line for line in bench_report.report(data).splitlines()
+                   if line.startswith(f"| {lat['label']} |"))
+        self.assertIn("| 18.0 (max 20.0) |", row)
+
 
 class Markdown(unittest.TestCase):
     def setUp(self):
