@@ -12,7 +12,7 @@ use std::time::Duration;
 use weft_control::Response;
 use weft_testlab::lab::{self, Netns};
 
-use common::taps::tap_endpoint;
+use common::taps::{drop_count, port_counters, tap_endpoint};
 use common::weftd::Weftd;
 use common::{code, stderr};
 
@@ -297,4 +297,89 @@ fn under_a_service_manager_the_old_weftd_names_the_new_one_its_main_process() {
         main_at < ready_at,
         "the new weftd said it was ready before it was the main process: {got:?}"
     );
+}
+
+#[test]
+fn a_tcp_link_between_two_weftd_carries_on_through_an_upgrade_of_each_end() {
+    let test = "a_tcp_link_between_two_weftd_carries_on_through_an_upgrade_of_each_end";
+    if !can_run(test) {
+        return;
+    }
+    let _serial = lab::serial();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut listening = Weftd::start();
+    let mut connecting = Weftd::start();
+    // An authenticated link: the key's state must travel too.
+    let key = listening.path("link.key");
+    std::fs::write(&key, [0x5au8; 32]).unwrap();
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let key = key.to_string_lossy().into_owned();
+    let o = listening.weft(&[
+        "port",
+        "add",
+        "br0:link",
+        "tcp-link",
+        "--listen",
+        &addr,
+        "--key-file",
+        &key,
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = connecting.weft(&[
+        "port",
+        "add",
+        "br0:link",
+        "tcp-link",
+        "--peer",
+        &addr,
+        "--key-file",
+        &key,
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let (na, nb) = (Netns::new("tla"), Netns::new("tlb"));
+    tap_endpoint(&listening, "ta", &na, Some("10.205.0.1/24"), None);
+    tap_endpoint(&connecting, "tb", &nb, Some("10.205.0.2/24"), None);
+    // The connecting end retries until the listener is there: wait for the link.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !na.ping("10.205.0.2", 1, 56) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no ping over the link:\n{}\n{}",
+            listening.log(),
+            connecting.log()
+        );
+    }
+    // An end that loses its connection counts it (`tcp_disconnects`, among its drops).
+    let disconnects = |d: &Weftd| drop_count(&port_counters(d, "br0:link").1, "tcp_disconnects");
+
+    let pings = PingStream::start(&na, "10.205.0.2", 1500);
+    std::thread::sleep(Duration::from_millis(500));
+    upgrade_ok(&mut listening);
+    assert_eq!(
+        disconnects(&connecting),
+        0,
+        "the connecting end lost its connection when the listening end was upgraded"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    upgrade_ok(&mut connecting);
+    assert_eq!(
+        disconnects(&listening),
+        0,
+        "the listening end lost its connection when the connecting end was upgraded"
+    );
+    let (sent, received) = pings.finish();
+    eprintln!("{test}: {received} of {sent} pings (2 ms apart) across an upgrade of each end");
+    assert!(
+        sent - received <= 10,
+        "{} of {sent} pings lost\n{}\n{}",
+        sent - received,
+        listening.log(),
+        connecting.log()
+    );
+    assert!(attached(&listening, "br0:link").starts_with("taken over"));
 }
