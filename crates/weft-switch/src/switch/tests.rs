@@ -744,3 +744,34 @@ fn a_port_is_told_what_all_its_peers_accept_when_ports_come_go_or_renegotiate() 
     sw.poll(p0, T0);
     assert_eq!(last().mtu, 9000);
 }
+
+#[test]
+fn a_mac_restored_from_another_process_is_known_with_its_age_and_frames_to_it_are_unicast() {
+    let mut r = Rig::new(3);
+    let now = Timestamp::from_secs(100);
+    let seen = Timestamp::from_secs(70);
+    assert!(r.sw.restore_learned(0, mac(5), r.ports[1].0, seen));
+    let entry =
+        r.sw.fdb()
+            .entries()
+            .find(|e| e.mac == mac(5))
+            .expect("restored");
+    assert_eq!(entry.age(now), Some(std::time::Duration::from_secs(30)));
+    assert!(!entry.is_static);
+    r.send(0, &frame(mac(5), mac(1), 60));
+    assert_eq!(r.sent(1).len(), 1);
+    assert!(
+        r.sent(2).is_empty(),
+        "flooded to a MAC the switch was told about"
+    );
+}
+
+#[test]
+fn a_mac_restored_on_a_port_the_switch_does_not_have_is_not_learned() {
+    let mut r = Rig::new(2);
+    assert!(!r.sw.restore_learned(0, mac(5), PortId(9), T0));
+    assert!(!r
+        .sw
+        .restore_learned(0, MacAddr::BROADCAST, r.ports[0].0, T0));
+    assert_eq!(r.sw.fdb().lookup(0, mac(5), T0), None);
+}
