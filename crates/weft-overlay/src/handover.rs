@@ -20,6 +20,18 @@ use weft_sys::sockopt::{self, SockOpt};
 /// The version of the hand-over descriptions this build writes and reads.
 pub const HANDOVER_VERSION: u32 = 1;
 
+/// Refuses a hand-over written in another version of the description.
+pub(crate) fn check_version(found: u32) -> Result<(), HandoverError> {
+    if found == HANDOVER_VERSION {
+        Ok(())
+    } else {
+        Err(HandoverError::Version {
+            found,
+            expected: HANDOVER_VERSION,
+        })
+    }
+}
+
 /// Why a hand-over could not be taken, or a received one was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum HandoverError {

@@ -102,13 +102,7 @@ impl TcpLinkPort {
         handover: TcpLinkHandover,
         fds: Vec<OwnedFd>,
     ) -> Result<TcpLinkPort, OverlayError> {
-        if handover.version != HANDOVER_VERSION {
-            return Err(HandoverError::Version {
-                found: handover.version,
-                expected: HANDOVER_VERSION,
-            }
-            .into());
-        }
+        crate::handover::check_version(handover.version)?;
         config.validate()?;
         if handover.link_id != config.link_id {
             return Err(HandoverError::Mismatch(format!(

@@ -150,13 +150,7 @@ impl VxlanPort {
         handover: VxlanHandover,
         fds: Vec<OwnedFd>,
     ) -> Result<VxlanPort, OverlayError> {
-        if handover.version != HANDOVER_VERSION {
-            return Err(HandoverError::Version {
-                found: handover.version,
-                expected: HANDOVER_VERSION,
-            }
-            .into());
-        }
+        crate::handover::check_version(handover.version)?;
         let fdb = new_fdb(config)?;
         let mut table = FdTable::new(fds);
         let sockets = adopt_sockets(config, &handover, &mut table)?;
