@@ -44,6 +44,68 @@ pub struct Upgraded {
     pub elapsed_ms: u64,
 }
 
+/// The new weftd, started, and the thread relaying its error output here.
+struct Started {
+    pid: u32,
+    relay: std::thread::JoinHandle<()>,
+}
+
+/// Starts `binary` with `args` as an orphan: through a shell that puts it in the
+/// background and exits at once, so that its parent is the nearest subreaper — the
+/// service manager under systemd, else init — and not this short-lived process. systemd
+/// treats a main process named by `MAINPID=` as its own only when it is its child: it can
+/// then wait for its exit and stop it with SIGTERM, where for another's child it goes
+/// straight to SIGKILL. Its standard error is relayed here.
+fn spawn_orphan(binary: &Path, args: &[OsString]) -> Result<Started, CliError> {
+    let failed = |e| {
+        CliError::io(
+            format!(
+                "starting {} (give the new binary with --weftd PATH)",
+                binary.display()
+            ),
+            e,
+        )
+    };
+    let mut launcher = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(r#""$0" "$@" </dev/null >/dev/null & echo $!"#)
+        .arg(binary)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(failed)?;
+    let mut from = launcher
+        .stderr
+        .take()
+        .ok_or_else(|| failed(std::io::Error::other("no pipe for the new weftd's errors")))?;
+    let relay = std::thread::spawn(move || {
+        let _ = std::io::copy(&mut from, &mut std::io::stderr());
+    });
+    let mut printed = String::new();
+    if let Some(mut out) = launcher.stdout.take() {
+        std::io::Read::read_to_string(&mut out, &mut printed).map_err(failed)?;
+    }
+    launcher.wait().map_err(failed)?;
+    let pid = printed.trim().parse::<u32>().map_err(|_| {
+        failed(std::io::Error::other(format!(
+            "the shell that starts it printed {printed:?}, not a process id"
+        )))
+    })?;
+    Ok(Started { pid, relay })
+}
+
+/// Whether process `pid` runs (a zombie does not).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        // The state follows the command name's closing parenthesis.
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next())
+            .is_some_and(|state| state != 'Z' && state != 'X')
+    })
+}
+
 /// Options of the running weftd that must not be passed on.
 const DROPPED: [&str; 3] = ["--takeover", "--reset-state", "--check-config"];
 
@@ -57,52 +119,33 @@ pub fn upgrade(socket: &Path, args: &UpgradeArgs) -> Result<Upgraded, CliError> 
     let started = Instant::now();
     // Its output comes here until it is ready: then a detached weftd writes to its log, and
     // one in the foreground where the old one wrote (it was handed the old one's).
-    let mut child = Command::new(&binary)
-        .args(&passed)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| {
-            CliError::io(
-                format!(
-                    "starting {} (give the new binary with --weftd PATH)",
-                    binary.display()
-                ),
-                e,
-            )
-        })?;
-    let child_pid = child.id();
-    let mut relay = child.stderr.take().map(|mut from| {
-        std::thread::spawn(move || {
-            let _ = std::io::copy(&mut from, &mut std::io::stderr());
-        })
-    });
-    // Detached, the new weftd's first process exits once the daemon is ready (0) or failed;
-    // in the foreground it is the daemon, and is ready when it answers on the socket.
+    let child_pid = spawn_orphan(&binary, &passed)?;
+    let mut relay = Some(child_pid.relay);
+    let child_pid = child_pid.pid;
+    // Detached, the new weftd's first process exits once the daemon is ready or failed; in
+    // the foreground it is the daemon, and is ready when it answers on the socket.
     let deadline = started + args.wait;
     loop {
-        if let Some(status) = child
-            .try_wait()
-            .map_err(|e| CliError::io("waiting for the new weftd", e))?
-        {
+        let answering = daemon_pid(socket).ok();
+        if foreground && answering == Some(child_pid) {
+            break;
+        }
+        if !alive(child_pid) {
             if let Some(relay) = relay.take() {
                 let _ = relay.join();
             }
-            if !status.success() {
-                return Err(CliError::usage(
-                    format!(
-                        "the new weftd ({}) did not take over ({status}); the running weftd \
-                         (pid {old_pid}) carries on",
-                        binary.display()
-                    ),
-                    "its error is printed above",
-                ));
+            let answering = daemon_pid(socket).ok();
+            if answering.is_some_and(|p| p != old_pid) {
+                break;
             }
-            break;
-        }
-        if foreground && daemon_pid(socket).is_ok_and(|p| p == child_pid) {
-            break;
+            return Err(CliError::usage(
+                format!(
+                    "the new weftd ({}) did not take over; the running weftd (pid {old_pid}) \
+                     carries on",
+                    binary.display()
+                ),
+                "its error is printed above",
+            ));
         }
         if Instant::now() > deadline {
             return Err(CliError::usage(

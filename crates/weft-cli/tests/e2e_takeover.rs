@@ -12,22 +12,12 @@ use std::time::Duration;
 use weft_control::Response;
 use weft_testlab::lab::{self, Netns};
 
-use common::taps::{drop_count, port_counters, tap_endpoint};
+use common::taps::{drop_count, ifindex, port_counters, tap_endpoint};
 use common::weftd::Weftd;
 use common::{code, stderr};
 
 fn can_run(test: &str) -> bool {
     lab::can_run(test) && lab::installed("ping")
-}
-
-/// The interface index of `dev` in `ns` (the same device keeps it).
-fn ifindex(ns: &Netns, dev: &str) -> String {
-    lab::run_ok(
-        ns.cmd("cat").arg(format!("/sys/class/net/{dev}/ifindex")),
-        Duration::from_secs(5),
-    )
-    .trim()
-    .to_string()
 }
 
 fn has_address(ns: &Netns, dev: &str, addr: &str) -> bool {
@@ -60,17 +50,7 @@ impl PingStream {
     }
 
     fn finish(self) -> (u64, u64) {
-        let out = self.0.wait_with_output().unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let line = text
-            .lines()
-            .find(|l| l.contains("packets transmitted"))
-            .unwrap_or_else(|| panic!("no ping summary: {text}"));
-        let numbers: Vec<u64> = line
-            .split(|c: char| !c.is_ascii_digit())
-            .filter_map(|w| w.parse().ok())
-            .collect();
-        (numbers[0], numbers[1])
+        common::ping_summary(&self.0.wait_with_output().unwrap())
     }
 }
 

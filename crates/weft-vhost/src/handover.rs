@@ -150,6 +150,26 @@ impl VhostUserPort {
         })
     }
 
+    /// A server-mode port's listener alone, as a snapshot with no connection: what
+    /// outlives a crash of the process (weftd keeps it in systemd's file descriptor
+    /// store), so that a frontend reconnecting meanwhile waits in its queue until a
+    /// restarted process accepts it on [`adopt`](Self::adopt). `None` in client mode. It
+    /// suspends and changes nothing.
+    pub fn listener_record(&self) -> Result<Option<(PortSnapshot, Vec<OwnedFd>)>, VhostError> {
+        let Some(listener) = &self.listener else {
+            return Ok(None);
+        };
+        let fd = std::os::fd::AsFd::as_fd(listener)
+            .try_clone_to_owned()
+            .map_err(HandoverError::io("duplicating the listening socket"))?;
+        let snapshot = PortSnapshot {
+            version: SNAPSHOT_VERSION,
+            listener: Some(0),
+            connection: None,
+        };
+        Ok(Some((snapshot, vec![fd])))
+    }
+
     /// A port rebuilt in this process from another process's `snapshot` and the
     /// descriptors it names (`fds`, owned here from now on: all closed on an error): the
     /// same socket (server mode: the listener passed, `name` in `dir` the file it is bound

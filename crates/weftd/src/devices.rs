@@ -210,15 +210,16 @@ pub fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Device,
     split(ctx, port, opened)
 }
 
-/// Takes over port `port`'s device from what another weftd handed over (`carried`, with
-/// its descriptors `fds`); a device it says to open afresh is opened.
+/// Takes over port `port`'s device from what another weftd handed over, or systemd kept
+/// (`carried`, with its descriptors `fds`); a device it says to open afresh is opened.
+/// `origin` says how it came, for `port show` ("taken over from weftd 0.2.0 (pid 812)").
 pub fn adopt(
     ctx: OpenContext<'_>,
     port: &str,
     kind: &PortKind,
     carried: &Carried,
     fds: Vec<OwnedFd>,
-    from: &str,
+    origin: &str,
 ) -> Result<Device, OpenError> {
     if let Some(count) = carried.fd_count().filter(|c| *c != fds.len()) {
         return Err(CarryError::Mismatch(format!(
@@ -250,7 +251,7 @@ pub fn adopt(
         }
     };
     let opened = Opened {
-        origin: Some(Origin::now(format!("taken over from {from}"))),
+        origin: Some(Origin::now(origin.to_string())),
         ..opened
     };
     split(ctx, port, opened)

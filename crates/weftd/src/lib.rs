@@ -22,4 +22,5 @@ pub mod persist;
 pub mod ratelimit;
 pub mod server;
 pub mod socket_dirs;
+pub mod systemd;
 pub mod takeover;

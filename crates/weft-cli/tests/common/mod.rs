@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test file uses a different part
 
 pub(crate) mod hosts;
+pub(crate) mod systemd;
 pub(crate) mod taps;
 pub(crate) mod weftd;
 
@@ -256,4 +257,18 @@ pub(crate) fn json_answer(
     );
     serde_json::from_slice(&o.stdout)
         .unwrap_or_else(|e| panic!("weft {args:?} printed no answer ({e}): {}", stdout(&o)))
+}
+
+/// (sent, received) from the summary of a finished `ping -q`.
+pub(crate) fn ping_summary(out: &Output) -> (u64, u64) {
+    let text = stdout(out);
+    let line = text
+        .lines()
+        .find(|l| l.contains("packets transmitted"))
+        .unwrap_or_else(|| panic!("no ping summary: {text}"));
+    let numbers: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    (numbers[0], numbers[1])
 }

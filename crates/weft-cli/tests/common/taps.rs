@@ -42,3 +42,13 @@ pub(crate) fn drop_count(drops: &[(String, u64)], reason: &str) -> u64 {
         .find(|(r, _)| r == reason)
         .map_or(0, |(_, n)| *n)
 }
+
+/// The interface index of `dev` in `ns` (the same device keeps it).
+pub(crate) fn ifindex(ns: &Netns, dev: &str) -> String {
+    weft_testlab::lab::run_ok(
+        ns.cmd("cat").arg(format!("/sys/class/net/{dev}/ifindex")),
+        std::time::Duration::from_secs(5),
+    )
+    .trim()
+    .to_string()
+}

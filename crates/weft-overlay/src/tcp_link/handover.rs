@@ -144,6 +144,28 @@ impl TcpLinkHandoverSource {
         }
     }
 
+    /// A listening link's listener alone, described as a hand-over with no connection:
+    /// what outlives a crash of the process (weftd keeps it in systemd's file descriptor
+    /// store), so that the other end's reconnection waits in its queue until a restarted
+    /// weftd accepts it. `None` for a link that connects. It parks and changes nothing.
+    pub fn listener_record(&self) -> Result<Option<(TcpLinkHandover, Vec<OwnedFd>)>, OverlayError> {
+        let guard = self.guard.upgrade().ok_or(HandoverError::PortClosed)?;
+        let shared = &guard.shared;
+        let Some(listener) = &shared.listener else {
+            return Ok(None);
+        };
+        let description = TcpLinkHandover {
+            version: HANDOVER_VERSION,
+            link_id: shared.link_id,
+            listener_fd: Some(0),
+            connection: None,
+        };
+        Ok(Some((
+            description,
+            vec![dup(listener, "listening socket")?],
+        )))
+    }
+
     /// The hand-over was abandoned: the link thread goes on (resume the workers too).
     pub fn resume(&self) {
         if let Some(guard) = self.guard.upgrade() {

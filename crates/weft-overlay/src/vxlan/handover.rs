@@ -170,16 +170,9 @@ impl VxlanHandoverSource {
     /// changes nothing: the port goes on as before when the hand-over is abandoned.
     pub fn handover(&self) -> Result<(VxlanHandover, Vec<OwnedFd>), OverlayError> {
         let closed = || OverlayError::from(HandoverError::PortClosed);
-        let receive = self.receive.upgrade().ok_or_else(closed)?;
         let parking = self.parking.upgrade().ok_or_else(closed)?;
         let fdb = self.fdb.upgrade().ok_or_else(closed)?;
         let flood = self.flood.upgrade().ok_or_else(closed)?;
-        let local = receive
-            .local_addr()
-            .map_err(|source| OverlayError::Socket {
-                call: "getsockname",
-                source,
-            })?;
         let pending = parking
             .inspect(|l| {
                 l.pending()
@@ -214,6 +207,36 @@ impl VxlanHandoverSource {
                 .collect();
             (learned, directory)
         };
+        let (sockets, fds) = self.sockets()?;
+        let description = VxlanHandover {
+            learned,
+            directory,
+            directory_vteps: flood.directory_remotes(),
+            pending,
+            ..sockets
+        };
+        Ok((description, fds))
+    }
+
+    /// The port's sockets alone, described as a hand-over with nothing learned and nothing
+    /// pending: what outlives a crash of the process (weftd keeps it in systemd's file
+    /// descriptor store), so that a restarted weftd carries on with the same bound
+    /// addresses and the datagrams queued meanwhile. It pauses and changes nothing; any
+    /// thread, any time.
+    pub fn sockets_record(&self) -> Result<(VxlanHandover, Vec<OwnedFd>), OverlayError> {
+        self.sockets()
+    }
+
+    /// Duplicates of the sockets and a description naming them, with no state.
+    fn sockets(&self) -> Result<(VxlanHandover, Vec<OwnedFd>), OverlayError> {
+        let closed = || OverlayError::from(HandoverError::PortClosed);
+        let receive = self.receive.upgrade().ok_or_else(closed)?;
+        let local = receive
+            .local_addr()
+            .map_err(|source| OverlayError::Socket {
+                call: "getsockname",
+                source,
+            })?;
         let mut fds = vec![dup(&*receive, "receive socket")?];
         let raw_fd = match &self.raw {
             Some(raw) => {
@@ -239,10 +262,10 @@ impl VxlanHandoverSource {
             raw_fd,
             bound,
             mtu: self.mtu,
-            learned,
-            directory,
-            directory_vteps: flood.directory_remotes(),
-            pending,
+            learned: Vec::new(),
+            directory: Vec::new(),
+            directory_vteps: Vec::new(),
+            pending: Vec::new(),
         };
         Ok((description, fds))
     }

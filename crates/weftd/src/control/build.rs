@@ -27,32 +27,49 @@ pub(super) struct Opened {
 pub(super) fn open_or_fail(
     ctx: OpenContext<'_>,
     switch: &SwitchState,
+    kept: &mut super::Inherited,
     failures: &mut Vec<PortFailure>,
 ) -> Vec<Opened> {
     let ctx = switch_ctx(ctx, switch);
     switch
         .ports
         .iter()
-        .map(|p| match devices::open(ctx, &p.name, &p.kind) {
-            Ok(device) => Opened {
-                device,
-                failed: None,
-            },
-            Err(e) => {
-                let reason = e.to_string();
-                failures.push(PortFailure {
-                    switch: switch.name.clone(),
-                    port: p.name.clone(),
-                    reason: reason.clone(),
-                });
-                Opened {
-                    device: FailedPort::device(&p.kind, switch.settings.lanes),
-                    failed: Some(reason),
+        .map(|p| {
+            let key = (switch.name.clone(), p.name.clone());
+            let device = match kept.remove(&key) {
+                Some((carried, fds)) => {
+                    devices::adopt(ctx, &p.name, &p.kind, &carried, fds, KEPT_BY_SYSTEMD)
+                        .or_else(|e| {
+                            tracing::warn!(switch = %switch.name, port = %p.name, error = %e, "the device systemd kept does not fit the port: opening it afresh");
+                            devices::open(ctx, &p.name, &p.kind)
+                        })
+                }
+                None => devices::open(ctx, &p.name, &p.kind),
+            };
+            match device {
+                Ok(device) => Opened {
+                    device,
+                    failed: None,
+                },
+                Err(e) => {
+                    let reason = e.to_string();
+                    failures.push(PortFailure {
+                        switch: switch.name.clone(),
+                        port: p.name.clone(),
+                        reason: reason.clone(),
+                    });
+                    Opened {
+                        device: FailedPort::device(&p.kind, switch.settings.lanes),
+                        failed: Some(reason),
+                    }
                 }
             }
         })
         .collect()
 }
+
+/// How `port show` says a port's device came from systemd's file descriptor store.
+const KEPT_BY_SYSTEMD: &str = "kept by systemd across a restart of weftd, re-attached";
 
 /// What opening the ports of `switch` needs: its lanes.
 fn switch_ctx<'a>(ctx: OpenContext<'a>, switch: &SwitchState) -> OpenContext<'a> {
@@ -78,7 +95,14 @@ pub(super) fn adopt_all(
     for p in &switch.ports {
         let key = (switch.name.clone(), p.name.clone());
         let device = match inherited.remove(&key) {
-            Some((carried, fds)) => devices::adopt(ctx, &p.name, &p.kind, &carried, fds, from),
+            Some((carried, fds)) => devices::adopt(
+                ctx,
+                &p.name,
+                &p.kind,
+                &carried,
+                fds,
+                &format!("taken over from {from}"),
+            ),
             None => devices::open(ctx, &p.name, &p.kind),
         };
         match device {

@@ -19,6 +19,7 @@ pub mod client_files;
 mod diff;
 mod directory;
 pub use directory::DirectoryPort;
+mod fd_store;
 mod fdb;
 mod handover;
 pub use handover::Held;
@@ -102,6 +103,8 @@ pub struct Controller {
     directory: Option<Arc<crate::directory::DirectoryLink>>,
     /// Which TAP devices weft created.
     taps: TapMarks,
+    /// systemd's file descriptor store, when weftd runs with one.
+    fd_store: Option<crate::systemd::FdStore>,
 }
 
 /// Where a controller's devices live and what they may be.
@@ -188,10 +191,27 @@ impl Controller {
         state: State,
         save: bool,
     ) -> Result<(Controller, Vec<PortFailure>), ControlError> {
+        Self::start_with_kept(pool, paths, state, save, Inherited::new())
+    }
+
+    /// [`start`](Self::start), taking over the devices systemd's file descriptor store kept
+    /// across a crash (`kept`, by switch and port) where they still fit their port; a kept
+    /// device that does not is closed and the port opened afresh. Kept devices of ports
+    /// the state does not have are closed.
+    pub fn start_with_kept(
+        pool: WorkerPool,
+        paths: DevicePaths,
+        state: State,
+        save: bool,
+        mut kept: Inherited,
+    ) -> Result<(Controller, Vec<PortFailure>), ControlError> {
         let mut failures = Vec::new();
         let controller = Self::build(pool, paths, state, false, |ctx, switch| {
-            Ok(build::open_or_fail(ctx, switch, &mut failures))
+            Ok(build::open_or_fail(ctx, switch, &mut kept, &mut failures))
         })?;
+        for (switch, port) in kept.keys() {
+            tracing::info!(%switch, %port, "systemd kept a device of a port the state does not have: closed");
+        }
         if save {
             controller.save(&controller.state)?;
         }
@@ -250,6 +270,7 @@ impl Controller {
             captures: capture::Captures::default(),
             directory: None,
             taps: paths.taps,
+            fd_store: None,
         };
         for switch in state.switches {
             let built = open(controller.open_ctx(&switch.name), &switch).and_then(|devices| {
@@ -296,8 +317,19 @@ impl Controller {
     }
 
     /// Answers one request. `session` is the connection's: the captures it started end
-    /// with it.
+    /// with it. systemd's file descriptor store, when weftd has one, then holds a record
+    /// of every port's device as it is now.
     pub fn handle(
+        &mut self,
+        request: Request,
+        session: &mut Session,
+    ) -> Result<Response, ControlError> {
+        let answer = self.answer(request, session);
+        self.sync_fd_store();
+        answer
+    }
+
+    fn answer(
         &mut self,
         request: Request,
         session: &mut Session,
@@ -383,6 +415,7 @@ impl Controller {
     /// Stops the workers and closes every device (a TAP weft created goes with it). The
     /// state file stays as it is; requests after this fail.
     pub fn shutdown(&mut self) {
+        self.release_fd_store();
         self.pool.shutdown();
         self.switches.clear();
     }

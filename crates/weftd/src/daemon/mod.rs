@@ -86,6 +86,12 @@ fn state_refusal(e: &StateFileError, path: &Path) -> String {
 
 /// Runs the daemon until SIGTERM or SIGINT.
 pub fn run(args: &RunArgs) -> ExitCode {
+    // First, before anything else could take their numbers: what systemd kept for this
+    // service in its file descriptor store.
+    let passed = match crate::systemd::listen_fds::take() {
+        Ok(named) => named,
+        Err(e) => return fail(e),
+    };
     let config = match &args.config {
         Some(path) => match Config::load(path) {
             Ok(c) => c,
@@ -121,7 +127,7 @@ pub fn run(args: &RunArgs) -> ExitCode {
             Err(code) => return code,
         }
     };
-    match start(&config, &paths, args, metrics_listen, ready) {
+    match start(&config, &paths, args, metrics_listen, ready, passed) {
         Ok(code) => code,
         Err(e) => fail(e),
     }
@@ -235,6 +241,7 @@ fn start(
     args: &RunArgs,
     metrics_listen: Option<SocketAddr>,
     ready: Option<OwnedFd>,
+    passed: Vec<(String, OwnedFd)>,
 ) -> Result<ExitCode, StartError> {
     let mode = config.control.socket_mode.0;
     // Others reach the socket only if they may traverse the directory.
@@ -256,8 +263,20 @@ fn start(
         ensure_dir(parent, 0o700, "the state file's directory")?;
     }
     if args.takeover {
+        drop(passed);
         return take_over(config, paths, metrics_listen, ready);
     }
+    let mut passed = crate::systemd::fd_store::decode(passed);
+    for e in &passed.errors {
+        tracing::warn!(error = %e, "systemd's file descriptor store passed something unusable: closed");
+    }
+    if !passed.records.is_empty() {
+        tracing::info!(
+            ports = passed.records.len(),
+            "systemd kept devices of a weftd before this one: re-attaching"
+        );
+    }
+    let kept = std::mem::take(&mut passed.records);
     let flock = lock(paths)?;
     let lock_fd = flock
         .as_fd()
@@ -279,7 +298,7 @@ fn start(
     )?;
     let pool = WorkerPool::start(&config.workers).map_err(StartError::Workers)?;
     let (controller, failures) =
-        Controller::start(pool, devices, state, first_start).map_err(|e| {
+        Controller::start_with_kept(pool, devices, state, first_start, kept).map_err(|e| {
             let _ = fs::remove_file(&paths.socket);
             StartError::Build(e)
         })?;
@@ -309,7 +328,9 @@ fn start(
         control_tcp,
         metrics,
     };
-    serve(config, paths, controller, listening, &signals, ready)
+    serve(
+        config, paths, controller, listening, &signals, ready, &passed,
+    )
 }
 
 /// Where the controller's devices live, the directories made and checked.
@@ -425,7 +446,10 @@ fn take_over(
         control_tcp,
         metrics,
     };
-    serve(config, paths, controller, listening, &signals, ready)
+    let passed = crate::systemd::Passed::default();
+    serve(
+        config, paths, controller, listening, &signals, ready, &passed,
+    )
 }
 
 /// Serves the control socket, TCP control, metrics and takeovers until a signal stops
@@ -437,7 +461,16 @@ fn serve(
     listening: Listening,
     signals: &SigSet,
     ready: Option<OwnedFd>,
+    passed: &crate::systemd::Passed,
 ) -> Result<ExitCode, StartError> {
+    let mut controller = controller;
+    // Only now: after a takeover, systemd takes this weftd's records once the old one
+    // named it the main process.
+    if let Some(mut store) = crate::systemd::FdStore::from_env() {
+        store.held(passed);
+        tracing::info!("ports' devices are kept in systemd's file descriptor store");
+        controller.use_fd_store(store);
+    }
     let controller = Arc::new(Mutex::new(controller));
     // Kept until weftd stops: its client revokes the lease, so other hosts drop this one.
     let _directory = match &config.directory {

@@ -5,7 +5,6 @@ use std::fs::{self, OpenOptions};
 use std::io::{IsTerminal, Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
 use std::process::ExitCode;
 
 use super::{fail, Paths, StartError};
@@ -90,21 +89,8 @@ pub(super) fn announce_ready(ready: Option<OwnedFd>, paths: &Paths) -> Result<()
 
 /// Sends a state line to systemd, when it asked for them.
 pub(crate) fn sd_notify(state: &str) {
-    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
-        return;
-    };
-    let Ok(socket) = std::os::unix::net::UnixDatagram::unbound() else {
-        return;
-    };
-    let bytes = path.as_encoded_bytes();
-    let sent = if let Some(name) = bytes.strip_prefix(b"@") {
-        use std::os::linux::net::SocketAddrExt;
-        std::os::unix::net::SocketAddr::from_abstract_name(name)
-            .and_then(|addr| socket.send_to_addr(state.as_bytes(), &addr))
-    } else {
-        socket.send_to(state.as_bytes(), Path::new(&path))
-    };
-    if let Err(e) = sent {
+    let sent = crate::systemd::NotifySocket::from_env().map(|socket| socket?.send(state, &[]));
+    if let Some(Err(e)) = sent {
         tracing::warn!(error = %e, "cannot notify systemd");
     }
 }

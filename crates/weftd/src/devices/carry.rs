@@ -164,6 +164,35 @@ impl Keep {
     }
 }
 
+impl Keep {
+    /// What of the device outlives a crash of weftd, kept in systemd's file descriptor
+    /// store (`daemon/fd_store.rs`): the part that changes only when the port is opened,
+    /// so that the record never needs refreshing. A TAP's queue (the device and its
+    /// addresses), a server-mode vhost-user port's listener (a frontend reconnecting
+    /// meanwhile waits in its queue), a VXLAN port's sockets (same bound addresses;
+    /// datagrams wait in the queue), a listening TCP link's listener. `None`: nothing
+    /// worth keeping (AF_PACKET, client mode, a connecting link). Nothing is paused.
+    pub fn record(&self) -> Result<Option<(Carried, Vec<OwnedFd>)>, CarryError> {
+        Ok(match self {
+            Keep::Reopen => None,
+            Keep::Tap(tap) => Some((
+                tap.carried(),
+                vec![tap.queue().as_fd().try_clone_to_owned()?],
+            )),
+            Keep::Vhost(port) => port
+                .listener_record()?
+                .map(|(snapshot, fds)| (Carried::VhostUser { snapshot }, fds)),
+            Keep::Vxlan(source) => {
+                let (handover, fds) = source.sockets_record()?;
+                Some((Carried::Vxlan { handover }, fds))
+            }
+            Keep::TcpLink(source) => source
+                .listener_record()?
+                .map(|(handover, fds)| (Carried::TcpLink { handover }, fds)),
+        })
+    }
+}
+
 impl Carried {
     /// How many descriptors travel with it, where the description alone says (the drivers
     /// that name theirs by index check their own).
