@@ -4,8 +4,18 @@
 #![deny(unsafe_code)]
 
 pub mod config;
+mod connection;
+mod counters;
+mod fds;
 pub mod handshake;
 pub mod layout;
 pub mod memory;
 pub mod ring;
+mod rx;
+mod tx;
 pub mod wire;
+
+pub use connection::PeerStatus;
+pub use counters::MemifStats;
+pub use rx::MemifPortRx;
+pub use tx::MemifPortTx;

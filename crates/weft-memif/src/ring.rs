@@ -18,7 +18,6 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::config::Role;
 use crate::layout::{
     ring_bytes, ClientLayout, DESC_SIZE, RING_ALIGN, RING_COOKIE, RING_COOKIE_AT, RING_FLAGS_AT,
     RING_HEADER, RING_HEAD_AT, RING_TAIL_AT,
