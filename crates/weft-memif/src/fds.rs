@@ -17,7 +17,7 @@ const MAX_FDS: usize = 4;
 
 /// One message received.
 #[derive(Debug)]
-pub enum Received {
+pub(crate) enum Received {
     /// A message (its bytes, which may be of the wrong size) and its descriptors.
     Message {
         /// The bytes received (at most 128 are kept).
@@ -36,7 +36,7 @@ pub enum Received {
 }
 
 /// Reads one message from the non-blocking `SOCK_SEQPACKET` socket `sock`.
-pub fn receive(sock: BorrowedFd<'_>) -> io::Result<Received> {
+pub(crate) fn receive(sock: BorrowedFd<'_>) -> io::Result<Received> {
     let mut buf = [0u8; MSG_SIZE];
     let mut cmsg = nix::cmsg_space!([RawFd; MAX_FDS]);
     let mut iov = [IoSliceMut::new(&mut buf)];
@@ -83,7 +83,7 @@ fn own(fd: RawFd) -> OwnedFd {
 }
 
 /// Sends one message, with `fd` passed beside it when given.
-pub fn send(
+pub(crate) fn send(
     sock: BorrowedFd<'_>,
     bytes: &[u8; MSG_SIZE],
     fd: Option<BorrowedFd<'_>>,
@@ -110,11 +110,11 @@ pub fn send(
 /// A ring's interrupt: an eventfd, non-blocking, written by the producer after it
 /// published frames and read by the consumer.
 #[derive(Debug)]
-pub struct Interrupt(File);
+pub(crate) struct Interrupt(File);
 
 /// Why a descriptor is no interrupt.
 #[derive(Debug, thiserror::Error)]
-pub enum InterruptError {
+pub(crate) enum InterruptError {
     /// Not an eventfd (a pipe or file could block or wake forever).
     #[error("the ring's interrupt descriptor is not an eventfd")]
     NotEventFd,
@@ -125,7 +125,7 @@ pub enum InterruptError {
 
 impl Interrupt {
     /// A new eventfd (the client's, for a ring it announces).
-    pub fn new() -> io::Result<Interrupt> {
+    pub(crate) fn new() -> io::Result<Interrupt> {
         let fd = nix::sys::eventfd::EventFd::from_flags(
             nix::sys::eventfd::EfdFlags::EFD_NONBLOCK | nix::sys::eventfd::EfdFlags::EFD_CLOEXEC,
         )?;
@@ -133,7 +133,7 @@ impl Interrupt {
     }
 
     /// The peer's descriptor, if it is an eventfd; made non-blocking.
-    pub fn from_peer(fd: OwnedFd) -> Result<Interrupt, InterruptError> {
+    pub(crate) fn from_peer(fd: OwnedFd) -> Result<Interrupt, InterruptError> {
         let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
         if link != Path::new("anon_inode:[eventfd]") {
             return Err(InterruptError::NotEventFd);
@@ -144,12 +144,12 @@ impl Interrupt {
     }
 
     /// Signals the consumer.
-    pub fn signal(&self) -> bool {
+    pub(crate) fn signal(&self) -> bool {
         (&self.0).write(&1u64.to_ne_bytes()).is_ok()
     }
 
     /// Empties the counter; true when it held something.
-    pub fn drain(&self) -> bool {
+    pub(crate) fn drain(&self) -> bool {
         let mut b = [0u8; 8];
         (&self.0).read(&mut b).is_ok_and(|n| n == 8)
     }

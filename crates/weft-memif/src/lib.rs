@@ -19,3 +19,9 @@ pub use connection::PeerStatus;
 pub use counters::MemifStats;
 pub use rx::MemifPortRx;
 pub use tx::MemifPortTx;
+mod control;
+mod port;
+
+pub use config::{ConfigError, MemifConfig, Role};
+pub use port::{MemifError, MemifPort};
+pub use weft_vhost::SocketDir;

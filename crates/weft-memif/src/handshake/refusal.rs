@@ -103,6 +103,20 @@ pub enum HandshakeError {
     /// CONNECT before a ring each way, numbered from 0.
     #[error("connect without rings 0..n in both directions")]
     MissingRings,
+    /// The peer's memory could not be admitted or mapped, or weft's own allocated.
+    #[error("memory refused: {0}")]
+    Memory(String),
+    /// A ring's memory is not a ring (wrong cookie, unreadable).
+    #[error("ring {index} refused: {why}")]
+    RingBroken {
+        /// The ring's index.
+        index: u16,
+        /// Why.
+        why: String,
+    },
+    /// A descriptor that should be an eventfd is not.
+    #[error("ring {0}'s interrupt is not an eventfd")]
+    NotEventFd(u16),
     /// The peer said DISCONNECT.
     #[error("peer disconnected: {0}")]
     PeerDisconnected(String),
@@ -174,14 +188,17 @@ impl HandshakeError {
                 Refusal::Incompatible
             }
             E::SecretRequired | E::WrongSecret => Refusal::Secret,
-            E::MissingFd(_) | E::ExtraFds { .. } => Refusal::Fds,
-            E::RegionIndex { .. } | E::TooManyRegions(_) | E::RegionSize { .. } => Refusal::Memory,
+            E::MissingFd(_) | E::ExtraFds { .. } | E::NotEventFd(_) => Refusal::Fds,
+            E::RegionIndex { .. } | E::TooManyRegions(_) | E::RegionSize { .. } | E::Memory(_) => {
+                Refusal::Memory
+            }
             E::RingIndex(_)
             | E::RingRegion(_)
             | E::RingSize(_)
             | E::PrivateHeader(_)
             | E::RingAlign(_)
             | E::RingOutside { .. }
+            | E::RingBroken { .. }
             | E::MissingRings => Refusal::Ring,
         }
     }
