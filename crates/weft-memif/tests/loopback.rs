@@ -1,0 +1,166 @@
+//! Two weft memif ports, a server and a client, connected to each other in one process:
+//! each role's rings written by one side and read by the other.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use weft_memif::{MemifConfig, MemifPort, MemifPortRx, MemifPortTx, Role, SocketDir};
+use weft_packet::OffloadInfo;
+use weft_switch::{PortRx, PortTx, RxBatch, TxFrame};
+
+fn pair(tag: &str, config: MemifConfig) -> (tempfile_dir::Dir, MemifPort, MemifPort) {
+    let dir = tempfile_dir::Dir::new(tag);
+    let sd = Arc::new(SocketDir::open(dir.path()).unwrap());
+    let server = MemifPort::open(
+        Arc::clone(&sd),
+        "m.sock".as_ref(),
+        MemifConfig {
+            role: Role::Server,
+            ..config.clone()
+        },
+    )
+    .unwrap();
+    let client = MemifPort::open(
+        sd,
+        "m.sock".as_ref(),
+        MemifConfig {
+            role: Role::Client,
+            ..config
+        },
+    )
+    .unwrap();
+    (dir, server, client)
+}
+
+mod tempfile_dir {
+    pub struct Dir(std::path::PathBuf);
+    impl Dir {
+        pub fn new(tag: &str) -> Dir {
+            let p = std::env::temp_dir().join(format!("weft-memif-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&p);
+            std::fs::create_dir_all(&p).unwrap();
+            Dir(p)
+        }
+        pub fn path(&self) -> &std::path::Path {
+            &self.0
+        }
+    }
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn frame(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| seed.wrapping_add(i as u8)).collect()
+}
+
+/// Receives until `n` frames arrived or 5 s passed.
+fn receive_n(rx: &mut MemifPortRx, n: usize) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    let mut batch = RxBatch::new(64);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while got.len() < n && Instant::now() < deadline {
+        batch.clear();
+        rx.receive(&mut batch);
+        for d in batch.descs() {
+            got.push(rx.frame(d.handle).to_vec());
+        }
+        rx.finish();
+        if batch.is_empty() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    got
+}
+
+fn send_all(tx: &mut MemifPortTx, frames: &[Vec<u8>]) -> usize {
+    let txf: Vec<TxFrame<'_>> = frames
+        .iter()
+        .map(|f| TxFrame::whole(f, OffloadInfo::default()))
+        .collect();
+    tx.transmit(&txf)
+}
+
+fn exchange(config: MemifConfig, sizes: &[usize]) {
+    let (_dir, mut server, mut client) = pair(&format!("x{}", sizes[0]), config);
+    assert!(server.wait_connected(Duration::from_secs(5)), "{server:?}");
+    assert!(client.wait_connected(Duration::from_secs(5)), "{client:?}");
+    let (mut srx, mut stx) = server.take_halves().unwrap();
+    let (mut crx, mut ctx) = client.take_halves().unwrap();
+    // The client offers its receive buffers on its first look.
+    let mut b = RxBatch::new(8);
+    crx.receive(&mut b);
+    crx.finish();
+    let frames: Vec<Vec<u8>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| frame(*n, i as u8))
+        .collect();
+    assert_eq!(send_all(&mut ctx, &frames), frames.len());
+    assert_eq!(
+        receive_n(&mut srx, frames.len()),
+        frames,
+        "client to server"
+    );
+    assert_eq!(send_all(&mut stx, &frames), frames.len());
+    assert_eq!(
+        receive_n(&mut crx, frames.len()),
+        frames,
+        "server to client"
+    );
+    let s = server.stats();
+    assert_eq!(
+        (s.rx_frames, s.tx_frames),
+        (frames.len() as u64, frames.len() as u64),
+        "{s:?}"
+    );
+    assert_eq!(
+        s.tx_ring_full + s.rx_bad_descriptor + s.rx_bad_chain,
+        0,
+        "{s:?}"
+    );
+}
+
+#[test]
+fn a_client_and_a_server_port_exchange_frames_both_ways() {
+    exchange(MemifConfig::default(), &[60, 64, 1514, 128, 1000]);
+}
+
+#[test]
+fn frames_longer_than_a_buffer_travel_chained_both_ways() {
+    let config = MemifConfig {
+        mtu: 9000,
+        buffer_size: 2048,
+        ..MemifConfig::default()
+    };
+    exchange(config, &[9022, 2048, 2049, 60, 4096 + 17]);
+}
+
+#[test]
+fn a_full_ring_drops_and_counts_the_rest_of_a_burst() {
+    let config = MemifConfig {
+        log2_ring_size: 4,
+        ..MemifConfig::default()
+    };
+    let (_dir, mut server, mut client) = pair("full", config);
+    assert!(server.wait_connected(Duration::from_secs(5)));
+    assert!(client.wait_connected(Duration::from_secs(5)));
+    let (_srx, _stx) = server.take_halves().unwrap();
+    let (_crx, mut ctx) = client.take_halves().unwrap();
+    let frames: Vec<Vec<u8>> = (0..20).map(|i| frame(64, i)).collect();
+    assert_eq!(send_all(&mut ctx, &frames), 16);
+    assert_eq!(client.stats().tx_ring_full, 4);
+}
+
+#[test]
+fn frames_sent_with_no_peer_are_counted_as_not_connected() {
+    let dir = tempfile_dir::Dir::new("alone");
+    let sd = Arc::new(SocketDir::open(dir.path()).unwrap());
+    let mut port = MemifPort::open(sd, "a.sock".as_ref(), MemifConfig::default()).unwrap();
+    let (_rx, mut tx) = port.take_halves().unwrap();
+    assert_eq!(send_all(&mut tx, &[frame(60, 1)]), 1);
+    assert_eq!(port.stats().tx_not_connected, 1);
+    assert!(!port.is_connected());
+}
