@@ -343,10 +343,10 @@ impl Control {
                     .as_ref()
                     .is_some_and(|c| c.broken() || c.memory.tripped())
                 {
+                    // A peer that broke its ring is told why; one that left needs no
+                    // answer (nor is it counted: a server refusing a client that came
+                    // before it was started is no hostile peer).
                     let _ = session.send(&Message::disconnect(why), None);
-                } else if session.connection.is_none() {
-                    // Gone mid-handshake without a word: a protocol failure all the same.
-                    self.shared.counters.refuse(Refusal::Protocol);
                 }
                 why.clone()
             }
