@@ -131,11 +131,16 @@ impl MemifConfig {
                 return Err(ConfigError::Name(n.clone()));
             }
         }
-        let needed = self.client_layout(self.queue_pairs, self.queue_pairs, self.log2_ring_size);
-        let needed = needed.region_size();
-        let limit = self.max_region_bytes.min(u64::from(u32::MAX));
-        if needed > limit {
-            return Err(ConfigError::RegionTooLarge { needed, limit });
+        // A client allocates its region: it must fit the limit (and descriptor offsets,
+        // which are 32-bit). A server's limit bounds what peers bring.
+        if self.role == Role::Client {
+            let layout =
+                self.client_layout(self.queue_pairs, self.queue_pairs, self.log2_ring_size);
+            let needed = layout.region_size();
+            let limit = self.max_region_bytes.min(u64::from(u32::MAX));
+            if needed > limit {
+                return Err(ConfigError::RegionTooLarge { needed, limit });
+            }
         }
         Ok(())
     }
@@ -206,7 +211,10 @@ mod tests {
             ConfigError::Name(_)
         ));
         assert!(matches!(
-            bad(|c| c.max_region_bytes = 4096),
+            bad(|c| {
+                c.role = Role::Client;
+                c.max_region_bytes = 4096
+            }),
             ConfigError::RegionTooLarge { .. }
         ));
     }
