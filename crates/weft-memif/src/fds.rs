@@ -60,7 +60,7 @@ pub(crate) fn receive(sock: BorrowedFd<'_>) -> io::Result<Received> {
     let bytes = msg.bytes;
     let truncated = msg.flags.contains(MsgFlags::MSG_TRUNC);
     let fds_cut = msg.flags.contains(MsgFlags::MSG_CTRUNC);
-    drop(iov);
+
     if bytes == 0 && fds.is_empty() && !truncated {
         return Ok(Received::Closed);
     }

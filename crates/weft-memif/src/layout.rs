@@ -16,6 +16,8 @@ pub const RING_HEAD_AT: u64 = 6;
 pub const RING_TAIL_AT: u64 = 64;
 /// Bytes of one descriptor.
 pub const DESC_SIZE: u64 = 16;
+/// [`DESC_SIZE`] as a length.
+pub const DESC_BYTES: usize = 16;
 /// The value a ring's cookie holds.
 pub const RING_COOKIE: u32 = 0x03E3_1F20;
 /// Ring flag: the consumer polls; the producer does not signal the interrupt eventfd.
@@ -46,7 +48,7 @@ pub struct Desc {
 
 impl Desc {
     /// Decodes the 16 bytes of `memif_desc_t`.
-    pub fn from_bytes(b: [u8; DESC_SIZE as usize]) -> Desc {
+    pub fn from_bytes(b: [u8; DESC_BYTES]) -> Desc {
         Desc {
             flags: u16::from_ne_bytes([b[0], b[1]]),
             region: u16::from_ne_bytes([b[2], b[3]]),
@@ -56,8 +58,8 @@ impl Desc {
     }
 
     /// The 16 bytes of `memif_desc_t` (metadata zero).
-    pub fn to_bytes(self) -> [u8; DESC_SIZE as usize] {
-        let mut b = [0; DESC_SIZE as usize];
+    pub fn to_bytes(self) -> [u8; DESC_BYTES] {
+        let mut b = [0; DESC_BYTES];
         b[0..2].copy_from_slice(&self.flags.to_ne_bytes());
         b[2..4].copy_from_slice(&self.region.to_ne_bytes());
         b[4..8].copy_from_slice(&self.length.to_ne_bytes());

@@ -23,7 +23,7 @@ use vm_memory::{
 };
 use weft_vhost::{GuardError, GuardedMemory};
 
-use crate::layout::{Desc, DESC_SIZE};
+use crate::layout::{Desc, DESC_BYTES, DESC_SIZE};
 
 /// Regions lie this far apart in the synthetic address space: no region is larger.
 const REGION_STRIDE: u64 = 1 << 40;
@@ -203,7 +203,7 @@ impl SharedMemory {
 
     /// Reads a descriptor once.
     pub fn read_desc(&self, region: u16, offset: u64) -> Option<Desc> {
-        let mut b = [0u8; DESC_SIZE as usize];
+        let mut b = [0u8; DESC_BYTES];
         let addr = self.addr(region, offset, DESC_SIZE)?;
         self.mem.read_slice(&mut b, addr).ok()?;
         Some(Desc::from_bytes(b))

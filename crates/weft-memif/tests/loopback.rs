@@ -1,18 +1,21 @@
 //! Two weft memif ports, a server and a client, connected to each other in one process:
 //! each role's rings written by one side and read by the other.
+// Frame sizes and seeds here are small constants.
+#![allow(clippy::cast_possible_truncation)]
 
-use std::sync::Arc;
+mod common;
+
 use std::time::{Duration, Instant};
 
-use weft_memif::{MemifConfig, MemifPort, MemifPortRx, MemifPortTx, Role, SocketDir};
+use weft_memif::{MemifConfig, MemifPort, MemifPortRx, MemifPortTx, Role};
 use weft_packet::OffloadInfo;
 use weft_switch::{PortRx, PortTx, RxBatch, TxFrame};
 
-fn pair(tag: &str, config: MemifConfig) -> (tempfile_dir::Dir, MemifPort, MemifPort) {
-    let dir = tempfile_dir::Dir::new(tag);
-    let sd = Arc::new(SocketDir::open(dir.path()).unwrap());
+fn pair(tag: &str, config: MemifConfig) -> (common::Dir, MemifPort, MemifPort) {
+    let dir = common::Dir::new(tag);
+    let sd = dir.socket_dir();
     let server = MemifPort::open(
-        Arc::clone(&sd),
+        std::sync::Arc::clone(&sd),
         "m.sock".as_ref(),
         MemifConfig {
             role: Role::Server,
@@ -32,28 +35,10 @@ fn pair(tag: &str, config: MemifConfig) -> (tempfile_dir::Dir, MemifPort, MemifP
     (dir, server, client)
 }
 
-mod tempfile_dir {
-    pub struct Dir(std::path::PathBuf);
-    impl Dir {
-        pub fn new(tag: &str) -> Dir {
-            let p = std::env::temp_dir().join(format!("weft-memif-{tag}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&p);
-            std::fs::create_dir_all(&p).unwrap();
-            Dir(p)
-        }
-        pub fn path(&self) -> &std::path::Path {
-            &self.0
-        }
-    }
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
 fn frame(len: usize, seed: u8) -> Vec<u8> {
-    (0..len).map(|i| seed.wrapping_add(i as u8)).collect()
+    (0..len)
+        .map(|i| seed.wrapping_add((i % 256) as u8))
+        .collect()
 }
 
 /// Receives until `n` frames arrived or 5 s passed.
@@ -156,9 +141,9 @@ fn a_full_ring_drops_and_counts_the_rest_of_a_burst() {
 
 #[test]
 fn frames_sent_with_no_peer_are_counted_as_not_connected() {
-    let dir = tempfile_dir::Dir::new("alone");
-    let sd = Arc::new(SocketDir::open(dir.path()).unwrap());
-    let mut port = MemifPort::open(sd, "a.sock".as_ref(), MemifConfig::default()).unwrap();
+    let dir = common::Dir::new("alone");
+    let mut port =
+        MemifPort::open(dir.socket_dir(), "a.sock".as_ref(), MemifConfig::default()).unwrap();
     let (_rx, mut tx) = port.take_halves().unwrap();
     assert_eq!(send_all(&mut tx, &[frame(60, 1)]), 1);
     assert_eq!(port.stats().tx_not_connected, 1);

@@ -2,6 +2,8 @@
 //! anything, in any order, and write anything into the rings.
 
 #![allow(dead_code, unreachable_pub)]
+// Region sizes and offsets here are small (a few hundred KiB).
+#![allow(clippy::cast_possible_truncation)]
 
 use std::fs::File;
 use std::io::IoSlice;
@@ -118,7 +120,6 @@ impl RawPeer {
                         }
                     }
                     let n = m.bytes;
-                    drop(iov);
                     return Message::decode(&buf[..n]).ok().map(|msg| (msg, fds));
                 }
                 Err(nix::errno::Errno::EAGAIN) if Instant::now() < deadline => {
