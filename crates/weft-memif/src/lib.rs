@@ -7,6 +7,9 @@ pub mod config;
 mod connection;
 mod counters;
 mod fds;
+#[cfg(any(test, fuzzing))]
+#[doc(hidden)]
+pub mod fuzz_entry;
 pub mod handshake;
 pub mod layout;
 pub mod memory;
