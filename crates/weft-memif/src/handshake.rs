@@ -265,8 +265,7 @@ impl ServerHandshake {
         rings
     }
 
-    /// The ADD_RING records in the order they arrived (C2S and S2C interleaved as sent):
-    /// the descriptors that came with them are kept in the same order.
+    /// The client's application name (from INIT).
     pub fn peer_name(&self) -> &Name {
         &self.peer_name
     }
