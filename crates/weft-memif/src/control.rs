@@ -259,9 +259,9 @@ impl Control {
                 },
                 1,
             );
-            self.end_session(token, End::PeerLeft(why.clone()));
-            // The peer is told why (end_session's PeerLeft sends nothing).
             tracing::warn!(reason = %why, "memif peer dropped");
+            // end_session tells the peer why: its connection is broken.
+            self.end_session(token, End::PeerLeft(why));
         }
     }
 

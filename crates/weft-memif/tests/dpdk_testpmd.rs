@@ -152,6 +152,30 @@ fn round(rig: &Rig, prefix: &str, testpmd_role: &str) -> (MemifStats, MemifStats
     (a, b)
 }
 
+/// testpmd connects and starts forwarding, then is killed (no DISCONNECT): weft notices
+/// the socket close and frees both ports for the next one.
+fn killed_round(rig: &Rig, prefix: &str, testpmd_role: &str) {
+    use std::io::Write;
+    let mut tp = rig.testpmd(prefix, testpmd_role);
+    assert!(rig.connected(), "testpmd never connected both ports");
+    let mut stdin = tp.stdin.take().unwrap();
+    stdin.write_all(b"start tx_first 32\n").unwrap();
+    stdin.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    tp.kill().unwrap();
+    tp.wait().unwrap();
+    assert!(
+        rig.disconnected(),
+        "ports still connected after testpmd was killed"
+    );
+    if testpmd_role == "server" {
+        // A killed server leaves its socket file behind; DPDK does not replace one.
+        for s in ["a.sock", "b.sock"] {
+            let _ = std::fs::remove_file(rig.dir.join(s));
+        }
+    }
+}
+
 #[test]
 fn testpmd_memif_clients_exchange_traffic_through_weft_memif_servers_and_reconnect() {
     let _serial = ONE_TESTPMD_AT_A_TIME
@@ -160,9 +184,10 @@ fn testpmd_memif_clients_exchange_traffic_through_weft_memif_servers_and_reconne
     require_testpmd();
     let rig = Rig::open("srv", Role::Server);
     let (a1, _) = round(&rig, "weft-memif-srv", "client");
-    // testpmd quit; a new one finds the same ports and traffic resumes.
+    killed_round(&rig, "weft-memif-srv-k", "client");
+    // A new testpmd finds the same ports and traffic resumes.
     let (a2, _) = round(&rig, "weft-memif-srv2", "client");
-    assert!(a2.connects == 2 && a2.rx_frames > a1.rx_frames, "{a2:?}");
+    assert!(a2.connects == 3 && a2.rx_frames > a1.rx_frames, "{a2:?}");
     rig.finish();
 }
 
@@ -174,8 +199,9 @@ fn weft_memif_clients_exchange_traffic_through_testpmd_memif_servers_and_reconne
     require_testpmd();
     let rig = Rig::open("cli", Role::Client);
     let (a1, _) = round(&rig, "weft-memif-cli", "server");
+    killed_round(&rig, "weft-memif-cli-k", "server");
     // weft reconnects (with backoff) to the next testpmd on the same sockets.
     let (a2, _) = round(&rig, "weft-memif-cli2", "server");
-    assert!(a2.connects == 2 && a2.rx_frames > a1.rx_frames, "{a2:?}");
+    assert!(a2.connects == 3 && a2.rx_frames > a1.rx_frames, "{a2:?}");
     rig.finish();
 }
