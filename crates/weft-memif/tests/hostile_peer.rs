@@ -661,3 +661,19 @@ fn a_client_port_drops_a_server_whose_tail_runs_past_the_offered_slots() {
         |st| assert_eq!(st.ring_faults, 1),
     );
 }
+
+#[test]
+fn a_peer_flooding_the_socket_cannot_outlast_its_handshake_deadline() {
+    let st = scenario("flood", quick(), |s| {
+        let p = RawPeer::connect(&s.path());
+        p.expect("HELLO");
+        // ACKs are harmless one by one; thousands of them must not keep the handshake
+        // (or the control thread) alive past its deadline.
+        let deadline = std::time::Instant::now() + Duration::from_millis(600);
+        while std::time::Instant::now() < deadline {
+            p.send(&Message::Ack, &[]);
+        }
+        assert!(p.expect_disconnect().contains("timed out"));
+    });
+    assert_eq!(st.refused(Refusal::Timeout), 1);
+}

@@ -20,6 +20,9 @@ use crate::memory::SharedMemory;
 use crate::ring::{OwnBuffers, Producer, RingPlace};
 use crate::wire::{AddRing, Direction, Message, Name, MSG_SIZE};
 
+/// Messages read from one peer before the control thread looks at the others.
+const MESSAGES_PER_WAKE: usize = 32;
+
 /// Why a session ends.
 #[derive(Debug)]
 pub(super) enum End {
@@ -116,14 +119,16 @@ impl Session {
             .map_err(|e| End::PeerLeft(format!("control socket: {e}")))
     }
 
-    /// Reads and handles every message waiting. Stops at the first that changes what the
-    /// control loop must do.
+    /// Reads and handles the messages waiting, at most [`MESSAGES_PER_WAKE`] (a peer
+    /// flooding the socket must not keep the thread from its other peers and deadlines:
+    /// the socket stays readable and is read again on the next pass). Stops at the first
+    /// message that changes what the control loop must do.
     pub(super) fn on_readable(
         &mut self,
         config: &MemifConfig,
         wake: &Arc<EventFd>,
     ) -> Result<Progress, End> {
-        loop {
+        for _ in 0..MESSAGES_PER_WAKE {
             let received = fds::receive(self.sock.as_fd())
                 .map_err(|e| End::PeerLeft(format!("control socket: {e}")))?;
             let (bytes, truncated, fds, fds_cut) = match received {
@@ -154,6 +159,7 @@ impl Session {
                 return Ok(progress);
             }
         }
+        Ok(Progress::Continue)
     }
 
     fn on_message(
