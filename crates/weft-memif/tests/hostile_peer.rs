@@ -40,9 +40,11 @@ fn scenario(tag: &str, config: MemifConfig, f: impl FnOnce(&mut Server)) -> weft
     stats
 }
 
+/// A short handshake timeout (the stalling scenarios wait it out), long enough for a
+/// well-behaved peer on a loaded machine.
 fn quick() -> MemifConfig {
     MemifConfig {
-        handshake_timeout: Duration::from_millis(300),
+        handshake_timeout: Duration::from_secs(1),
         ..MemifConfig::default()
     }
 }
@@ -561,7 +563,7 @@ fn hostile_server(
         nix::sys::socket::listen(&l, nix::sys::socket::Backlog::new(4).unwrap()).unwrap();
         let config = MemifConfig {
             role: Role::Client,
-            handshake_timeout: Duration::from_millis(500),
+            handshake_timeout: Duration::from_secs(1),
             ..MemifConfig::default()
         };
         let mut port = MemifPort::open(dir.socket_dir(), "s.sock".as_ref(), config).unwrap();
