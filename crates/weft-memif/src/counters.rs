@@ -159,3 +159,26 @@ impl Counters {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_switch::CounterClass;
+
+    #[test]
+    fn every_counter_is_visited_once_under_a_memif_name_with_drops_as_drops() {
+        let c = Counters::default();
+        c.rx_drop(FrameDrop::BadChain);
+        c.refuse(Refusal::Secret);
+        Counters::add(&c.tx_ring_full, 3);
+        let mut seen = Vec::new();
+        c.visit(&mut |d| seen.push((d.name.to_string(), d.value, d.class)));
+        let names: std::collections::HashSet<_> = seen.iter().map(|s| s.0.clone()).collect();
+        assert_eq!(names.len(), seen.len(), "a counter visited twice");
+        assert!(seen.iter().all(|s| s.0.starts_with("memif_")));
+        assert!(seen.contains(&("memif_rx_bad_chain".into(), 1, CounterClass::Drop)));
+        assert!(seen.contains(&("memif_tx_ring_full".into(), 3, CounterClass::Drop)));
+        assert!(seen.contains(&("memif_refused_secret".into(), 1, CounterClass::Event)));
+        assert_eq!(c.snapshot().refused(Refusal::Secret), 1);
+    }
+}

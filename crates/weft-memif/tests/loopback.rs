@@ -197,3 +197,40 @@ fn receive_n_quick(rx: &mut MemifPortRx) -> Vec<Vec<u8>> {
     rx.finish();
     got
 }
+
+/// The receive half's readiness descriptor: readable once the peer published frames and
+/// signalled, quiet again once they were taken and the ring found empty.
+#[test]
+fn the_readiness_descriptor_wakes_on_the_peers_interrupt_and_quiets_when_drained() {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::BorrowedFd;
+    let (_dir, mut server, mut client) = pair("ready", MemifConfig::default());
+    assert!(server.wait_connected(Duration::from_secs(5)));
+    assert!(client.wait_connected(Duration::from_secs(5)));
+    let (mut srx, _stx) = server.take_halves().unwrap();
+    let (_crx, mut ctx) = client.take_halves().unwrap();
+    let readable = |rx: &MemifPortRx, ms: u16| {
+        let raw = rx.readiness_fd().unwrap();
+        // SAFETY: the half owns the descriptor and outlives this call.
+        let fd = unsafe { BorrowedFd::borrow_raw(raw) };
+        let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+        poll(&mut fds, PollTimeout::from(ms)).unwrap() > 0
+    };
+    // The connection's arrival woke it; a look picks it up (and asks for interrupts).
+    assert!(readable(&srx, 1000));
+    assert!(receive_n_quick(&mut srx).is_empty());
+    assert!(receive_n_quick(&mut srx).is_empty());
+    assert!(!readable(&srx, 50), "quiet with nothing to receive");
+    assert_eq!(send_all(&mut ctx, &[frame(60, 1)]), 1);
+    assert!(
+        readable(&srx, 1000),
+        "the client's interrupt did not wake the half"
+    );
+    assert_eq!(client.stats().interrupts_sent, 1);
+    assert_eq!(receive_n_quick(&mut srx).len(), 1);
+    assert!(receive_n_quick(&mut srx).is_empty());
+    assert!(
+        !readable(&srx, 50),
+        "still readable after the ring was drained"
+    );
+}
