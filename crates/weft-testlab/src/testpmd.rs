@@ -179,3 +179,46 @@ pub fn run_and_quit(testpmd: &mut Child, forward: bool) -> (String, String) {
     let _ = testpmd.wait();
     (out, err)
 }
+
+/// One `net_memif` port of a testpmd: its role (`server` or `client`), socket and
+/// interface id.
+#[derive(Debug, Clone, Copy)]
+pub struct MemifVdev<'a> {
+    /// `server` (testpmd listens) or `client` (testpmd connects and allocates the memory).
+    pub role: &'a str,
+    /// The memif socket (a path, not abstract).
+    pub socket: &'a Path,
+    /// The interface id.
+    pub id: u32,
+}
+
+/// Starts interactive testpmd with two `net_memif` ports in io forwarding between them,
+/// under its own `--file-prefix`. memif needs no hugepages (its regions are memfds, and
+/// copy mode is the default): testpmd runs with `--no-huge` and a small mbuf pool, so it
+/// takes none of the hugepages other tests share.
+pub fn spawn_memif(prefix: &str, ports: [MemifVdev<'_>; 2]) -> Child {
+    let mut cmd = Command::new("dpdk-testpmd");
+    cmd.args(["-l", "0,1", "--main-lcore", "0", "--no-pci", "--no-huge"])
+        .args(["-m", "64", "--file-prefix", prefix]);
+    for (i, p) in ports.iter().enumerate() {
+        cmd.arg(format!(
+            "--vdev=net_memif{i},role={},socket={},socket-abstract=no,id={}",
+            p.role,
+            p.socket.display(),
+            p.id
+        ));
+    }
+    cmd.args(["--", "-i", "--nb-cores=1", "--forward-mode=io"])
+        .arg("--total-num-mbufs=4096")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start dpdk-testpmd")
+}
+
+/// Why testpmd cannot run memif ports here, or `None` when it can (no hugepages needed).
+pub fn memif_missing() -> Option<String> {
+    (!crate::lab::installed("dpdk-testpmd"))
+        .then(|| "dpdk-testpmd not found (Debian package dpdk-dev)".into())
+}

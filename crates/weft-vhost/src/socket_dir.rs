@@ -191,6 +191,25 @@ impl SocketDir {
     /// caller may take (never its own control socket) is the caller's to decide. Returns the listener and
     /// the socket file's id, for [`remove_socket`](Self::remove_socket).
     pub fn bind_listener(&self, name: &OsStr) -> Result<(UnixListener, FileId), SocketDirError> {
+        let (fd, id) = self.bind_socket(name, SockType::Stream)?;
+        Ok((UnixListener::from(fd), id))
+    }
+
+    /// As [`bind_listener`](Self::bind_listener), a `SOCK_SEQPACKET` socket (memif's
+    /// control channel keeps each message's boundaries): the listening descriptor
+    /// (non-blocking, close-on-exec) and the socket file's id.
+    pub fn bind_seqpacket_listener(
+        &self,
+        name: &OsStr,
+    ) -> Result<(OwnedFd, FileId), SocketDirError> {
+        self.bind_socket(name, SockType::SeqPacket)
+    }
+
+    fn bind_socket(
+        &self,
+        name: &OsStr,
+        kind: SockType,
+    ) -> Result<(OwnedFd, FileId), SocketDirError> {
         Self::check_name(name)?;
         if let Some(st) = self.stat(name)? {
             if !is_socket(&st) {
@@ -208,7 +227,8 @@ impl SocketDir {
                 tracing::debug!(path = %self.display_path(name).display(), "replaced a stale socket");
             }
         }
-        let fd = new_socket(SockFlag::SOCK_NONBLOCK).map_err(|e| self.io("creating", name, e))?;
+        let fd =
+            new_socket(kind, SockFlag::SOCK_NONBLOCK).map_err(|e| self.io("creating", name, e))?;
         let addr = UnixAddr::new(&proc_path(self.fd.as_fd(), Some(name)))
             .map_err(|e| self.io("naming", name, e))?;
         // EADDRINUSE: something took the name since it was checked; it is left alone.
@@ -219,7 +239,7 @@ impl SocketDir {
             _ => return Err(self.io("checking the new socket", name, Errno::ENOENT)),
         };
         listen(&fd, Backlog::MAXCONN).map_err(|e| self.io("listening on", name, e))?;
-        Ok((UnixListener::from(fd), id))
+        Ok((fd, id))
     }
 
     /// The id of the socket `name` now (a socket bound by another process that hands its
@@ -254,6 +274,17 @@ impl SocketDir {
     /// descriptor, so neither a symlink nor a file swapped in after the check is reached.
     /// `NotFound` while nothing has the name.
     pub fn connect(&self, name: &OsStr) -> Result<UnixStream, SocketDirError> {
+        self.connect_socket(name, SockType::Stream)
+            .map(UnixStream::from)
+    }
+
+    /// As [`connect`](Self::connect), a `SOCK_SEQPACKET` socket (memif): the connected
+    /// descriptor, non-blocking and close-on-exec.
+    pub fn connect_seqpacket(&self, name: &OsStr) -> Result<OwnedFd, SocketDirError> {
+        self.connect_socket(name, SockType::SeqPacket)
+    }
+
+    fn connect_socket(&self, name: &OsStr, kind: SockType) -> Result<OwnedFd, SocketDirError> {
         Self::check_name(name)?;
         let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
         let file = openat(&self.fd, name, flags, Mode::empty())
@@ -262,11 +293,12 @@ impl SocketDir {
         if !is_socket(&st) {
             return Err(SocketDirError::NotASocket(self.display_path(name)));
         }
-        let fd = new_socket(SockFlag::SOCK_NONBLOCK).map_err(|e| self.io("creating", name, e))?;
+        let fd =
+            new_socket(kind, SockFlag::SOCK_NONBLOCK).map_err(|e| self.io("creating", name, e))?;
         let addr = UnixAddr::new(&proc_path(file.as_fd(), None))
             .map_err(|e| self.io("naming", name, e))?;
         connect(fd.as_raw_fd(), &addr).map_err(|e| self.io("connecting to", name, e))?;
-        Ok(UnixStream::from(fd))
+        Ok(fd)
     }
 
     fn io(&self, what: &'static str, name: &OsStr, e: Errno) -> SocketDirError {
@@ -288,10 +320,10 @@ impl SocketDirError {
     }
 }
 
-fn new_socket(flags: SockFlag) -> Result<OwnedFd, Errno> {
+fn new_socket(kind: SockType, flags: SockFlag) -> Result<OwnedFd, Errno> {
     socket(
         AddressFamily::Unix,
-        SockType::Stream,
+        kind,
         flags | SockFlag::SOCK_CLOEXEC,
         None,
     )

@@ -32,6 +32,14 @@ impl GuardedMemory {
         }
     }
 
+    /// Guards `mem`, whose regions (in `mem`'s order) are replaced `pages[i]` bytes at a
+    /// time when a SIGBUS hits them: for another kind of shared memory (memif regions) that
+    /// wants the one SIGBUS handler of the process rather than a second one racing it.
+    pub fn guard(mem: GuestMemoryMmap, pages: &[usize]) -> Result<Self, super::GuardError> {
+        let guard = SigbusGuard::register(&mem, pages)?;
+        Ok(GuardedMemory::guarded(mem, guard))
+    }
+
     /// Memory the caller mapped (tests, and frontends in this process): nothing to guard.
     pub(crate) fn unguarded(mem: GuestMemoryMmap) -> Self {
         GuardedMemory { guard: None, mem }
@@ -43,7 +51,7 @@ impl GuardedMemory {
     }
 
     /// True when a region lost pages under us (a SIGBUS was handled in it).
-    pub(crate) fn tripped(&self) -> bool {
+    pub fn tripped(&self) -> bool {
         self.guard.as_ref().is_some_and(SigbusGuard::tripped)
     }
 }

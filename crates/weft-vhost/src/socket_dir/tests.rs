@@ -190,3 +190,28 @@ fn another_users_socket_at_the_name_is_not_replaced() {
     // Removal by identity still applies to it: it is the socket this test's port made.
     assert!(dir.remove_socket(os("a.sock"), id).unwrap());
 }
+
+#[test]
+fn a_seqpacket_socket_keeps_message_boundaries_between_listener_and_client() {
+    use nix::sys::socket::{getsockopt, sockopt::SockType as SockTypeOpt};
+    let scratch = Scratch::new("seqpacket");
+    let dir = SocketDir::open(&scratch.0).unwrap();
+    let (listener, id) = dir.bind_seqpacket_listener(os("m.sock")).unwrap();
+    assert_eq!(
+        getsockopt(&listener, SockTypeOpt).unwrap(),
+        SockType::SeqPacket
+    );
+    let client = dir.connect_seqpacket(os("m.sock")).unwrap();
+    assert_eq!(
+        getsockopt(&client, SockTypeOpt).unwrap(),
+        SockType::SeqPacket
+    );
+    let (accepted, _) = UnixListener::from(listener).accept().unwrap();
+    nix::unistd::write(&client, b"one").unwrap();
+    nix::unistd::write(&client, b"two").unwrap();
+    let mut buf = [0u8; 16];
+    // Each read takes one message, never both.
+    assert_eq!(nix::unistd::read(&accepted, &mut buf).unwrap(), 3);
+    assert_eq!(nix::unistd::read(&accepted, &mut buf).unwrap(), 3);
+    assert!(dir.remove_socket(os("m.sock"), id).unwrap());
+}

@@ -1,0 +1,258 @@
+//! The receive half: frames the peer wrote into the rings weft consumes, copied once each
+//! into weft's buffers and lent to the switch; their slots go back to the peer when the
+//! switch finishes the batch.
+//!
+//! A half serves one or more queues (queue `q` of a port split into `L` lanes goes to
+//! lane `q % L`). Its readiness descriptor is an epoll set over its queues' interrupt
+//! eventfds and a wake eventfd the control thread writes when the peer changes. The
+//! interrupt is drained only when a ring is found empty, and the ring looked at again
+//! after, so a signal racing the look is never lost and a busy ring costs no system call.
+
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::sync::Arc;
+
+use weft_switch::{FrameHandle, PortRx, RxBatch, RxDesc, RxFrame};
+use weft_sys::event::{epoll_add, epoll_delete, Epoll, EventSet};
+
+use crate::connection::{Connection, Shared};
+use crate::counters::Counters;
+use crate::ring::{Consumer, RingFault};
+
+/// One queue this half reads.
+struct Queue {
+    index: usize,
+    consumer: Consumer,
+    /// The cursor moved since the last release.
+    moved: bool,
+}
+
+/// A memif port's receive half (a `weft_switch::PortRx`).
+pub struct MemifPortRx {
+    shared: Arc<Shared>,
+    queues: Vec<usize>,
+    wake: usize,
+    epoll: Epoll,
+    seen: u64,
+    conn: Option<Arc<Connection>>,
+    active: Vec<Queue>,
+    /// Frames of the current batch, `max_frame` bytes apart.
+    buf: Vec<u8>,
+    frames: Vec<(usize, usize)>,
+    max_frame: usize,
+    backlog: bool,
+    start: usize,
+}
+
+impl std::fmt::Debug for MemifPortRx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemifPortRx")
+            .field("queues", &self.queues)
+            .field("connected", &self.conn.is_some())
+            .finish()
+    }
+}
+
+impl MemifPortRx {
+    /// A half for `queues`, woken through `rx_wakes[wake]`.
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        queues: Vec<usize>,
+        wake: usize,
+        max_frame: usize,
+    ) -> std::io::Result<Self> {
+        let epoll = Epoll::new()?;
+        if let Some(w) = shared.rx_wakes.get(wake) {
+            epoll_add(&epoll, w.as_fd(), EventSet::IN, u64::MAX)?;
+        }
+        Ok(MemifPortRx {
+            shared,
+            queues,
+            wake,
+            epoll,
+            seen: u64::MAX,
+            conn: None,
+            active: Vec::new(),
+            buf: Vec::new(),
+            frames: Vec::new(),
+            max_frame,
+            backlog: false,
+            start: 0,
+        })
+    }
+
+    /// Picks up a new connection (or its absence) between batches.
+    fn refresh(&mut self) {
+        if let Some(w) = self.shared.rx_wakes.get(self.wake) {
+            let _ = w.read();
+        }
+        let (generation, conn) = self.shared.current();
+        self.seen = generation;
+        if let Some(old) = self.conn.take() {
+            for q in &self.active {
+                if let Some(ring) = old.rx.get(q.index) {
+                    let _ = epoll_delete(&self.epoll, ring.interrupt.as_fd());
+                }
+            }
+        }
+        self.active.clear();
+        self.backlog = false;
+        let Some(conn) = conn else {
+            return;
+        };
+        for &index in &self.queues {
+            let Some(ring) = conn.rx.get(index) else {
+                continue;
+            };
+            let mut consumer = Consumer::new(ring.place, conn.role, ring.own, conn.buffer_size);
+            // Interrupts wanted: the worker sleeps on them. A client offers its buffers.
+            let ready = ring.place.set_masked(&conn.memory, false).and_then(|()| {
+                if ring.own.is_some() {
+                    consumer.release(&conn.memory)
+                } else {
+                    Ok(())
+                }
+            });
+            if let Err(fault) = ready {
+                conn.fail(format!("rx ring {index}: {fault}"));
+                break;
+            }
+            let _ = epoll_add(&self.epoll, ring.interrupt.as_fd(), EventSet::IN, 0);
+            self.active.push(Queue {
+                index,
+                consumer,
+                moved: false,
+            });
+        }
+        self.conn = Some(conn);
+    }
+
+    fn read_queue(
+        conn: &Connection,
+        q: &mut Queue,
+        batch: &mut RxBatch,
+        buf: &mut [u8],
+        frames: &mut Vec<(usize, usize)>,
+        max_frame: usize,
+        counters: &Counters,
+    ) -> Result<bool, RingFault> {
+        let mem = &conn.memory;
+        let mut ready = q.consumer.ready(mem)?;
+        if ready == 0 {
+            if let Some(ring) = conn.rx.get(q.index) {
+                ring.interrupt.drain();
+            }
+            ready = q.consumer.ready(mem)?;
+        }
+        while ready > 0 && batch.room() > 0 {
+            let at = frames.len() * max_frame;
+            let Some(out) = buf.get_mut(at..at + max_frame) else {
+                break;
+            };
+            let (slots, result) = q.consumer.read_frame(mem, ready, out)?;
+            ready = ready.saturating_sub(slots);
+            q.moved = true;
+            match result {
+                Ok(len) => {
+                    let handle = FrameHandle(u32::try_from(frames.len()).unwrap_or(u32::MAX));
+                    if batch
+                        .push(RxDesc {
+                            handle,
+                            offload: Default::default(),
+                        })
+                        .is_ok()
+                    {
+                        frames.push((at, len));
+                        Counters::add(&counters.rx_frames, 1);
+                        Counters::add(&counters.rx_bytes, u64::try_from(len).unwrap_or(0));
+                    }
+                }
+                Err(reason) => counters.rx_drop(reason),
+            }
+        }
+        Ok(ready > 0)
+    }
+}
+
+impl PortRx for MemifPortRx {
+    fn receive(&mut self, batch: &mut RxBatch) {
+        // Slots of a batch the switch did not finish (or of dropped frames only) go back.
+        self.finish();
+        if self.shared.generation() != self.seen {
+            self.refresh();
+        }
+        self.backlog = false;
+        let Some(conn) = self.conn.clone() else {
+            return;
+        };
+        if conn.broken() {
+            return;
+        }
+        if conn.memory.tripped() {
+            conn.fail("memory truncated under the port".into());
+            return;
+        }
+        let need = batch.capacity() * self.max_frame;
+        if self.buf.len() < need {
+            self.buf.resize(need, 0);
+        }
+        let n = self.active.len();
+        for k in 0..n {
+            let i = (self.start + k) % n;
+            let Some(q) = self.active.get_mut(i) else {
+                continue;
+            };
+            match Self::read_queue(
+                &conn,
+                q,
+                batch,
+                &mut self.buf,
+                &mut self.frames,
+                self.max_frame,
+                &self.shared.counters,
+            ) {
+                Ok(more) => self.backlog |= more,
+                Err(fault) => {
+                    conn.fail(format!("rx ring {}: {fault}", q.index));
+                    return;
+                }
+            }
+        }
+        self.start = self.start.wrapping_add(1);
+    }
+
+    fn frame(&self, handle: FrameHandle) -> RxFrame<'_> {
+        let Some(&(at, len)) = usize::try_from(handle.0)
+            .ok()
+            .and_then(|i| self.frames.get(i))
+        else {
+            return RxFrame::default();
+        };
+        self.buf
+            .get(at..at + len)
+            .map_or_else(RxFrame::default, RxFrame::local)
+    }
+
+    fn finish(&mut self) {
+        self.frames.clear();
+        let Some(conn) = &self.conn else {
+            return;
+        };
+        for q in &mut self.active {
+            if !q.moved {
+                continue;
+            }
+            q.moved = false;
+            if let Err(fault) = q.consumer.release(&conn.memory) {
+                conn.fail(format!("rx ring {}: {fault}", q.index));
+            }
+        }
+    }
+
+    fn readiness_fd(&self) -> Option<RawFd> {
+        Some(self.epoll.as_raw_fd())
+    }
+
+    fn needs_polling(&self) -> bool {
+        self.backlog
+    }
+}

@@ -1,0 +1,236 @@
+//! Two weft memif ports, a server and a client, connected to each other in one process:
+//! each role's rings written by one side and read by the other.
+// Frame sizes and seeds here are small constants.
+#![allow(clippy::cast_possible_truncation)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use weft_memif::{MemifConfig, MemifPort, MemifPortRx, MemifPortTx, Role};
+use weft_packet::OffloadInfo;
+use weft_switch::{PortRx, PortTx, RxBatch, TxFrame};
+
+fn pair(tag: &str, config: MemifConfig) -> (common::Dir, MemifPort, MemifPort) {
+    let dir = common::Dir::new(tag);
+    let sd = dir.socket_dir();
+    let server = MemifPort::open(
+        std::sync::Arc::clone(&sd),
+        "m.sock".as_ref(),
+        MemifConfig {
+            role: Role::Server,
+            ..config.clone()
+        },
+    )
+    .unwrap();
+    let client = MemifPort::open(
+        sd,
+        "m.sock".as_ref(),
+        MemifConfig {
+            role: Role::Client,
+            ..config
+        },
+    )
+    .unwrap();
+    (dir, server, client)
+}
+
+fn frame(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| seed.wrapping_add((i % 256) as u8))
+        .collect()
+}
+
+/// Receives until `n` frames arrived or 5 s passed.
+fn receive_n(rx: &mut MemifPortRx, n: usize) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    let mut batch = RxBatch::new(64);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while got.len() < n && Instant::now() < deadline {
+        batch.clear();
+        rx.receive(&mut batch);
+        for d in batch.descs() {
+            got.push(rx.frame(d.handle).to_vec());
+        }
+        rx.finish();
+        if batch.is_empty() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    got
+}
+
+fn send_all(tx: &mut MemifPortTx, frames: &[Vec<u8>]) -> usize {
+    let txf: Vec<TxFrame<'_>> = frames
+        .iter()
+        .map(|f| TxFrame::whole(f, OffloadInfo::default()))
+        .collect();
+    tx.transmit(&txf)
+}
+
+fn exchange(config: MemifConfig, sizes: &[usize]) {
+    let (_dir, mut server, mut client) = pair(&format!("x{}", sizes[0]), config);
+    assert!(server.wait_connected(Duration::from_secs(5)), "{server:?}");
+    assert!(client.wait_connected(Duration::from_secs(5)), "{client:?}");
+    let (mut srx, mut stx) = server.take_halves().unwrap();
+    let (mut crx, mut ctx) = client.take_halves().unwrap();
+    // The client offers its receive buffers on its first look.
+    let mut b = RxBatch::new(8);
+    crx.receive(&mut b);
+    crx.finish();
+    let frames: Vec<Vec<u8>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| frame(*n, i as u8))
+        .collect();
+    assert_eq!(send_all(&mut ctx, &frames), frames.len());
+    assert_eq!(
+        receive_n(&mut srx, frames.len()),
+        frames,
+        "client to server"
+    );
+    assert_eq!(send_all(&mut stx, &frames), frames.len());
+    assert_eq!(
+        receive_n(&mut crx, frames.len()),
+        frames,
+        "server to client"
+    );
+    let s = server.stats();
+    assert_eq!(
+        (s.rx_frames, s.tx_frames),
+        (frames.len() as u64, frames.len() as u64),
+        "{s:?}"
+    );
+    assert_eq!(
+        s.tx_ring_full + s.rx_bad_descriptor + s.rx_bad_chain,
+        0,
+        "{s:?}"
+    );
+}
+
+#[test]
+fn a_client_and_a_server_port_exchange_frames_both_ways() {
+    exchange(MemifConfig::default(), &[60, 64, 1514, 128, 1000]);
+}
+
+#[test]
+fn frames_longer_than_a_buffer_travel_chained_both_ways() {
+    let config = MemifConfig {
+        mtu: 9000,
+        buffer_size: 2048,
+        ..MemifConfig::default()
+    };
+    exchange(config, &[9022, 2048, 2049, 60, 4096 + 17]);
+}
+
+#[test]
+fn a_full_ring_drops_and_counts_the_rest_of_a_burst() {
+    let config = MemifConfig {
+        log2_ring_size: 4,
+        ..MemifConfig::default()
+    };
+    let (_dir, mut server, mut client) = pair("full", config);
+    assert!(server.wait_connected(Duration::from_secs(5)));
+    assert!(client.wait_connected(Duration::from_secs(5)));
+    let (_srx, _stx) = server.take_halves().unwrap();
+    let (_crx, mut ctx) = client.take_halves().unwrap();
+    let frames: Vec<Vec<u8>> = (0..20).map(|i| frame(64, i)).collect();
+    assert_eq!(send_all(&mut ctx, &frames), 16);
+    assert_eq!(client.stats().tx_ring_full, 4);
+}
+
+#[test]
+fn frames_sent_with_no_peer_are_counted_as_not_connected() {
+    let dir = common::Dir::new("alone");
+    let mut port =
+        MemifPort::open(dir.socket_dir(), "a.sock".as_ref(), MemifConfig::default()).unwrap();
+    let (_rx, mut tx) = port.take_halves().unwrap();
+    assert_eq!(send_all(&mut tx, &[frame(60, 1)]), 1);
+    assert_eq!(port.stats().tx_not_connected, 1);
+    assert!(!port.is_connected());
+}
+
+#[test]
+fn two_queue_pairs_on_two_lanes_each_carry_their_own_frames() {
+    let config = MemifConfig {
+        queue_pairs: 2,
+        ..MemifConfig::default()
+    };
+    let (_dir, mut server, mut client) = pair("mq", config);
+    assert!(server.wait_connected(Duration::from_secs(5)));
+    assert!(client.wait_connected(Duration::from_secs(5)));
+    assert_eq!(server.status().rings, (2, 2));
+    let mut s = server.take_lane_halves(2).unwrap();
+    let mut c = client.take_lane_halves(2).unwrap();
+    for (crx, _) in c.iter_mut() {
+        let mut b = RxBatch::new(8);
+        crx.receive(&mut b);
+        crx.finish();
+    }
+    for lane in 0..2 {
+        let f = vec![frame(100, lane as u8 * 50)];
+        assert_eq!(send_all(&mut c[lane].1, &f), 1);
+        assert_eq!(
+            receive_n(&mut s[lane].0, 1),
+            f,
+            "client lane {lane} to server"
+        );
+        assert_eq!(send_all(&mut s[lane].1, &f), 1);
+        assert_eq!(
+            receive_n(&mut c[lane].0, 1),
+            f,
+            "server lane {lane} to client"
+        );
+    }
+    // A lane reads only its own queue: nothing crossed over.
+    assert!(receive_n_quick(&mut s[0].0).is_empty() && receive_n_quick(&mut s[1].0).is_empty());
+}
+
+fn receive_n_quick(rx: &mut MemifPortRx) -> Vec<Vec<u8>> {
+    let mut batch = RxBatch::new(8);
+    rx.receive(&mut batch);
+    let got = batch
+        .descs()
+        .iter()
+        .map(|d| rx.frame(d.handle).to_vec())
+        .collect();
+    rx.finish();
+    got
+}
+
+/// The receive half's readiness descriptor: readable once the peer published frames and
+/// signalled, quiet again once they were taken and the ring found empty.
+#[test]
+fn the_readiness_descriptor_wakes_on_the_peers_interrupt_and_quiets_when_drained() {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::BorrowedFd;
+    let (_dir, mut server, mut client) = pair("ready", MemifConfig::default());
+    assert!(server.wait_connected(Duration::from_secs(5)));
+    assert!(client.wait_connected(Duration::from_secs(5)));
+    let (mut srx, _stx) = server.take_halves().unwrap();
+    let (_crx, mut ctx) = client.take_halves().unwrap();
+    let readable = |rx: &MemifPortRx, ms: u16| {
+        let raw = rx.readiness_fd().unwrap();
+        // SAFETY: the half owns the descriptor and outlives this call.
+        let fd = unsafe { BorrowedFd::borrow_raw(raw) };
+        let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+        poll(&mut fds, PollTimeout::from(ms)).unwrap() > 0
+    };
+    // The connection's arrival woke it; a look picks it up (and asks for interrupts).
+    assert!(readable(&srx, 1000));
+    assert!(receive_n_quick(&mut srx).is_empty());
+    assert!(receive_n_quick(&mut srx).is_empty());
+    assert!(!readable(&srx, 50), "quiet with nothing to receive");
+    assert_eq!(send_all(&mut ctx, &[frame(60, 1)]), 1);
+    assert!(
+        readable(&srx, 1000),
+        "the client's interrupt did not wake the half"
+    );
+    assert_eq!(client.stats().interrupts_sent, 1);
+    assert_eq!(receive_n_quick(&mut srx).len(), 1);
+    assert!(receive_n_quick(&mut srx).is_empty());
+    assert!(
+        !readable(&srx, 50),
+        "still readable after the ring was drained"
+    );
+}
