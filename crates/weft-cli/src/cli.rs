@@ -395,6 +395,41 @@ pub enum PortKindCmd {
         #[command(flatten)]
         options: PortOptionArgs,
     },
+    /// A memif interface: the shared-memory packet interface of VPP, libmemif and DPDK's
+    /// net_memif (CNFs and DPDK applications beside the VMs).
+    #[command(after_help = "EXAMPLES:\n  weft port add br0:m1 memif --id 0\n  \
+        weft port add br0:m1 memif --memif-socket /run/weft/vhost/cnf.sock --id 3 --secret s3cret --queues 2\n  \
+        weft port add br0:vpp memif --role client --memif-socket /run/vpp/memif.sock --id 0\n  \
+        (with vhost_socket_dirs = [\"/run/vpp\"] in weftd.toml)\n\n\
+        DPDK: --vdev=net_memif0,role=client,socket=SOCKET,socket-abstract=no,id=0\n\
+        VPP: create memif socket id 1 filename SOCKET; create interface memif socket-id 1 id 0 slave")]
+    Memif {
+        /// Socket path [default: RUNTIME_DIR/vhost/SWITCH-PORT.memif.sock] (`--socket` is
+        /// weftd's control socket). Allowed where vhost-user sockets are: directly inside
+        /// RUNTIME_DIR/vhost or a directory in vhost_socket_dirs, then one file name.
+        #[arg(long, value_name = "PATH")]
+        memif_socket: Option<String>,
+        /// The interface id both sides use (DPDK `id=`, VPP `id`).
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        id: u32,
+        /// Who listens: weft (`server`, memif's master: the peer connects and hands over
+        /// its memory), or the peer (`client`: weft connects, allocates the memory, and
+        /// reconnects after the peer restarts).
+        #[arg(long, value_enum, value_name = "ROLE", default_value_t = VhostModeArg::Server)]
+        role: VhostModeArg,
+        /// A secret the client must present (1 to 23 bytes).
+        #[arg(long, value_name = "S")]
+        secret: Option<String>,
+        /// Queue pairs, 1 to 16 (a server takes as many as its client asks, up to this).
+        #[arg(long, value_name = "N", default_value_t = 1)]
+        queues: u16,
+        /// MTU of the port (larger frames are chained over several buffers).
+        #[arg(long, value_name = "N", default_value_t = 1500)]
+        mtu: u32,
+        /// Switch-side options.
+        #[command(flatten)]
+        options: PortOptionArgs,
+    },
     /// A VXLAN tunnel endpoint: one VNI over UDP, head-end replication to the remotes.
     #[command(after_help = "EXAMPLES:\n  \
         weft port add br0:vx vxlan --local 192.0.2.1 --vni 42 --remote 192.0.2.2 --remote 192.0.2.3\n  \

@@ -149,6 +149,11 @@ impl VhostMode {
     }
 }
 
+/// Which side of a memif socket weft takes: the same two sides as a vhost-user socket
+/// (`server`: weft listens and maps the regions its client hands over — memif's "master";
+/// `client`: weft connects, allocates the memory, and reconnects — memif's "slave").
+pub type MemifRole = VhostMode;
+
 /// The kinds of port weftd can create.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
@@ -199,6 +204,29 @@ pub enum PortKind {
         /// switch's worker.
         #[serde(default = "one", skip_serializing_if = "is_one_queue_pair")]
         queues: u16,
+    },
+    /// A memif interface: the shared-memory packet interface of VPP, libmemif and DPDK's
+    /// `net_memif`, over a Unix socket.
+    Memif {
+        /// Socket path; defaults to `<runtime_dir>/vhost/<switch>-<port>.memif.sock`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        socket: Option<String>,
+        /// The interface id both sides are configured with (a socket can carry several).
+        #[serde(default)]
+        id: u32,
+        /// Who listens: weft (`server`, the default) or the peer (`client`: weft connects
+        /// and reconnects).
+        #[serde(default, skip_serializing_if = "MemifRole::is_server")]
+        role: MemifRole,
+        /// The secret the client presents (at most 24 bytes); absent: none asked.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        secret: Option<String>,
+        /// Queue pairs (1 to 16); a server takes as many as its client asks, up to this.
+        #[serde(default = "one", skip_serializing_if = "is_one_queue_pair")]
+        queues: u16,
+        /// MTU of the port.
+        #[serde(default = "default_mtu")]
+        mtu: u32,
     },
     /// A VXLAN tunnel endpoint (one VNI) over a UDP socket.
     Vxlan {

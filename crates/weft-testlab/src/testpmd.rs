@@ -222,3 +222,16 @@ pub fn memif_missing() -> Option<String> {
     (!crate::lab::installed("dpdk-testpmd"))
         .then(|| "dpdk-testpmd not found (Debian package dpdk-dev)".into())
 }
+
+/// The RX-packets of testpmd's forward statistics (what `run_and_quit` returns as its
+/// output), in port order.
+pub fn rx_packets(output: &str) -> Vec<u64> {
+    output
+        .split("Forward statistics for port")
+        .skip(1)
+        .filter_map(|section| {
+            let rest = section.split("RX-packets:").nth(1)?;
+            rest.split_whitespace().next()?.parse().ok()
+        })
+        .collect()
+}

@@ -26,18 +26,6 @@ fn require_testpmd() {
     }
 }
 
-/// The RX-packets of testpmd's per-port forward statistics, in port order.
-fn rx_packets(output: &str) -> Vec<u64> {
-    output
-        .split("Forward statistics for port")
-        .skip(1)
-        .filter_map(|section| {
-            let rest = section.split("RX-packets:").nth(1)?;
-            rest.split_whitespace().next()?.parse().ok()
-        })
-        .collect()
-}
-
 /// Two weft vhost-user ports listening on `a.sock` and `b.sock` in a fresh directory, on
 /// switch `br0` of a worker before any frontend connects (the worker sleeps on the ports'
 /// readiness descriptors until the rings start).
@@ -98,7 +86,7 @@ fn testpmd_virtio_user_ports_exchange_traffic_through_a_weft_switch() {
     let (out, err) = testpmd::run_and_quit(&mut testpmd, running);
     assert!(running, "testpmd never started both rings\n{out}\n{err}");
 
-    let rx = rx_packets(&out);
+    let rx = testpmd::rx_packets(&out);
     let stats_a = port_a.stats();
     let stats_b = port_b.stats();
     eprintln!("testpmd RX per port: {rx:?}; weft a: {stats_a:?}; weft b: {stats_b:?}");
@@ -168,7 +156,7 @@ fn testpmd_with_two_queue_pairs_carries_traffic_on_both_pairs() {
         port_b.queue_status()
     );
 
-    let rx = rx_packets(&out);
+    let rx = testpmd::rx_packets(&out);
     let stats = [port_a.stats(), port_b.stats()];
     for s in &stats {
         common::check_pairs(s, 2);

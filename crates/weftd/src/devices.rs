@@ -12,6 +12,7 @@
 mod af_packet;
 pub mod carry;
 mod failed;
+mod memif;
 mod tap;
 mod tcp_link;
 mod vhost;
@@ -103,6 +104,9 @@ pub enum OpenError {
     /// A VXLAN port or TCP link would not open.
     #[error(transparent)]
     Overlay(#[from] weft_overlay::OverlayError),
+    /// A memif port would not open.
+    #[error(transparent)]
+    Memif(#[from] weft_memif::MemifError),
     /// The device gave no halves.
     #[error(transparent)]
     Split(#[from] weft_switch::DeviceError),
@@ -188,13 +192,28 @@ pub fn vhost_socket(
         .resolve(&format!("{}-{port}.sock", ctx.switch), socket)
 }
 
+/// The socket of a port that has one (vhost-user, memif): the one it names, inside an
+/// allowed directory, or its default name in the default directory. `None` for other
+/// kinds; the error names the client's path, what is wrong with it and the fix.
+pub fn port_socket(
+    ctx: OpenContext<'_>,
+    port: &str,
+    kind: &PortKind,
+) -> Option<Result<SocketName, SocketDirsError>> {
+    match kind {
+        PortKind::VhostUser { socket, .. } => Some(vhost_socket(ctx, port, socket.as_deref())),
+        PortKind::Memif { socket, .. } => Some(ctx.vhost.sockets.resolve(
+            &memif::socket_default_name(ctx.switch, port),
+            socket.as_deref(),
+        )),
+        _ => None,
+    }
+}
+
 /// Checks what only the context can tell about a port before it is created: a vhost-user
-/// socket's directory, name and length. The error names the field and the fix.
+/// or memif socket's directory, name and length. The error names the field and the fix.
 pub fn check(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<(), SocketDirsError> {
-    let PortKind::VhostUser { socket, .. } = kind else {
-        return Ok(());
-    };
-    vhost_socket(ctx, port, socket.as_deref()).map(drop)
+    port_socket(ctx, port, kind).transpose().map(drop)
 }
 
 /// Opens the device of port `port` (whose name a TAP takes when it names no device), with
@@ -204,6 +223,7 @@ pub fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Device,
         PortKind::Tap { .. } => tap::open(port, &tap_settings(kind), ctx.taps)?,
         PortKind::AfPacket { ifname } => af_packet::open(ifname)?,
         PortKind::VhostUser { .. } => vhost::open(ctx, port, kind)?,
+        PortKind::Memif { .. } => memif::open(ctx, port, kind)?,
         PortKind::Vxlan { .. } => vxlan::open(kind)?,
         PortKind::TcpLink { .. } => tcp_link::open(port, kind, ctx.files)?,
     };
@@ -350,7 +370,9 @@ pub fn configured_mtu(kind: &PortKind) -> u32 {
     match kind {
         PortKind::Tap { mtu, .. } => *mtu,
         PortKind::AfPacket { .. } | PortKind::Vxlan { .. } => 1500,
-        PortKind::VhostUser { mtu, .. } | PortKind::TcpLink { mtu, .. } => *mtu,
+        PortKind::VhostUser { mtu, .. }
+        | PortKind::Memif { mtu, .. }
+        | PortKind::TcpLink { mtu, .. } => *mtu,
     }
 }
 

@@ -58,6 +58,28 @@ pub fn port_add_request(target: &PortRef, kind: &PortKindCmd) -> Result<Request,
             },
             options,
         ),
+        PortKindCmd::Memif {
+            memif_socket,
+            id,
+            role,
+            secret,
+            queues,
+            mtu,
+            options,
+        } => (
+            PortKind::Memif {
+                socket: memif_socket.clone(),
+                id: *id,
+                role: match role {
+                    VhostModeArg::Server => VhostMode::Server,
+                    VhostModeArg::Client => VhostMode::Client,
+                },
+                secret: secret.clone(),
+                queues: *queues,
+                mtu: *mtu,
+            },
+            options,
+        ),
         PortKindCmd::Vxlan {
             local,
             vni,

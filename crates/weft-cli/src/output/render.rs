@@ -104,6 +104,7 @@ pub(crate) fn kind_label(kind: &PortKind) -> &'static str {
         PortKind::Tap { .. } => "tap",
         PortKind::AfPacket { .. } => "af-packet",
         PortKind::VhostUser { .. } => "vhost-user",
+        PortKind::Memif { .. } => "memif",
         PortKind::Vxlan { .. } => "vxlan",
         PortKind::TcpLink { .. } => "tcp-link",
     }
@@ -113,7 +114,10 @@ fn ifname(port: &PortInfo) -> &str {
     match &port.kind {
         PortKind::Tap { ifname, .. } => ifname.as_deref().unwrap_or(&port.name),
         PortKind::AfPacket { ifname } => ifname,
-        PortKind::VhostUser { .. } | PortKind::Vxlan { .. } | PortKind::TcpLink { .. } => "-",
+        PortKind::VhostUser { .. }
+        | PortKind::Memif { .. }
+        | PortKind::Vxlan { .. }
+        | PortKind::TcpLink { .. } => "-",
     }
 }
 
@@ -219,6 +223,26 @@ fn kind_detail(port: &PortInfo) -> String {
                 .unwrap_or("(default, in the runtime directory)"),
             dispatch.map_or_else(|| "adaptive (default)".to_string(), |d| d.to_string()),
             notify.map_or_else(|| "immediate (default)".to_string(), |n| n.to_string()),
+            if *queues == 1 { "" } else { "s" }
+        ),
+        PortKind::Memif {
+            socket,
+            id,
+            role,
+            secret,
+            queues,
+            mtu,
+        } => format!(
+            "memif, {} role, socket {}, id {id}, {}, mtu {mtu}, {queues} queue pair{}",
+            role.name(),
+            socket
+                .as_deref()
+                .unwrap_or("(default, in the runtime directory)"),
+            if secret.is_some() {
+                "with a secret"
+            } else {
+                "no secret"
+            },
             if *queues == 1 { "" } else { "s" }
         ),
         PortKind::Vxlan {

@@ -182,11 +182,8 @@ impl Controller {
         let mut found = Vec::new();
         for s in &state.switches {
             for p in &s.ports {
-                let PortKind::VhostUser { socket, .. } = &p.kind else {
-                    continue;
-                };
-                if let Ok(socket) =
-                    devices::vhost_socket(self.open_ctx(&s.name), &p.name, socket.as_deref())
+                if let Some(Ok(socket)) =
+                    devices::port_socket(self.open_ctx(&s.name), &p.name, &p.kind)
                 {
                     found.push((socket, format!("{}:{}", s.name, p.name)));
                 }
@@ -199,10 +196,11 @@ impl Controller {
     /// the socket over, and deleting either port would remove it. Sockets are compared by
     /// their directory's device and inode and their name, whatever the path's spelling.
     fn vhost_socket_free(&self, switch: &str, port: &PortState) -> Result<(), ControlError> {
-        let PortKind::VhostUser { socket, .. } = &port.kind else {
+        let Some(wanted) = devices::port_socket(self.open_ctx(switch), &port.name, &port.kind)
+        else {
             return Ok(());
         };
-        let wanted = devices::vhost_socket(self.open_ctx(switch), &port.name, socket.as_deref())
+        let wanted = wanted
             .map_err(|e| ControlError::invalid(e.to_string()))?
             .key();
         for (found, owner) in self.vhost_sockets(&self.state) {

@@ -45,6 +45,7 @@ pub fn kind_name(kind: &PortKind) -> &'static str {
         PortKind::Tap { .. } => "tap",
         PortKind::AfPacket { .. } => "af_packet",
         PortKind::VhostUser { .. } => "vhost_user",
+        PortKind::Memif { .. } => "memif",
         PortKind::Vxlan { .. } => "vxlan",
         PortKind::TcpLink { .. } => "tcp_link",
     }

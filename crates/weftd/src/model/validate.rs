@@ -116,14 +116,30 @@ pub fn port_kind(port_name: &str, kind: &PortKind) -> Result<(), ControlError> {
                 n.validate()
                     .map_err(|e| ControlError::invalid(e.to_string()))?;
             }
-            if let Some(path) = socket {
-                if path.is_empty() || path.contains('\0') || path.len() > 107 {
-                    return Err(ControlError::invalid(format!(
-                        "invalid socket {path:?}: give a path of 1 to 107 bytes (the limit of a \
-                         Unix socket path)"
-                    )));
+            socket_path(socket.as_deref())?;
+            mtu_in_range(*mtu)
+        }
+        PortKind::Memif {
+            socket,
+            secret,
+            queues,
+            mtu,
+            ..
+        } => {
+            if !(1..=weft_memif::config::MAX_QUEUE_PAIRS).contains(queues) {
+                return Err(ControlError::invalid(format!(
+                    "{queues} queue pairs: give 1 to {} (--queues)",
+                    weft_memif::config::MAX_QUEUE_PAIRS
+                )));
+            }
+            if let Some(secret) = secret {
+                if secret.is_empty() || secret.len() > 23 || secret.contains('\0') {
+                    return Err(ControlError::invalid(
+                        "invalid memif secret: give 1 to 23 bytes (memif's limit), no NUL",
+                    ));
                 }
             }
+            socket_path(socket.as_deref())?;
             mtu_in_range(*mtu)
         }
         PortKind::Vxlan {
@@ -418,3 +434,17 @@ pub fn state(state: &State) -> Result<(), ControlError> {
 
 #[cfg(test)]
 mod tests;
+
+/// A socket path a port names, if any: 1 to 107 bytes, no NUL (the limit of a Unix socket
+/// path); where it may be is checked when the port opens (`SocketDirs`).
+fn socket_path(path: Option<&str>) -> Result<(), ControlError> {
+    match path {
+        Some(path) if path.is_empty() || path.contains('\0') || path.len() > 107 => {
+            Err(ControlError::invalid(format!(
+                "invalid socket {path:?}: give a path of 1 to 107 bytes (the limit of a Unix \
+                 socket path)"
+            )))
+        }
+        _ => Ok(()),
+    }
+}

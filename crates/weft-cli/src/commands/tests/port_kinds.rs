@@ -364,3 +364,36 @@ fn typed_arguments_reach_the_request_in_the_protocol_s_text_form() {
         r#"{"type":"vxlan","local":"2001:db8::1","vni":42,"remotes":["2001:db8::2"],"learning":false,"remote_macs":[{"mac":"52:54:00:ab:00:02","remote":"2001:db8::2"}]}"#
     );
 }
+
+#[test]
+fn memif_takes_its_socket_id_role_secret_and_queues() {
+    let Request::PortAdd { kind, .. } = request(&[
+        "port",
+        "add",
+        "br0:m1",
+        "memif",
+        "--memif-socket",
+        "/run/vpp/memif.sock",
+        "--id",
+        "4",
+        "--role",
+        "client",
+        "--secret",
+        "s3cret",
+        "--queues",
+        "2",
+    ]) else {
+        panic!("not a port add")
+    };
+    assert_eq!(
+        kind,
+        PortKind::Memif {
+            socket: Some("/run/vpp/memif.sock".into()),
+            id: 4,
+            role: weft_control::state::VhostMode::Client,
+            secret: Some("s3cret".into()),
+            queues: 2,
+            mtu: 1500,
+        }
+    );
+}

@@ -459,3 +459,49 @@ fn a_vxlan_port_in_an_old_state_file_ages_remote_macs_after_300_s_and_says_it_on
         .unwrap()
         .contains(r#""remote_ageing":60"#));
 }
+
+#[test]
+fn a_memif_port_refuses_bad_queue_counts_and_secrets_and_keeps_its_settings() {
+    let mut f = fixture(vec![switch("br0", &[])]);
+    let kind = |queues, secret: Option<&str>| PortKind::Memif {
+        socket: None,
+        id: 3,
+        role: VhostMode::Client,
+        secret: secret.map(str::to_string),
+        queues,
+        mtu: 1500,
+    };
+    for (bad, why) in [
+        (kind(0, None), "give 1 to 16"),
+        (kind(17, None), "give 1 to 16"),
+        (kind(1, Some("")), "1 to 23 bytes"),
+        (kind(1, Some(&"s".repeat(24))), "1 to 23 bytes"),
+        (kind(1, Some("a\0b")), "1 to 23 bytes"),
+    ] {
+        let e = add(&mut f, "m1", bad).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Invalid);
+        assert!(e.message.contains(why), "{}", e.message);
+    }
+    let json = serde_json::to_string(&kind(2, Some("s3cret"))).unwrap();
+    assert_eq!(
+        json,
+        r#"{"type":"memif","id":3,"role":"client","secret":"s3cret","queues":2,"mtu":1500}"#
+    );
+    let back: PortKind = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, kind(2, Some("s3cret")));
+    // A server with one queue pair and no secret writes only what differs.
+    let plain: PortKind = serde_json::from_str(r#"{"type":"memif"}"#).unwrap();
+    assert!(
+        matches!(
+            plain,
+            PortKind::Memif {
+                id: 0,
+                role: VhostMode::Server,
+                queues: 1,
+                mtu: 1500,
+                ..
+            }
+        ),
+        "{plain:?}"
+    );
+}
