@@ -199,10 +199,23 @@ pub(crate) fn config_args(dir: &std::path::Path) -> Vec<std::ffi::OsString> {
 
 /// The weftd binary of this workspace, built (or brought up to date) on first use in this
 /// test process, in the profile the `weft` binary under test was built in.
+/// `$WEFT_TEST_WEFTD`, when set, names one built already: `scripts/test` builds every test
+/// target first, weftd's binary among them (for weftd's own tests), with the features the
+/// whole workspace unifies; `cargo build -p weftd` would build its dependencies again with
+/// weftd's own.
 pub(crate) fn weftd_binary() -> PathBuf {
     static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BUILT
         .get_or_init(|| {
+            if let Some(path) = std::env::var_os("WEFT_TEST_WEFTD") {
+                let path = PathBuf::from(path);
+                assert!(
+                    path.exists(),
+                    "WEFT_TEST_WEFTD={} does not exist",
+                    path.display()
+                );
+                return path;
+            }
             let weft = PathBuf::from(env!("CARGO_BIN_EXE_weft"));
             let dir = weft.parent().expect("weft lives in a directory");
             let mut build = Command::new(env!("CARGO"));
