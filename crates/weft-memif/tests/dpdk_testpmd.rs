@@ -215,7 +215,7 @@ fn weft_memif_clients_exchange_traffic_through_testpmd_memif_servers_and_reconne
 }
 
 #[test]
-fn testpmd_with_two_queue_pairs_and_a_secret_carries_traffic_on_both_rings() {
+fn testpmd_with_two_queue_pairs_and_a_secret_negotiates_two_rings_each_way_and_carries_traffic() {
     let _serial = ONE_TESTPMD_AT_A_TIME
         .lock()
         .unwrap_or_else(|p| p.into_inner());
@@ -240,7 +240,13 @@ fn testpmd_with_two_queue_pairs_and_a_secret_carries_traffic_on_both_rings() {
         2,
     );
     let connected = rig.connected();
+    let rings = (rig.a.status().rings, rig.b.status().rings);
     let (out, err) = testpmd::run_and_quit(&mut tp, connected);
+    assert_eq!(
+        rings,
+        ((2, 2), (2, 2)),
+        "rings negotiated (to weft, from weft)"
+    );
     assert!(
         connected,
         "testpmd never connected: {:?}\n{out}\n{err}",
@@ -250,7 +256,7 @@ fn testpmd_with_two_queue_pairs_and_a_secret_carries_traffic_on_both_rings() {
     let rx = rx_packets(&out);
     let (a, b) = (rig.a.stats(), rig.b.stats());
     eprintln!("testpmd RX per port: {rx:?}\nweft a: {a:?}\nweft b: {b:?}");
-    // testpmd's first burst goes out on both queues of each port: weft reads both rings.
+    // testpmd's first bursts go out on both queues of each port (32 each).
     assert!(
         rx.len() == 2 && rx.iter().all(|n| *n >= 64),
         "too little traffic: {rx:?}\n{out}"
