@@ -272,3 +272,53 @@ fn testpmd_with_two_queue_pairs_and_a_secret_negotiates_two_rings_each_way_and_c
     }
     rig.finish();
 }
+
+#[test]
+fn testpmd_with_the_wrong_secret_is_refused_and_counted() {
+    let _serial = ONE_TESTPMD_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    require_testpmd();
+    let config = MemifConfig {
+        role: Role::Server,
+        secret: Some(b"right".to_vec()),
+        ..MemifConfig::default()
+    };
+    let rig = Rig::open_with("secret", config);
+    let (sa, sb) = (rig.dir.join("a.sock"), rig.dir.join("b.sock"));
+    let vdev = |socket, secret| MemifVdev {
+        role: "client",
+        socket,
+        id: 0,
+        secret: Some(secret),
+    };
+    let mut tp = testpmd::spawn_memif(
+        &format!("weft-memif-secret-{}", std::process::id()),
+        [vdev(&sa, "wrong"), vdev(&sb, "right")],
+    );
+    // b (right secret) connects; a is refused.
+    let b_up = rig.b.wait_connected(Duration::from_secs(30));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while rig
+        .a
+        .stats()
+        .refused(weft_memif::handshake::Refusal::Secret)
+        == 0
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (out, err) = testpmd::run_and_quit(&mut tp, false);
+    assert!(
+        b_up,
+        "the port with the right secret never connected\n{out}\n{err}"
+    );
+    let a = rig.a.stats();
+    assert_eq!(
+        a.refused(weft_memif::handshake::Refusal::Secret),
+        1,
+        "{a:?}"
+    );
+    assert_eq!(a.connects, 0, "{a:?}");
+    rig.finish();
+}
