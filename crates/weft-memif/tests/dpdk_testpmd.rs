@@ -47,14 +47,20 @@ struct Rig {
 
 impl Rig {
     fn open(tag: &str, role: Role) -> Rig {
+        Rig::open_with(
+            tag,
+            MemifConfig {
+                role,
+                ..MemifConfig::default()
+            },
+        )
+    }
+
+    fn open_with(tag: &str, config: MemifConfig) -> Rig {
         let dir = std::env::temp_dir().join(format!("weft-memif-e2e-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let sd = Arc::new(SocketDir::open(&dir).unwrap());
-        let config = MemifConfig {
-            role,
-            ..MemifConfig::default()
-        };
         let mut a = MemifPort::open(Arc::clone(&sd), "a.sock".as_ref(), config.clone()).unwrap();
         let mut b = MemifPort::open(sd, "b.sock".as_ref(), config).unwrap();
         let (rx_a, tx_a) = a.take_halves().unwrap();
@@ -72,11 +78,13 @@ impl Rig {
                     role: testpmd_role,
                     socket: &sa,
                     id: 0,
+                    secret: None,
                 },
                 MemifVdev {
                     role: testpmd_role,
                     socket: &sb,
                     id: 0,
+                    secret: None,
                 },
             ],
         )
@@ -203,5 +211,114 @@ fn weft_memif_clients_exchange_traffic_through_testpmd_memif_servers_and_reconne
     // weft reconnects (with backoff) to the next testpmd on the same sockets.
     let (a2, _) = round(&rig, "weft-memif-cli2", "server");
     assert!(a2.connects == 3 && a2.rx_frames > a1.rx_frames, "{a2:?}");
+    rig.finish();
+}
+
+#[test]
+fn testpmd_with_two_queue_pairs_and_a_secret_negotiates_two_rings_each_way_and_carries_traffic() {
+    let _serial = ONE_TESTPMD_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    require_testpmd();
+    let config = MemifConfig {
+        role: Role::Server,
+        queue_pairs: 2,
+        secret: Some(b"s3cr3t".to_vec()),
+        ..MemifConfig::default()
+    };
+    let rig = Rig::open_with("mq", config);
+    let (sa, sb) = (rig.dir.join("a.sock"), rig.dir.join("b.sock"));
+    let vdev = |socket| MemifVdev {
+        role: "client",
+        socket,
+        id: 0,
+        secret: Some("s3cr3t"),
+    };
+    let mut tp = testpmd::spawn_memif_queues(
+        &format!("weft-memif-mq-{}", std::process::id()),
+        [vdev(&sa), vdev(&sb)],
+        2,
+    );
+    let connected = rig.connected();
+    let rings = (rig.a.status().rings, rig.b.status().rings);
+    let (out, err) = testpmd::run_and_quit(&mut tp, connected);
+    assert_eq!(
+        rings,
+        ((2, 2), (2, 2)),
+        "rings negotiated (to weft, from weft)"
+    );
+    assert!(
+        connected,
+        "testpmd never connected: {:?}\n{out}\n{err}",
+        rig.a
+    );
+    assert!(rig.disconnected());
+    let rx = rx_packets(&out);
+    let (a, b) = (rig.a.stats(), rig.b.stats());
+    eprintln!("testpmd RX per port: {rx:?}\nweft a: {a:?}\nweft b: {b:?}");
+    // testpmd's first bursts go out on both queues of each port (32 each).
+    assert!(
+        rx.len() == 2 && rx.iter().all(|n| *n >= 64),
+        "too little traffic: {rx:?}\n{out}"
+    );
+    for s in [&a, &b] {
+        assert_eq!(s.connects, 1, "{s:?}");
+        assert!(s.rx_frames >= 64 && s.tx_frames >= 64, "{s:?}");
+        assert_eq!(
+            s.rx_bad_descriptor + s.rx_bad_chain + s.ring_faults,
+            0,
+            "{s:?}"
+        );
+    }
+    rig.finish();
+}
+
+#[test]
+fn testpmd_with_the_wrong_secret_is_refused_and_counted() {
+    let _serial = ONE_TESTPMD_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    require_testpmd();
+    let config = MemifConfig {
+        role: Role::Server,
+        secret: Some(b"right".to_vec()),
+        ..MemifConfig::default()
+    };
+    let rig = Rig::open_with("secret", config);
+    let (sa, sb) = (rig.dir.join("a.sock"), rig.dir.join("b.sock"));
+    let vdev = |socket, secret| MemifVdev {
+        role: "client",
+        socket,
+        id: 0,
+        secret: Some(secret),
+    };
+    let mut tp = testpmd::spawn_memif(
+        &format!("weft-memif-secret-{}", std::process::id()),
+        [vdev(&sa, "wrong"), vdev(&sb, "right")],
+    );
+    // b (right secret) connects; a is refused.
+    let b_up = rig.b.wait_connected(Duration::from_secs(30));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while rig
+        .a
+        .stats()
+        .refused(weft_memif::handshake::Refusal::Secret)
+        == 0
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (out, err) = testpmd::run_and_quit(&mut tp, false);
+    assert!(
+        b_up,
+        "the port with the right secret never connected\n{out}\n{err}"
+    );
+    let a = rig.a.stats();
+    assert_eq!(
+        a.refused(weft_memif::handshake::Refusal::Secret),
+        1,
+        "{a:?}"
+    );
+    assert_eq!(a.connects, 0, "{a:?}");
     rig.finish();
 }

@@ -190,6 +190,8 @@ pub struct MemifVdev<'a> {
     pub socket: &'a Path,
     /// The interface id.
     pub id: u32,
+    /// The secret both ends must give, if any.
+    pub secret: Option<&'a str>,
 }
 
 /// Starts interactive testpmd with two `net_memif` ports in io forwarding between them,
@@ -197,19 +199,28 @@ pub struct MemifVdev<'a> {
 /// copy mode is the default): testpmd runs with `--no-huge` and a small mbuf pool, so it
 /// takes none of the hugepages other tests share.
 pub fn spawn_memif(prefix: &str, ports: [MemifVdev<'_>; 2]) -> Child {
+    spawn_memif_queues(prefix, ports, 1)
+}
+
+/// As [`spawn_memif`], with `queues` queue pairs per port (`--rxq`/`--txq`: a memif port
+/// has as many rings each way).
+pub fn spawn_memif_queues(prefix: &str, ports: [MemifVdev<'_>; 2], queues: u16) -> Child {
     let mut cmd = Command::new("dpdk-testpmd");
     cmd.args(["-l", "0,1", "--main-lcore", "0", "--no-pci", "--no-huge"])
         .args(["-m", "64", "--file-prefix", prefix]);
     for (i, p) in ports.iter().enumerate() {
+        let secret = p.secret.map(|s| format!(",secret={s}")).unwrap_or_default();
         cmd.arg(format!(
-            "--vdev=net_memif{i},role={},socket={},socket-abstract=no,id={}",
+            "--vdev=net_memif{i},role={},socket={},socket-abstract=no,id={}{secret}",
             p.role,
             p.socket.display(),
             p.id
         ));
     }
     cmd.args(["--", "-i", "--nb-cores=1", "--forward-mode=io"])
-        .arg("--total-num-mbufs=4096")
+        .arg("--total-num-mbufs=8192")
+        .arg(format!("--rxq={queues}"))
+        .arg(format!("--txq={queues}"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
