@@ -99,11 +99,13 @@ fn memif_testpmd(tag: &str, role: &str, a: &Path, b: &Path) -> Child {
                 role,
                 socket: a,
                 id: 0,
+                secret: None,
             },
             MemifVdev {
                 role,
                 socket: b,
                 id: 0,
+                secret: None,
             },
         ],
     )

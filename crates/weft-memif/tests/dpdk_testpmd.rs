@@ -26,18 +26,6 @@ fn require_testpmd() {
     }
 }
 
-/// The RX-packets of testpmd's per-port forward statistics, in port order.
-fn rx_packets(output: &str) -> Vec<u64> {
-    output
-        .split("Forward statistics for port")
-        .skip(1)
-        .filter_map(|section| {
-            let rest = section.split("RX-packets:").nth(1)?;
-            rest.split_whitespace().next()?.parse().ok()
-        })
-        .collect()
-}
-
 struct Rig {
     dir: PathBuf,
     a: MemifPort,
@@ -130,7 +118,7 @@ fn round(rig: &Rig, prefix: &str, testpmd_role: &str) -> (MemifStats, MemifStats
     );
     std::thread::sleep(Duration::from_millis(100));
     let (a, b) = (rig.a.stats(), rig.b.stats());
-    let rx = rx_packets(&out);
+    let rx = testpmd::rx_packets(&out);
     eprintln!("testpmd RX per port: {rx:?}\nweft a: {a:?}\nweft b: {b:?}");
     assert_eq!(rx.len(), 2, "no forward statistics:\n{out}\n{err}");
     assert!(
@@ -253,7 +241,7 @@ fn testpmd_with_two_queue_pairs_and_a_secret_negotiates_two_rings_each_way_and_c
         rig.a
     );
     assert!(rig.disconnected());
-    let rx = rx_packets(&out);
+    let rx = testpmd::rx_packets(&out);
     let (a, b) = (rig.a.stats(), rig.b.stats());
     eprintln!("testpmd RX per port: {rx:?}\nweft a: {a:?}\nweft b: {b:?}");
     // testpmd's first bursts go out on both queues of each port (32 each).
