@@ -207,7 +207,22 @@ impl FdStore {
         carried: Carried,
         fds: &[OwnedFd],
     ) -> Result<(), StoreError> {
-        self.remove(switch, port);
+        let previous = self
+            .stored
+            .remove(&(switch.into(), port.into()))
+            .map(|(_, names)| names)
+            .unwrap_or_default();
+        let base = record_name(switch, port);
+        // Whatever is stored under the old and the new names goes first, each once: also
+        // what a weftd this one took over from stored (same names; systemd would keep both).
+        let stale: std::collections::BTreeSet<String> = previous
+            .into_iter()
+            .chain(std::iter::once(base.clone()))
+            .chain((0..fds.len()).map(|i| format!("{base}.{i}")))
+            .collect();
+        for name in &stale {
+            self.remove_name(name);
+        }
         let held: usize = self.stored.values().map(|(_, names)| names.len()).sum();
         let wanted = held + fds.len() + 1;
         if wanted > self.capacity {
@@ -224,13 +239,6 @@ impl FdStore {
             fds: fds.len(),
         };
         let memfd = write_memfd(&record)?;
-        let base = record_name(switch, port);
-        // Whatever is stored under these names goes first, also what a weftd this one took
-        // over from stored (its names are the same; systemd would keep both).
-        self.remove_name(&base);
-        for i in 0..fds.len() {
-            self.remove_name(&format!("{base}.{i}"));
-        }
         let mut names = Vec::with_capacity(fds.len() + 1);
         let sent = std::iter::once((base.clone(), memfd.as_fd()))
             .chain(

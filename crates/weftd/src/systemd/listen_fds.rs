@@ -25,7 +25,7 @@ pub enum ListenFdsError {
 
 /// What the variables say: how many descriptors, and each one's name.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Passed {
+pub struct Announced {
     /// The names, one per descriptor from 3 on ("unknown" where systemd gave none).
     pub names: Vec<String>,
 }
@@ -37,7 +37,7 @@ pub fn parse(
     count: Option<&str>,
     names: Option<&str>,
     own_pid: u32,
-) -> Result<Option<Passed>, ListenFdsError> {
+) -> Result<Option<Announced>, ListenFdsError> {
     let malformed = |name, value: &str| ListenFdsError::Malformed {
         name,
         value: value.to_string(),
@@ -64,7 +64,7 @@ pub fn parse(
         // "unknown" for each.
         _ => vec!["unknown".to_string(); count],
     };
-    Ok(Some(Passed { names }))
+    Ok(Some(Announced { names }))
 }
 
 /// Takes the descriptors systemd passed this process, with their names, and removes the

@@ -31,10 +31,13 @@ pub enum NotifyError {
     },
 }
 
-/// The address systemd listens on for this service (`$NOTIFY_SOCKET`).
+/// The address systemd listens on for this service (`$NOTIFY_SOCKET`), and one datagram
+/// socket to send there (made once: a record of the file descriptor store is several
+/// notifications).
 #[derive(Debug, Clone)]
 pub struct NotifySocket {
     addr: UnixAddr,
+    socket: std::sync::Arc<std::os::fd::OwnedFd>,
 }
 
 impl NotifySocket {
@@ -52,11 +55,6 @@ impl NotifySocket {
             None => return Err(NotifyError::Address(path.to_os_string())),
         }
         .map_err(|_| NotifyError::Address(path.to_os_string()))?;
-        Ok(NotifySocket { addr })
-    }
-
-    /// Sends `state` (newline-separated `KEY=VALUE` lines) with `fds` attached.
-    pub fn send(&self, state: &str, fds: &[BorrowedFd<'_>]) -> Result<(), NotifyError> {
         let socket = socket(
             AddressFamily::Unix,
             SockType::Datagram,
@@ -77,11 +75,19 @@ impl NotifySocket {
             call: "SO_SNDTIMEO",
             source,
         })?;
+        Ok(NotifySocket {
+            addr,
+            socket: std::sync::Arc::new(socket),
+        })
+    }
+
+    /// Sends `state` (newline-separated `KEY=VALUE` lines) with `fds` attached.
+    pub fn send(&self, state: &str, fds: &[BorrowedFd<'_>]) -> Result<(), NotifyError> {
         let raw: Vec<RawFd> = fds.iter().map(|fd| fd.as_raw_fd()).collect();
         let rights = [ControlMessage::ScmRights(&raw)];
         let control: &[ControlMessage<'_>] = if raw.is_empty() { &[] } else { &rights };
         sendmsg(
-            socket.as_raw_fd(),
+            self.socket.as_raw_fd(),
             &[IoSlice::new(state.as_bytes())],
             control,
             MsgFlags::MSG_NOSIGNAL,
