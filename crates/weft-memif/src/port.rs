@@ -203,10 +203,7 @@ impl PortDevice for MemifPort {
         })?;
         Ok(halves
             .into_iter()
-            .map(|(rx, tx)| PortHalves {
-                rx: Some(Box::new(rx)),
-                tx: Box::new(tx),
-            })
+            .map(|(rx, tx)| PortHalves::pair(rx, tx))
             .collect())
     }
 

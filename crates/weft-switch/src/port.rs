@@ -396,6 +396,16 @@ pub struct PortHalves {
     pub tx: Box<dyn PortTx>,
 }
 
+impl PortHalves {
+    /// Both halves of one lane, boxed.
+    pub fn pair(rx: impl PortRx + 'static, tx: impl PortTx + 'static) -> PortHalves {
+        PortHalves {
+            rx: Some(Box::new(rx)),
+            tx: Box::new(tx),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

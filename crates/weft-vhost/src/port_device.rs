@@ -23,10 +23,7 @@ impl PortDevice for VhostUserPort {
             .map_err(|e| DeviceError::Split(e.to_string()))?;
         Ok(halves
             .into_iter()
-            .map(|(rx, tx)| PortHalves {
-                rx: Some(Box::new(rx)),
-                tx: Box::new(tx),
-            })
+            .map(|(rx, tx)| PortHalves::pair(rx, tx))
             .collect())
     }
 
