@@ -122,7 +122,10 @@ pub fn hostile_rings(data: &[u8]) {
     };
     let mut consumer = Consumer::new(rx_place, role, own(rx_dir), BUFFER);
     let mut producer = Producer::new(tx_place, role, own(tx_dir), BUFFER);
-    if role == Role::Client && consumer.release(&mem).is_err() {
+    let (Ok(mut rx_view), Ok(mut tx_view)) = (rx_place.view(&mem), tx_place.view(&mem)) else {
+        return;
+    };
+    if role == Role::Client && consumer.release(&rx_view).is_err() {
         return;
     }
     let rings_end = layout.buffers_offset();
@@ -147,11 +150,11 @@ pub fn hostile_rings(data: &[u8]) {
             s.copy_from(bytes);
         }
         // Weft walks both rings.
-        if let Ok(ready) = consumer.ready(&mem) {
+        if let Ok(ready) = consumer.ready(&rx_view) {
             assert!(ready <= 1 << LOG2);
             let mut left = ready;
             while left > 0 {
-                match consumer.read_frame(&mem, left, &mut out) {
+                match consumer.read_frame(&mut rx_view, left, &mut out) {
                     Ok((slots, result)) => {
                         assert!(slots >= 1 && slots <= left);
                         if let Ok(len) = result {
@@ -162,16 +165,16 @@ pub fn hostile_rings(data: &[u8]) {
                     Err(_) => break,
                 }
             }
-            let _ = consumer.release(&mem);
+            let _ = consumer.release(&rx_view);
         }
-        if let Ok(room) = producer.room(&mem) {
+        if let Ok(room) = producer.room(&tx_view) {
             assert!(room <= 1 << LOG2);
             let len = usize::from(op >> 5) * 100 + 1;
             let frame = TxFrame::whole(&payload[..len.min(payload.len())], OffloadInfo::default());
-            if let Ok(Sent::Slots(k)) = producer.write_frame(&mem, &frame, room) {
+            if let Ok(Sent::Slots(k)) = producer.write_frame(&mut tx_view, &frame, room) {
                 assert!(k >= 1 && k <= room);
             }
-            let _ = producer.publish(&mem);
+            let _ = producer.publish(&tx_view);
         }
     }
 }

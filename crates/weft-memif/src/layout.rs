@@ -6,6 +6,8 @@ use crate::wire::Direction;
 
 /// A ring's header: cookie, flags and head on one cache line, tail on the next.
 pub const RING_HEADER: u64 = 128;
+/// [`RING_HEADER`] as an offset into a mapped ring.
+pub const RING_HEADER_BYTES: usize = 128;
 /// Offset of the cookie in a ring.
 pub const RING_COOKIE_AT: u64 = 0;
 /// Offset of the flags in a ring.

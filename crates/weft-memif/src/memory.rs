@@ -23,8 +23,6 @@ use vm_memory::{
 };
 use weft_vhost::{GuardError, GuardedMemory};
 
-use crate::layout::{Desc, DESC_BYTES, DESC_SIZE};
-
 /// Regions lie this far apart in the synthetic address space: no region is larger.
 const REGION_STRIDE: u64 = 1 << 40;
 /// The page size of memfd and tmpfs mappings.
@@ -199,20 +197,6 @@ impl SharedMemory {
     pub fn store_u32(&self, region: u16, offset: u64, value: u32) -> bool {
         self.addr(region, offset, 4)
             .is_some_and(|a| self.mem.store(value, a, Ordering::Release).is_ok())
-    }
-
-    /// Reads a descriptor once.
-    pub fn read_desc(&self, region: u16, offset: u64) -> Option<Desc> {
-        let mut b = [0u8; DESC_BYTES];
-        let addr = self.addr(region, offset, DESC_SIZE)?;
-        self.mem.read_slice(&mut b, addr).ok()?;
-        Some(Desc::from_bytes(b))
-    }
-
-    /// Writes a descriptor.
-    pub fn write_desc(&self, region: u16, offset: u64, desc: Desc) -> bool {
-        self.addr(region, offset, DESC_SIZE)
-            .is_some_and(|a| self.mem.write_slice(&desc.to_bytes(), a).is_ok())
     }
 }
 

@@ -19,16 +19,18 @@
 use std::sync::atomic::Ordering;
 
 use crate::layout::{
-    ring_bytes, ClientLayout, DESC_SIZE, RING_ALIGN, RING_COOKIE, RING_COOKIE_AT, RING_FLAGS_AT,
-    RING_HEADER, RING_HEAD_AT, RING_TAIL_AT,
+    ring_bytes, ClientLayout, RING_ALIGN, RING_COOKIE, RING_COOKIE_AT, RING_FLAGS_AT, RING_HEAD_AT,
+    RING_TAIL_AT,
 };
 use crate::memory::SharedMemory;
 use crate::wire::Direction;
 
 mod consumer;
 mod producer;
+mod view;
 pub use consumer::{Consumer, ReadFrame};
 pub use producer::{Producer, Sent};
+pub use view::RingView;
 
 /// Why a ring broke (the peer is dropped).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -88,18 +90,14 @@ impl RingPlace {
         })
     }
 
+    /// The ring mapped for one burst.
+    pub fn view<'m>(&self, mem: &'m SharedMemory) -> Result<RingView<'m>, RingFault> {
+        RingView::new(self, mem)
+    }
+
     /// Slots.
     pub fn size(&self) -> u16 {
         1u16 << self.log2
-    }
-
-    fn desc_offset(&self, slot: u16) -> u64 {
-        self.offset + RING_HEADER + u64::from(slot & (self.size() - 1)) * DESC_SIZE
-    }
-
-    fn load(&self, mem: &SharedMemory, at: u64) -> Result<u16, RingFault> {
-        mem.load_u16(self.region, self.offset + at, Ordering::Acquire)
-            .ok_or(RingFault::Unreadable)
     }
 
     fn store(&self, mem: &SharedMemory, at: u64, value: u16) -> Result<(), RingFault> {
@@ -135,12 +133,6 @@ impl RingPlace {
     /// The consumer's wish: `true` asks the producer not to signal (polling).
     pub fn set_masked(&self, mem: &SharedMemory, masked: bool) -> Result<(), RingFault> {
         self.store(mem, RING_FLAGS_AT, u16::from(masked))
-    }
-
-    /// True when the consumer asked not to be signalled.
-    pub fn masked(&self, mem: &SharedMemory) -> bool {
-        self.load(mem, RING_FLAGS_AT)
-            .is_ok_and(|f| f & crate::layout::RING_FLAG_MASK_INT != 0)
     }
 }
 

@@ -18,8 +18,6 @@ fn accesses_outside_a_region_or_to_a_missing_region_are_refused() {
     assert!(mem.slice(0, u64::MAX, 2).is_none());
     assert!(mem.slice(1, 0, 1).is_none());
     assert!(mem.load_u16(0, 8191, Ordering::Acquire).is_none());
-    assert!(mem.read_desc(0, 8192 - 8).is_none());
-    assert!(!mem.write_desc(0, 8192, Desc::default()));
 }
 
 #[test]
@@ -33,21 +31,4 @@ fn a_peer_file_shorter_than_its_region_or_not_in_shared_memory_is_refused() {
         pipe,
         Err(MemoryError::NotSharedMemory { index: 0 })
     ));
-}
-
-#[test]
-fn descriptors_written_are_read_back_and_visible_through_the_peer_file() {
-    use std::os::unix::fs::FileExt;
-    let (mem, file) = SharedMemory::create(4096).unwrap();
-    let d = Desc {
-        flags: 1,
-        region: 0,
-        length: 60,
-        offset: 256,
-    };
-    assert!(mem.write_desc(0, 128, d));
-    assert_eq!(mem.read_desc(0, 128), Some(d));
-    let mut b = [0u8; 16];
-    file.read_exact_at(&mut b, 128).unwrap();
-    assert_eq!(Desc::from_bytes(b), d);
 }

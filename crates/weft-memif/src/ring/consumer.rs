@@ -1,9 +1,8 @@
 //! The receiving end of a ring: the server on a C2S ring, the client on an S2C ring.
 
-use super::{FrameDrop, OwnBuffers, RingFault, RingPlace};
+use super::{FrameDrop, OwnBuffers, RingFault, RingPlace, RingView};
 use crate::config::{Role, MAX_CHAIN};
 use crate::layout::{Desc, RING_HEAD_AT, RING_TAIL_AT};
-use crate::memory::SharedMemory;
 
 /// Reads frames from one ring.
 #[derive(Debug)]
@@ -39,11 +38,11 @@ impl Consumer {
 
     /// Slots published and not yet read. A producer index that ran ahead of what it may
     /// have filled breaks the ring.
-    pub fn ready(&self, mem: &SharedMemory) -> Result<u16, RingFault> {
+    pub fn ready(&self, view: &RingView<'_>) -> Result<u16, RingFault> {
         let size = self.place.size();
         match self.role {
             Role::Server => {
-                let head = self.place.load(mem, RING_HEAD_AT)?;
+                let head = view.load(RING_HEAD_AT)?;
                 let ready = head.wrapping_sub(self.cursor);
                 if ready > size {
                     return Err(RingFault::IndexJump {
@@ -55,7 +54,7 @@ impl Consumer {
                 Ok(ready)
             }
             Role::Client => {
-                let tail = self.place.load(mem, RING_TAIL_AT)?;
+                let tail = view.load(RING_TAIL_AT)?;
                 let ready = tail.wrapping_sub(self.cursor);
                 if ready > self.offered.wrapping_sub(self.cursor) {
                     return Err(RingFault::IndexJump {
@@ -73,7 +72,7 @@ impl Consumer {
     /// per buffer); the cursor moves past its slots whether it was taken or dropped.
     pub fn read_frame(
         &mut self,
-        mem: &SharedMemory,
+        view: &mut RingView<'_>,
         ready: u16,
         out: &mut [u8],
     ) -> Result<ReadFrame, RingFault> {
@@ -87,12 +86,10 @@ impl Consumer {
                 break;
             }
             let slot = self.cursor.wrapping_add(slots);
-            let d = mem
-                .read_desc(self.place.region, self.place.desc_offset(slot))
-                .ok_or(RingFault::Unreadable)?;
+            let d = view.desc(slot)?;
             slots += 1;
             if dropped.is_none() {
-                dropped = self.copy_buffer(mem, slot, d, out, &mut len).err();
+                dropped = self.copy_buffer(view, slot, d, out, &mut len).err();
             }
             if !d.has_next() {
                 break;
@@ -112,7 +109,7 @@ impl Consumer {
 
     fn copy_buffer(
         &self,
-        mem: &SharedMemory,
+        view: &mut RingView<'_>,
         slot: u16,
         d: Desc,
         out: &mut [u8],
@@ -127,8 +124,8 @@ impl Consumer {
             None => (d.region, u64::from(d.offset)),
         };
         let dst = out.get_mut(*len..*len + n).ok_or(FrameDrop::TooLong)?;
-        let src = mem
-            .slice(region, offset, n)
+        let src = view
+            .buffer(region, offset, n)
             .ok_or(FrameDrop::BadDescriptor)?;
         src.copy_to(dst);
         *len += n;
@@ -137,9 +134,9 @@ impl Consumer {
 
     /// Gives the slots read back to the producer: the server moves the tail; the client
     /// offers them again (fresh descriptors for its own buffers, then the head).
-    pub fn release(&mut self, mem: &SharedMemory) -> Result<(), RingFault> {
+    pub fn release(&mut self, view: &RingView<'_>) -> Result<(), RingFault> {
         match self.role {
-            Role::Server => self.place.store(mem, RING_TAIL_AT, self.cursor),
+            Role::Server => view.store(RING_TAIL_AT, self.cursor),
             Role::Client => {
                 let Some(own) = self.own else {
                     return Err(RingFault::Unreadable);
@@ -155,12 +152,10 @@ impl Consumer {
                         length,
                         offset: u32::try_from(offset).map_err(|_| RingFault::Unreadable)?,
                     };
-                    if !mem.write_desc(self.place.region, self.place.desc_offset(slot), desc) {
-                        return Err(RingFault::Unreadable);
-                    }
+                    view.write_desc(slot, desc)?;
                     self.offered = self.offered.wrapping_add(1);
                 }
-                self.place.store(mem, RING_HEAD_AT, target)
+                view.store(RING_HEAD_AT, target)
             }
         }
     }

@@ -4,10 +4,9 @@
 use vm_memory::VolatileSlice;
 use weft_switch::TxFrame;
 
-use super::{FrameDrop, OwnBuffers, RingFault, RingPlace};
+use super::{FrameDrop, OwnBuffers, RingFault, RingPlace, RingView};
 use crate::config::{Role, MAX_CHAIN};
 use crate::layout::{Desc, DESC_FLAG_NEXT, RING_HEAD_AT, RING_TAIL_AT};
-use crate::memory::SharedMemory;
 
 /// Writes frames into one ring.
 #[derive(Debug)]
@@ -49,11 +48,11 @@ impl Producer {
 
     /// Free slots now. An index the peer moves that ran past what it may have taken or
     /// offered breaks the ring.
-    pub fn room(&self, mem: &SharedMemory) -> Result<u16, RingFault> {
+    pub fn room(&self, view: &RingView<'_>) -> Result<u16, RingFault> {
         let size = self.place.size();
         match self.role {
             Role::Client => {
-                let tail = self.place.load(mem, RING_TAIL_AT)?;
+                let tail = view.load(RING_TAIL_AT)?;
                 let in_flight = self.published.wrapping_sub(tail);
                 if in_flight > size {
                     return Err(RingFault::IndexJump {
@@ -65,7 +64,7 @@ impl Producer {
                 Ok(size - in_flight - self.cursor.wrapping_sub(self.published))
             }
             Role::Server => {
-                let head = self.place.load(mem, RING_HEAD_AT)?;
+                let head = view.load(RING_HEAD_AT)?;
                 let offered = head.wrapping_sub(self.published);
                 if offered > size {
                     return Err(RingFault::IndexJump {
@@ -83,7 +82,7 @@ impl Producer {
     /// buffer, within `room` free slots.
     pub fn write_frame(
         &mut self,
-        mem: &SharedMemory,
+        view: &mut RingView<'_>,
         frame: &TxFrame<'_>,
         room: u16,
     ) -> Result<Sent, RingFault> {
@@ -98,16 +97,13 @@ impl Producer {
                 return Ok(Sent::Dropped(FrameDrop::TooLong));
             }
             let slot = self.cursor.wrapping_add(slots);
-            let desc_at = self.place.desc_offset(slot);
             let (region, offset, room_here) = match &self.own {
                 Some(own) => {
                     let (r, o) = own.buffer(slot);
                     (r, o, self.buffer_size)
                 }
                 None => {
-                    let offered = mem
-                        .read_desc(self.place.region, desc_at)
-                        .ok_or(RingFault::Unreadable)?;
+                    let offered = view.desc(slot)?;
                     (
                         offered.region,
                         u64::from(offered.offset),
@@ -120,7 +116,7 @@ impl Producer {
                 return Err(RingFault::BadOffer);
             }
             let n = room_here.min(len - pos);
-            let dst = mem.slice(region, offset, n).ok_or(RingFault::BadOffer)?;
+            let dst = view.buffer(region, offset, n).ok_or(RingFault::BadOffer)?;
             copy_range(frame, pos, dst);
             pos += n;
             slots += 1;
@@ -132,9 +128,7 @@ impl Producer {
                 length: u32::try_from(n).map_err(|_| RingFault::BadOffer)?,
                 offset: u32::try_from(offset).map_err(|_| RingFault::BadOffer)?,
             };
-            if !mem.write_desc(self.place.region, desc_at, desc) {
-                return Err(RingFault::Unreadable);
-            }
+            view.write_desc(slot, desc)?;
             if !more {
                 break;
             }
@@ -145,7 +139,7 @@ impl Producer {
 
     /// Publishes every frame written since the last call with one index store. True when
     /// there was something to publish.
-    pub fn publish(&mut self, mem: &SharedMemory) -> Result<bool, RingFault> {
+    pub fn publish(&mut self, view: &RingView<'_>) -> Result<bool, RingFault> {
         if self.cursor == self.published {
             return Ok(false);
         }
@@ -153,7 +147,7 @@ impl Producer {
             Role::Client => RING_HEAD_AT,
             Role::Server => RING_TAIL_AT,
         };
-        self.place.store(mem, at, self.cursor)?;
+        view.store(at, self.cursor)?;
         self.published = self.cursor;
         Ok(true)
     }
