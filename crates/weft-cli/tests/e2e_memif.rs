@@ -3,7 +3,8 @@
 //! its two ports, so frames circle through weftd's switch. Counted on both sides; a
 //! testpmd that quits and starts again finds the same ports (weftd not restarted); a memif
 //! port and a vhost-user port on one switch carry testpmd's traffic between memif and
-//! virtio-user.
+//! virtio-user; `weft upgrade` hands memif ports of both roles to a new weftd while
+//! testpmd forwards, without testpmd reconnecting.
 //!
 //! Needs root and dpdk-testpmd; the vhost-user case also hugepages. Prints SKIP otherwise.
 
@@ -189,6 +190,103 @@ fn weftd_memif_clients_forward_through_testpmd_memif_servers() {
         memif_testpmd("cli", "server", &a, &b),
         &["m1", "m2"],
     );
+}
+
+/// Frames the switch received from port `port`.
+fn rx_of(weftd: &Weftd, port: &str) -> u64 {
+    port_show(weftd, port).1
+}
+
+fn say(pmd: &mut Child, line: &str) {
+    use std::io::Write;
+    let stdin = pmd.stdin.as_mut().expect("testpmd's stdin");
+    stdin.write_all(line.as_bytes()).expect("write to testpmd");
+    stdin.flush().expect("write to testpmd");
+}
+
+#[test]
+fn memif_ports_of_both_roles_keep_testpmd_forwarding_through_weft_upgrade_without_a_reconnect() {
+    let test =
+        "memif_ports_of_both_roles_keep_testpmd_forwarding_through_weft_upgrade_without_a_reconnect";
+    if skip(test, testpmd::memif_missing()) {
+        return;
+    }
+    let _serial = weft_testlab::lab::serial();
+    let mut weftd = Weftd::start();
+    // m1: weft listens, testpmd connects; m2: testpmd listens, weft connects.
+    let (a, b) = (
+        weftd.path("run/vhost/br0-m1.memif.sock"),
+        weftd.path("run/vhost/pmd-b.sock"),
+    );
+    add(&weftd, &["port", "add", "br0:m1", "memif", "--id", "0"]);
+    let b_arg = b.to_string_lossy().to_string();
+    let m2 = ["port", "add", "br0:m2", "memif", "--role", "client"];
+    add(&weftd, &[&m2[..], &["--memif-socket", &b_arg]].concat());
+    let mut pmd = testpmd::spawn_memif(
+        &format!("weft-e2e-memif-up-{}", std::process::id()),
+        [
+            MemifVdev {
+                role: "client",
+                socket: &a,
+                id: 0,
+                secret: None,
+            },
+            MemifVdev {
+                role: "server",
+                socket: &b,
+                id: 0,
+                secret: None,
+            },
+        ],
+    );
+    let running = all_running(&weftd, &["m1", "m2"]);
+    if running {
+        say(&mut pmd, "start tx_first 32\n");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let flowing_before = running && rx_of(&weftd, "m1") > 0 && rx_of(&weftd, "m2") > 0;
+    let before = weftd.answering_pid();
+    let upgraded = flowing_before && {
+        let o = weftd.upgrade();
+        o.status.success() && weftd.answering_pid() != before
+    };
+    // The new weftd's counters start at zero: frames it forwards are counted from here.
+    let start = (rx_of(&weftd, "m1"), rx_of(&weftd, "m2"));
+    std::thread::sleep(Duration::from_secs(1));
+    let end = (rx_of(&weftd, "m1"), rx_of(&weftd, "m2"));
+    let mut counters = Vec::new();
+    for port in ["m1", "m2"] {
+        for c in ["memif_connects", "memif_disconnects"] {
+            counters.push((format!("{port} {c}"), weftd.device_counter(port, c)));
+        }
+    }
+    let show = common::stdout(&weftd.weft(&["port", "show", "br0:m2"]));
+    if running {
+        say(&mut pmd, "stop\n");
+    }
+    let (out, err) = testpmd::run_and_quit(&mut pmd, false);
+    assert!(
+        running,
+        "testpmd never connected:\n{out}\n{err}\n{}",
+        weftd.log()
+    );
+    assert!(
+        flowing_before,
+        "no traffic before the upgrade:\n{out}\n{}",
+        weftd.log()
+    );
+    assert!(upgraded, "the upgrade failed:\n{}", weftd.log());
+    assert!(show.contains("taken over"), "{show}");
+    eprintln!(
+        "{test}: in the second after the upgrade, rx (m1, m2) {start:?} -> {end:?}; {counters:?}"
+    );
+    assert!(
+        end.0 > start.0 && end.1 > start.1,
+        "no traffic through the new weftd: rx {start:?} -> {end:?}\n{out}\n{}",
+        weftd.log()
+    );
+    // Neither peer reconnected: the new weftd took the connections over.
+    assert!(counters.iter().all(|(_, n)| *n == 0), "{counters:?}");
 }
 
 #[test]

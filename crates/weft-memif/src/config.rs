@@ -6,7 +6,8 @@ use crate::layout::{ClientLayout, RING_ALIGN};
 use crate::wire::{NAME_LEN, SECRET_LEN};
 
 /// Which end of the memif connection weft is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Role {
     /// memif's master: weft listens, the peer (client) brings the memory.
     Server,

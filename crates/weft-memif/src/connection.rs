@@ -7,7 +7,7 @@
 //! thread installs `None`; the memory is unmapped when the last half lets go of its
 //! `Arc` — after the batch that still holds frames from it is finished.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use weft_sys::event::EventFd;
@@ -16,7 +16,7 @@ use crate::config::Role;
 use crate::counters::Counters;
 use crate::fds::Interrupt;
 use crate::memory::SharedMemory;
-use crate::ring::{OwnBuffers, Producer, RingPlace};
+use crate::ring::{Consumer, OwnBuffers, Producer, RingPlace};
 
 /// A ring weft consumes, as the data path sets it up.
 #[derive(Debug)]
@@ -24,6 +24,35 @@ pub(crate) struct RxRing {
     pub(crate) place: RingPlace,
     pub(crate) interrupt: Interrupt,
     pub(crate) own: Option<OwnBuffers>,
+    /// Where the receive half's cursor stood when it last gave slots back, and (a client)
+    /// how far it had offered slots: what a hand-over carries (the indexes in shared
+    /// memory are the peer's to scribble on).
+    pub(crate) released: AtomicU16,
+    pub(crate) offered: AtomicU16,
+    /// Taken over from another process: the half goes on from `released` instead of
+    /// starting the ring afresh.
+    pub(crate) adopted: bool,
+}
+
+impl RxRing {
+    /// A ring of a fresh connection.
+    pub(crate) fn new(place: RingPlace, interrupt: Interrupt, own: Option<OwnBuffers>) -> Self {
+        RxRing {
+            place,
+            interrupt,
+            own,
+            released: AtomicU16::new(0),
+            offered: AtomicU16::new(0),
+            adopted: false,
+        }
+    }
+
+    /// Notes where `consumer` stands after it gave slots back (its half owns it; this is
+    /// the copy a hand-over reads).
+    pub(crate) fn note_released(&self, consumer: &Consumer) {
+        self.released.store(consumer.cursor(), Ordering::Release);
+        self.offered.store(consumer.offered(), Ordering::Release);
+    }
 }
 
 /// A ring weft produces into: its cursor lives here, behind a lock, because several

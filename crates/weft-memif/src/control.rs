@@ -15,7 +15,7 @@ use std::ffi::OsString;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixListener;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use weft_sys::event::{epoll_add, epoll_delete, Epoll, EpollEvent, EventFd, EventSet};
@@ -24,9 +24,10 @@ use weft_vhost::{FileId, SocketDir};
 use crate::config::{MemifConfig, Role, MAX_LOG2_RING_SIZE, MAX_QUEUE_PAIRS, MAX_REGIONS};
 use crate::connection::{PeerStatus, Shared};
 use crate::counters::Counters;
+use crate::handover::{describe, AdoptedSession, Connected, Request};
 use crate::handshake::{ClientHandshake, ClientPlan, Refusal, ServerHandshake, ServerLimits};
 use crate::wire::{Message, Name};
-use session::{End, Progress, Session};
+use session::{AdoptedSide, End, Progress, Session};
 
 /// Peers on a server port's socket at once (one connected, the rest in their handshake).
 pub(crate) const MAX_SESSIONS: usize = 4;
@@ -44,12 +45,24 @@ pub(crate) struct Control {
     pub(crate) shared: Arc<Shared>,
     pub(crate) wake: Arc<EventFd>,
     pub(crate) stop: Arc<AtomicBool>,
-    pub(crate) listener: Option<(UnixListener, FileId)>,
+    /// Server: the listener and (when weft bound it, or it was still there when the port
+    /// was taken over) the socket file to remove when the port closes.
+    pub(crate) listener: Option<(UnixListener, Option<FileId>)>,
+    /// Hand-over requests ([`crate::MemifHandoverSource`]), looked at on every wake.
+    requests: mpsc::Receiver<Request>,
     epoll: Epoll,
     sessions: Vec<(u64, Session)>,
     next_token: u64,
     backoff: Duration,
     retry_at: Option<Instant>,
+}
+
+/// How the port reaches its control thread: the wake eventfd, the stop flag, and the
+/// hand-over requests.
+pub(crate) struct Signals {
+    pub(crate) wake: Arc<EventFd>,
+    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) requests: mpsc::Receiver<Request>,
 }
 
 impl Control {
@@ -58,10 +71,14 @@ impl Control {
         dir: Arc<SocketDir>,
         name: OsString,
         shared: Arc<Shared>,
-        wake: Arc<EventFd>,
-        stop: Arc<AtomicBool>,
-        listener: Option<(UnixListener, FileId)>,
+        signals: Signals,
+        listener: Option<(UnixListener, Option<FileId>)>,
     ) -> std::io::Result<Control> {
+        let Signals {
+            wake,
+            stop,
+            requests,
+        } = signals;
         let epoll = Epoll::new()?;
         epoll_add(&epoll, wake.as_fd(), EventSet::IN, TOKEN_WAKE)?;
         if let Some((l, _)) = &listener {
@@ -75,6 +92,7 @@ impl Control {
             wake,
             stop,
             listener,
+            requests,
             epoll,
             sessions: Vec::new(),
             next_token: FIRST_SESSION,
@@ -93,6 +111,9 @@ impl Control {
                 match e.data() {
                     TOKEN_WAKE => {
                         let _ = self.wake.read();
+                        while let Ok(request) = self.requests.try_recv() {
+                            self.hand_over(request);
+                        }
                     }
                     TOKEN_LISTENER => self.accept_all(),
                     token => self.on_session(token),
@@ -103,8 +124,29 @@ impl Control {
             self.maybe_connect();
         }
         self.close_all("interface closed");
-        if let Some((_, id)) = self.listener.take() {
+        if let Some((_, Some(id))) = self.listener.take() {
             let _ = self.dir.remove_socket(&self.name, id);
+        }
+    }
+
+    /// Describes the port for a hand-over, answers, and (when the answer was taken)
+    /// parks until the requester resumes the port or lets it go.
+    fn hand_over(&mut self, request: Request) {
+        let connected = self.sessions.iter().find_map(|(_, s)| {
+            Some(Connected {
+                socket: s.sock.as_fd(),
+                connection: s.connection.as_deref()?,
+                peer_name: &s.peer_name,
+                peer_interface: &s.peer_interface,
+            })
+        });
+        let listener = self.listener.as_ref().map(|(l, _)| l.as_fd());
+        let described = describe(&self.config, listener, connected);
+        let ok = described.is_ok();
+        if request.reply.send(described).is_ok() && ok {
+            // Until the guard is dropped (a failed hand-over) or forever (this process
+            // exits once the new one runs the port).
+            let _ = request.resume.recv();
         }
     }
 
@@ -157,19 +199,21 @@ impl Control {
         }
     }
 
-    fn add_session(&mut self, session: Session) {
+    /// Watches `session`'s socket; false (and the session dropped) when it cannot be.
+    fn add_session(&mut self, session: Session) -> bool {
         let token = self.next_token;
         self.next_token += 1;
-        if epoll_add(
+        let watched = epoll_add(
             &self.epoll,
             session.sock.as_fd(),
             EventSet::IN | EventSet::READ_HANG_UP,
             token,
         )
-        .is_ok()
-        {
+        .is_ok();
+        if watched {
             self.sessions.push((token, session));
         }
+        watched
     }
 
     fn server_limits(&self) -> ServerLimits {
@@ -214,23 +258,50 @@ impl Control {
             Ok(Some(conn)) => {
                 session.deadline = None;
                 session.connection = Some(Arc::clone(&conn));
-                let status = PeerStatus {
-                    connected: true,
-                    peer_name: session.peer_name.clone(),
-                    peer_interface: session.peer_interface.clone(),
-                    rings: (
-                        u16::try_from(conn.rx.len()).unwrap_or(0),
-                        u16::try_from(conn.tx.len()).unwrap_or(0),
-                    ),
-                    last_disconnect: None,
-                };
-                self.set_status(status);
+                let names = (session.peer_name.clone(), session.peer_interface.clone());
+                self.connected(conn, names);
                 Counters::add(&self.shared.counters.connects, 1);
-                self.backoff = BACKOFF_MIN;
-                self.shared.install(Some(conn));
                 tracing::info!(role = ?self.config.role, id = self.config.id, "memif peer connected");
             }
             Err(end) => self.end_session(token, end),
+        }
+    }
+
+    /// Hands a connection to the halves and says so in the port's status.
+    fn connected(&mut self, conn: Arc<crate::connection::Connection>, names: (String, String)) {
+        let status = PeerStatus {
+            connected: true,
+            peer_name: names.0,
+            peer_interface: names.1,
+            rings: (
+                u16::try_from(conn.rx.len()).unwrap_or(0),
+                u16::try_from(conn.tx.len()).unwrap_or(0),
+            ),
+            last_disconnect: None,
+        };
+        self.set_status(status);
+        self.backoff = BACKOFF_MIN;
+        self.retry_at = None;
+        self.shared.install(Some(conn));
+    }
+
+    /// Serves a peer taken over from another process, as though it had just connected
+    /// here (not counted as a connect: the peer never reconnected).
+    pub(crate) fn adopt_session(&mut self, adopted: AdoptedSession) {
+        let side = match self.config.role {
+            Role::Server => AdoptedSide::Server(self.server_limits()),
+            Role::Client => AdoptedSide::Client(self.client_plan()),
+        };
+        let conn = Arc::clone(&adopted.connection);
+        let names = (adopted.peer_name.clone(), adopted.peer_interface.clone());
+        if self.add_session(Session::adopted(side, adopted)) {
+            self.connected(conn, names);
+            tracing::info!(role = ?self.config.role, id = self.config.id, "memif peer taken over");
+        } else {
+            tracing::warn!(
+                id = self.config.id,
+                "memif peer taken over but not watchable: dropped"
+            );
         }
     }
 

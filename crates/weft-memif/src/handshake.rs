@@ -89,6 +89,14 @@ impl ServerHandshake {
         }
     }
 
+    /// A handshake that completed in another process (a port taken over).
+    pub fn connected(limits: ServerLimits) -> Self {
+        ServerHandshake {
+            state: ServerState::Connected,
+            ..ServerHandshake::new(limits)
+        }
+    }
+
     /// The HELLO that opens the handshake. Maxima are indexes (count - 1), as DPDK's
     /// client reads them.
     pub fn hello(&self) -> Message {

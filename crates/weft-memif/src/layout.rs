@@ -77,7 +77,7 @@ impl Desc {
 
 /// The one region weft allocates as a client: `c2s` then `s2c` rings of `2^log2` slots,
 /// then a buffer of `buffer_size` bytes for each slot of each ring.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ClientLayout {
     /// Client-to-server rings.
     pub c2s: u16,

@@ -40,6 +40,7 @@ mod fds;
 #[cfg(any(test, fuzzing))]
 #[doc(hidden)]
 pub mod fuzz_entry;
+pub mod handover;
 pub mod handshake;
 pub mod layout;
 pub mod memory;
@@ -56,5 +57,6 @@ mod control;
 mod port;
 
 pub use config::{ConfigError, MemifConfig, Role};
+pub use handover::{MemifHandover, MemifHandoverError, MemifHandoverSource, SuspendedMemif};
 pub use port::{MemifError, MemifPort};
 pub use weft_vhost::SocketDir;

@@ -157,6 +157,16 @@ impl SharedMemory {
         self.sizes.get(usize::from(region)).copied()
     }
 
+    /// The file region `region` is mapped from (for a hand-over to another process).
+    pub fn region_file(&self, region: u16) -> Option<&File> {
+        let addr = GuestAddress(u64::from(region) * REGION_STRIDE);
+        self.mem
+            .memory()
+            .find_region(addr)?
+            .file_offset()
+            .map(|f| f.file())
+    }
+
     /// True once a SIGBUS was caught in these regions (the peer shrank a file).
     pub fn tripped(&self) -> bool {
         self.mem.tripped()

@@ -2,8 +2,10 @@
 //! thread started, split into lane halves once, closed on drop.
 
 use std::ffi::OsStr;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixListener;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -11,12 +13,15 @@ use weft_switch::{
     DeviceCounter, DeviceError, DeviceStatus, Link, PortCaps, PortDevice, PortHalves,
 };
 use weft_sys::event::EventFd;
-use weft_vhost::{SocketDir, SocketDirError};
+use weft_vhost::{FileId, SocketDir, SocketDirError};
 
 use crate::config::{ConfigError, MemifConfig, Role};
 use crate::connection::{PeerStatus, Shared};
-use crate::control::Control;
+use crate::control::{Control, Signals};
 use crate::counters::MemifStats;
+use crate::handover::{
+    adopt, AdoptedSession, MemifHandover, MemifHandoverError, MemifHandoverSource,
+};
 use crate::rx::MemifPortRx;
 use crate::tx::MemifPortTx;
 
@@ -32,6 +37,9 @@ pub enum MemifError {
     /// An eventfd, epoll set or thread could not be made.
     #[error("memif port: {0}")]
     Io(#[from] std::io::Error),
+    /// A hand-over could not be taken.
+    #[error(transparent)]
+    Handover(#[from] MemifHandoverError),
     /// The halves were taken before.
     #[error("the port's halves were already taken")]
     AlreadySplit,
@@ -45,6 +53,7 @@ pub struct MemifPort {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     split: bool,
+    source: MemifHandoverSource,
 }
 
 impl std::fmt::Debug for MemifPort {
@@ -72,25 +81,83 @@ impl MemifPort {
         let listener = match config.role {
             Role::Server => {
                 let (fd, id) = dir.bind_seqpacket_listener(name)?;
-                Some((std::os::unix::net::UnixListener::from(fd), id))
+                Some((std::os::unix::net::UnixListener::from(fd), Some(id)))
             }
             Role::Client => None,
         };
-        let shared = Arc::new(Shared::new(config.queue_pairs)?);
+        Self::start(dir, name, config, listener, None)
+    }
+
+    /// Takes over a port another process described ([`MemifHandoverSource::suspend`]):
+    /// its listener and its connected peer, which goes on with no new handshake. The
+    /// description is checked against `config` and as a peer's messages are.
+    pub fn adopt(
+        dir: Arc<SocketDir>,
+        name: &OsStr,
+        config: MemifConfig,
+        handover: MemifHandover,
+        fds: Vec<OwnedFd>,
+    ) -> Result<Self, MemifError> {
+        config.validate()?;
+        SocketDir::check_name(name)?;
+        // The halves' wake, before the connection that carries it.
         let wake = Arc::new(EventFd::new(true)?);
+        let adopted = adopt(&dir, name, &config, handover, fds, &wake)?;
+        Self::start_with(dir, name, config, adopted.listener, adopted.session, wake)
+    }
+
+    fn start(
+        dir: Arc<SocketDir>,
+        name: &OsStr,
+        config: MemifConfig,
+        listener: Option<(UnixListener, Option<FileId>)>,
+        session: Option<AdoptedSession>,
+    ) -> Result<Self, MemifError> {
+        let wake = Arc::new(EventFd::new(true)?);
+        Self::start_with(dir, name, config, listener, session, wake)
+    }
+
+    fn start_with(
+        dir: Arc<SocketDir>,
+        name: &OsStr,
+        config: MemifConfig,
+        listener: Option<(UnixListener, Option<FileId>)>,
+        session: Option<AdoptedSession>,
+        wake: Arc<EventFd>,
+    ) -> Result<Self, MemifError> {
+        let shared = Arc::new(Shared::new(config.queue_pairs)?);
         let stop = Arc::new(AtomicBool::new(false));
-        let control = Control::new(
+        let kept_listener = match &listener {
+            Some((l, _)) => Some(Arc::new(l.as_fd().try_clone_to_owned()?)),
+            None => None,
+        };
+        let (requests, requests_rx) = mpsc::channel();
+        let signals = Signals {
+            wake: Arc::clone(&wake),
+            stop: Arc::clone(&stop),
+            requests: requests_rx,
+        };
+        let mut control = Control::new(
             config.clone(),
             dir,
             name.to_os_string(),
             Arc::clone(&shared),
-            Arc::clone(&wake),
-            Arc::clone(&stop),
+            signals,
             listener,
         )?;
+        if let Some(session) = session {
+            control.adopt_session(session);
+        }
         let thread = std::thread::Builder::new()
             .name(format!("memif-{}", config.id))
             .spawn(move || control.run())?;
+        let source = MemifHandoverSource {
+            requests,
+            wake: Arc::clone(&wake),
+            listener: kept_listener,
+            role: config.role,
+            id: config.id,
+        };
         Ok(MemifPort {
             config,
             shared,
@@ -98,7 +165,14 @@ impl MemifPort {
             stop,
             thread: Some(thread),
             split: false,
+            source,
         })
+    }
+
+    /// What hands this port over to another process (kept apart from the port, whose
+    /// halves the workers own).
+    pub fn handover_source(&self) -> MemifHandoverSource {
+        self.source.clone()
     }
 
     /// What the port takes on transmit: plain Ethernet frames up to `mtu + 22` bytes.

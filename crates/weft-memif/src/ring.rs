@@ -95,6 +95,21 @@ impl RingPlace {
         RingView::new(self, mem)
     }
 
+    /// Its region.
+    pub fn region(&self) -> u16 {
+        self.region
+    }
+
+    /// Its offset in the region.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Slots, as log2.
+    pub fn log2(&self) -> u8 {
+        self.log2
+    }
+
     /// Slots.
     pub fn size(&self) -> u16 {
         1u16 << self.log2
@@ -120,14 +135,20 @@ impl RingPlace {
     /// Checks the cookie, then zeroes head and tail (the server, on CONNECT, as DPDK
     /// does).
     pub fn check_and_reset(&self, mem: &SharedMemory) -> Result<(), RingFault> {
+        self.check_cookie(mem)?;
+        self.store(mem, RING_HEAD_AT, 0)?;
+        self.store(mem, RING_TAIL_AT, 0)
+    }
+
+    /// Checks the cookie (a ring taken over keeps its indexes).
+    pub fn check_cookie(&self, mem: &SharedMemory) -> Result<(), RingFault> {
         let cookie = mem
             .load_u32(self.region, self.offset + RING_COOKIE_AT)
             .ok_or(RingFault::Unreadable)?;
         if cookie != RING_COOKIE {
             return Err(RingFault::Cookie(cookie));
         }
-        self.store(mem, RING_HEAD_AT, 0)?;
-        self.store(mem, RING_TAIL_AT, 0)
+        Ok(())
     }
 
     /// The consumer's wish: `true` asks the producer not to signal (polling).

@@ -9,6 +9,7 @@
 //! after, so a signal racing the look is never lost and a busy ring costs no system call.
 
 use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use weft_switch::{FrameHandle, PortRx, RxBatch, RxDesc, RxFrame};
@@ -104,6 +105,12 @@ impl MemifPortRx {
                 continue;
             };
             let mut consumer = Consumer::new(ring.place, conn.role, ring.own, conn.buffer_size);
+            if ring.adopted {
+                consumer.resume_at(
+                    ring.released.load(Ordering::Acquire),
+                    ring.offered.load(Ordering::Acquire),
+                );
+            }
             // Interrupts wanted: the worker sleeps on them. A client offers its buffers.
             let ready = ring.place.set_masked(&conn.memory, false).and_then(|()| {
                 if ring.own.is_some() {
@@ -116,6 +123,7 @@ impl MemifPortRx {
                 conn.fail(format!("rx ring {index}: {fault}"));
                 break;
             }
+            ring.note_released(&consumer);
             let _ = epoll_add(&self.epoll, ring.interrupt.as_fd(), EventSet::IN, 0);
             self.active.push(Queue {
                 index,
@@ -254,6 +262,9 @@ impl PortRx for MemifPortRx {
                 .place()
                 .view(&conn.memory)
                 .and_then(|view| q.consumer.release(&view));
+            if let Some(ring) = conn.rx.get(q.index) {
+                ring.note_released(&q.consumer);
+            }
             if let Err(fault) = released {
                 conn.fail(format!("rx ring {}: {fault}", q.index));
             }

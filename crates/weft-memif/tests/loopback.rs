@@ -5,79 +5,15 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use weft_memif::{MemifConfig, MemifPort, MemifPortRx, MemifPortTx, Role};
-use weft_packet::OffloadInfo;
-use weft_switch::{PortRx, PortTx, RxBatch, TxFrame};
-
-fn pair(tag: &str, config: MemifConfig) -> (common::Dir, MemifPort, MemifPort) {
-    let dir = common::Dir::new(tag);
-    let sd = dir.socket_dir();
-    let server = MemifPort::open(
-        std::sync::Arc::clone(&sd),
-        "m.sock".as_ref(),
-        MemifConfig {
-            role: Role::Server,
-            ..config.clone()
-        },
-    )
-    .unwrap();
-    let client = MemifPort::open(
-        sd,
-        "m.sock".as_ref(),
-        MemifConfig {
-            role: Role::Client,
-            ..config
-        },
-    )
-    .unwrap();
-    (dir, server, client)
-}
-
-fn frame(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| seed.wrapping_add((i % 256) as u8))
-        .collect()
-}
-
-/// Receives until `n` frames arrived or 5 s passed.
-fn receive_n(rx: &mut MemifPortRx, n: usize) -> Vec<Vec<u8>> {
-    let mut got = Vec::new();
-    let mut batch = RxBatch::new(64);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while got.len() < n && Instant::now() < deadline {
-        batch.clear();
-        rx.receive(&mut batch);
-        for d in batch.descs() {
-            got.push(rx.frame(d.handle).to_vec());
-        }
-        rx.finish();
-        if batch.is_empty() {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-    got
-}
-
-fn send_all(tx: &mut MemifPortTx, frames: &[Vec<u8>]) -> usize {
-    let txf: Vec<TxFrame<'_>> = frames
-        .iter()
-        .map(|f| TxFrame::whole(f, OffloadInfo::default()))
-        .collect();
-    tx.transmit(&txf)
-}
+use common::pair::{connected_halves, frame, pair, receive_n, send_all};
+use weft_memif::{MemifConfig, MemifPort, MemifPortRx};
+use weft_switch::{PortRx, RxBatch};
 
 fn exchange(config: MemifConfig, sizes: &[usize]) {
     let (_dir, mut server, mut client) = pair(&format!("x{}", sizes[0]), config);
-    assert!(server.wait_connected(Duration::from_secs(5)), "{server:?}");
-    assert!(client.wait_connected(Duration::from_secs(5)), "{client:?}");
-    let (mut srx, mut stx) = server.take_halves().unwrap();
-    let (mut crx, mut ctx) = client.take_halves().unwrap();
-    // The client offers its receive buffers on its first look.
-    let mut b = RxBatch::new(8);
-    crx.receive(&mut b);
-    crx.finish();
+    let [(mut srx, mut stx), (mut crx, mut ctx)] = connected_halves(&mut server, &mut client);
     let frames: Vec<Vec<u8>> = sizes
         .iter()
         .enumerate()

@@ -44,6 +44,7 @@ mod restore;
 mod snapshot;
 
 pub use error::HandoverError;
+pub use fds::HandoverFds;
 
 /// The version of [`PortSnapshot`] this binary writes and adopts.
 pub const SNAPSHOT_VERSION: u32 = 1;

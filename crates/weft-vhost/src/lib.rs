@@ -75,8 +75,8 @@ pub use error::VhostError;
 pub use fds::FdError;
 pub use features::{offered_features, Features};
 pub use handover::{
-    ConnectionSnapshot, HandoverError, PortSnapshot, RegionSnapshot, RingAddrsSnapshot,
-    RingSnapshot, SuspendedPort, SNAPSHOT_VERSION,
+    ConnectionSnapshot, HandoverError, HandoverFds, PortSnapshot, RegionSnapshot,
+    RingAddrsSnapshot, RingSnapshot, SuspendedPort, SNAPSHOT_VERSION,
 };
 pub use memory::{
     max_log_bytes, DirtyLogError, GuardError, GuardedMemory, GuestMemoryTable, LogRefusal,

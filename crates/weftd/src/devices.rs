@@ -256,6 +256,9 @@ pub fn adopt(
         (PortKind::VhostUser { .. }, Carried::VhostUser { snapshot }) => {
             vhost::adopt(ctx, port, kind, snapshot.clone(), fds)?
         }
+        (PortKind::Memif { .. }, Carried::Memif { handover }) => {
+            memif::adopt(ctx, port, kind, handover.clone(), fds)?
+        }
         (PortKind::Vxlan { .. }, Carried::Vxlan { handover }) => {
             vxlan::adopt(kind, handover.clone(), fds)?
         }

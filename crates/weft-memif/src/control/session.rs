@@ -11,9 +11,10 @@ use weft_sys::event::EventFd;
 use crate::config::{MemifConfig, Role};
 use crate::connection::{Connection, RxRing, TxRing};
 use crate::fds::{self, Interrupt, Received};
+use crate::handover::AdoptedSession;
 use crate::handshake::{
-    Attach, ClientHandshake, ClientStep, HandshakeError, Negotiated, Refusal, ServerHandshake,
-    ServerStep,
+    Attach, ClientHandshake, ClientPlan, ClientStep, HandshakeError, Negotiated, Refusal,
+    ServerHandshake, ServerLimits, ServerStep,
 };
 use crate::layout::ClientLayout;
 use crate::memory::SharedMemory;
@@ -31,6 +32,12 @@ pub(super) enum End {
     Refused(Refusal, String),
     /// The peer said DISCONNECT or closed the socket.
     PeerLeft(String),
+}
+
+/// The role of a session taken over, with what its handshake would have checked.
+pub(super) enum AdoptedSide {
+    Server(ServerLimits),
+    Client(ClientPlan),
 }
 
 /// What a message led to.
@@ -105,6 +112,29 @@ impl Session {
             side: Side::Client {
                 handshake,
                 build: None,
+            },
+        }
+    }
+
+    /// A connected peer taken over from another process.
+    pub(super) fn adopted(side: AdoptedSide, adopted: AdoptedSession) -> Self {
+        Session {
+            sock: adopted.socket,
+            deadline: None,
+            identified: true,
+            connection: Some(adopted.connection),
+            peer_name: adopted.peer_name,
+            peer_interface: adopted.peer_interface,
+            side: match side {
+                AdoptedSide::Server(limits) => Side::Server {
+                    handshake: ServerHandshake::connected(limits),
+                    regions: Vec::new(),
+                    rings: Vec::new(),
+                },
+                AdoptedSide::Client(plan) => Side::Client {
+                    handshake: ClientHandshake::connected(plan),
+                    build: None,
+                },
             },
         }
     }
@@ -281,11 +311,7 @@ fn build_server(
         let interrupt =
             Interrupt::from_peer(fd).map_err(|_| HandshakeError::NotEventFd(r.index))?;
         match r.direction {
-            Direction::ClientToServer => rx.push(RxRing {
-                place,
-                interrupt,
-                own: None,
-            }),
+            Direction::ClientToServer => rx.push(RxRing::new(place, interrupt, None)),
             Direction::ServerToClient => tx.push(TxRing {
                 producer: Producer::new(place, Role::Server, None, config.buffer_size),
                 interrupt,
@@ -362,11 +388,7 @@ fn finish_client(b: ClientBuild, config: &MemifConfig, wake: &Arc<EventFd>) -> A
             index,
         });
         match direction {
-            Direction::ServerToClient => rx.push(RxRing {
-                place,
-                interrupt,
-                own,
-            }),
+            Direction::ServerToClient => rx.push(RxRing::new(place, interrupt, own)),
             Direction::ClientToServer => tx.push(TxRing {
                 producer: Producer::new(place, Role::Client, own, config.buffer_size),
                 interrupt,

@@ -98,6 +98,15 @@ impl ClientHandshake {
         }
     }
 
+    /// A handshake that completed in another process (a port taken over).
+    pub fn connected(plan: ClientPlan) -> Self {
+        ClientHandshake {
+            plan,
+            state: ClientState::Connected,
+            peer_name: Name::default(),
+        }
+    }
+
     /// The server's application name (from HELLO).
     pub fn peer_name(&self) -> &Name {
         &self.peer_name

@@ -36,6 +36,23 @@ impl Consumer {
         }
     }
 
+    /// Goes on from `cursor` in a ring another process served (taken over): everything
+    /// before it was read and given back; a client had offered slots up to `offered`.
+    pub fn resume_at(&mut self, cursor: u16, offered: u16) {
+        self.cursor = cursor;
+        self.offered = offered;
+    }
+
+    /// The next slot to read (every one before it given back after [`Consumer::release`]).
+    pub fn cursor(&self) -> u16 {
+        self.cursor
+    }
+
+    /// A client: the slots offered up to here. A server: 0.
+    pub fn offered(&self) -> u16 {
+        self.offered
+    }
+
     /// Slots published and not yet read. A producer index that ran ahead of what it may
     /// have filled breaks the ring.
     pub fn ready(&self, view: &RingView<'_>) -> Result<u16, RingFault> {

@@ -46,6 +46,18 @@ impl Producer {
         }
     }
 
+    /// Goes on from `position` in a ring another process served (taken over): every slot
+    /// before it was written and published.
+    pub fn resume_at(&mut self, position: u16) {
+        self.cursor = position;
+        self.published = position;
+    }
+
+    /// The cursor last published.
+    pub fn published(&self) -> u16 {
+        self.published
+    }
+
     /// Free slots now. An index the peer moves that ran past what it may have taken or
     /// offered breaks the ring.
     pub fn room(&self, view: &RingView<'_>) -> Result<u16, RingFault> {

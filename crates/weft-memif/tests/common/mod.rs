@@ -5,6 +5,8 @@
 // Region sizes and offsets here are small (a few hundred KiB).
 #![allow(clippy::cast_possible_truncation)]
 
+pub mod pair;
+
 use std::fs::File;
 use std::io::IoSlice;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};

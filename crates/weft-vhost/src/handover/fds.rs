@@ -1,6 +1,7 @@
 //! The descriptors passed with a snapshot: every index the snapshot names checked before
 //! anything is done with them (in range, named once, none passed unnamed), then each
-//! taken as the kind it must be. A descriptor not taken is closed with the table.
+//! taken as the kind it must be. A descriptor not taken is closed with the table. Public:
+//! other port kinds' hand-overs (memif) check their descriptors the same way.
 
 use std::fs::File;
 use std::os::fd::{AsFd, OwnedFd};
@@ -12,7 +13,7 @@ use super::{HandoverError, PortSnapshot};
 use crate::fds::{check_eventfd, FdError};
 
 /// Every descriptor index `snapshot` names, with what it is to be.
-fn named(snapshot: &PortSnapshot) -> Vec<(usize, &'static str)> {
+pub(super) fn named(snapshot: &PortSnapshot) -> Vec<(usize, &'static str)> {
     let mut out = Vec::new();
     if let Some(l) = snapshot.listener {
         out.push((l, "listening socket"));
@@ -34,17 +35,22 @@ fn named(snapshot: &PortSnapshot) -> Vec<(usize, &'static str)> {
     out
 }
 
-/// The descriptors passed, each taken at most once.
-pub(super) struct FdTable {
+/// The descriptors passed with a description, each taken at most once.
+#[derive(Debug)]
+pub struct HandoverFds {
     fds: Vec<Option<OwnedFd>>,
 }
 
-impl FdTable {
-    /// Checks that `snapshot` names each of `fds` exactly once, and no other index.
-    pub(super) fn check(snapshot: &PortSnapshot, fds: Vec<OwnedFd>) -> Result<Self, HandoverError> {
+impl HandoverFds {
+    /// Checks that `named` (each index a description names, with what it is to be) names
+    /// each of `fds` exactly once, and no other index.
+    pub fn check(
+        named: Vec<(usize, &'static str)>,
+        fds: Vec<OwnedFd>,
+    ) -> Result<Self, HandoverError> {
         let count = fds.len();
         let mut seen = vec![false; count];
-        for (index, what) in named(snapshot) {
+        for (index, what) in named {
             match seen.get_mut(index) {
                 None => return Err(HandoverError::FdIndex { index, what, count }),
                 Some(true) => return Err(HandoverError::FdReused { index, what }),
@@ -54,7 +60,7 @@ impl FdTable {
         if let Some(unnamed) = seen.iter().position(|s| !s) {
             return Err(HandoverError::FdUnused(unnamed));
         }
-        Ok(FdTable {
+        Ok(HandoverFds {
             fds: fds.into_iter().map(Some).collect(),
         })
     }
@@ -70,17 +76,30 @@ impl FdTable {
     }
 
     /// Descriptor `index`, a stream socket: listening or connected as `listening` says.
-    pub(super) fn socket(
+    pub fn socket(
         &mut self,
         index: usize,
         what: &'static str,
         listening: bool,
     ) -> Result<OwnedFd, HandoverError> {
+        self.socket_of_type(index, what, SockType::Stream, listening)
+    }
+
+    /// Descriptor `index`, a socket of type `ty`: listening or connected as `listening`
+    /// says.
+    pub fn socket_of_type(
+        &mut self,
+        index: usize,
+        what: &'static str,
+        ty: SockType,
+        listening: bool,
+    ) -> Result<OwnedFd, HandoverError> {
         let fd = self.take(index, what)?;
-        let expected = if listening {
-            "a listening stream socket"
-        } else {
-            "a connected stream socket"
+        let expected = match (ty, listening) {
+            (SockType::SeqPacket, true) => "a listening seqpacket socket",
+            (SockType::SeqPacket, false) => "a connected seqpacket socket",
+            (_, true) => "a listening stream socket",
+            (_, false) => "a connected stream socket",
         };
         let wrong = |found| HandoverError::FdKind {
             index,
@@ -92,7 +111,7 @@ impl FdTable {
         if found != "a socket" {
             return Err(wrong(found));
         }
-        if getsockopt(&fd, sockopt::SockType).ok() != Some(SockType::Stream) {
+        if getsockopt(&fd, sockopt::SockType).ok() != Some(ty) {
             return Err(wrong("a socket of another type"));
         }
         match getsockopt(&fd, sockopt::AcceptConn) {
@@ -105,11 +124,7 @@ impl FdTable {
 
     /// Descriptor `index`, an eventfd (made ready for use as the frontend's are, when the
     /// replayed request takes it).
-    pub(super) fn eventfd(
-        &mut self,
-        index: usize,
-        what: &'static str,
-    ) -> Result<File, HandoverError> {
+    pub fn eventfd(&mut self, index: usize, what: &'static str) -> Result<File, HandoverError> {
         let file = File::from(self.take(index, what)?);
         match check_eventfd(&file) {
             Ok(()) => Ok(file),
@@ -127,7 +142,7 @@ impl FdTable {
     }
 
     /// Descriptor `index` as a file (memory: admitted as `SET_MEM_TABLE` admits it).
-    pub(super) fn file(&mut self, index: usize, what: &'static str) -> Result<File, HandoverError> {
+    pub fn file(&mut self, index: usize, what: &'static str) -> Result<File, HandoverError> {
         self.take(index, what).map(File::from)
     }
 }

@@ -15,7 +15,7 @@ use vhost::vhost_user::message::VhostUserVringAddrFlags;
 use vhost::vhost_user::VhostUserBackendReqHandlerMut;
 use virtio_queue::QueueT;
 
-use super::fds::FdTable;
+use super::fds::{named, HandoverFds};
 use super::{ConnectionSnapshot, HandoverError, PortSnapshot, RingSnapshot, SNAPSHOT_VERSION};
 use crate::config::VhostPortConfig;
 use crate::control::Device;
@@ -51,7 +51,7 @@ pub(super) fn adopt(
         }
         .into());
     }
-    let mut fds = FdTable::check(&snapshot, fds)?;
+    let mut fds = HandoverFds::check(named(&snapshot), fds)?;
     SocketDir::check_name(name)?;
     let shared = DeviceShared::new(config)?;
     if let Some(c) = &snapshot.connection {
@@ -119,7 +119,7 @@ pub(super) fn adopt(
 fn restore_connection(
     c: &ConnectionSnapshot,
     shared: &Arc<DeviceShared>,
-    fds: &mut FdTable,
+    fds: &mut HandoverFds,
 ) -> Result<Connection, HandoverError> {
     let stream = UnixStream::from(fds.socket(c.socket, "connection", false)?);
     configure(&stream).map_err(HandoverError::io("setting up the connection"))?;
@@ -177,7 +177,7 @@ fn replayed(
 fn restore_ring(
     dev: &mut Device,
     shared: &DeviceShared,
-    fds: &mut FdTable,
+    fds: &mut HandoverFds,
     index: usize,
     ring: &RingSnapshot,
 ) -> Result<(), HandoverError> {

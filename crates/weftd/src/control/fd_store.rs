@@ -54,7 +54,7 @@ impl Controller {
         store.sync(ports);
     }
 
-    /// A clean stop: the records of vhost-user listeners go (their socket files are
+    /// A clean stop: the records of vhost-user and memif listeners go (their socket files are
     /// removed with the ports, so a listener kept would serve no path); the others stay,
     /// for a systemd that keeps its store across a restart (`FileDescriptorStorePreserve=`).
     pub(super) fn release_fd_store(&mut self) {
@@ -63,7 +63,7 @@ impl Controller {
         };
         for (switch, rt) in &self.switches {
             for (port, p) in &rt.ports {
-                if matches!(p.device.keep, Keep::Vhost(_)) {
+                if matches!(p.device.keep, Keep::Vhost(_) | Keep::Memif(_)) {
                     store.remove(switch, port);
                 }
             }

@@ -13,13 +13,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use weft_memif::{MemifHandover, MemifHandoverSource, SuspendedMemif};
 use weft_overlay::tcp_link::{TcpLinkHandover, TcpLinkHandoverSource};
 use weft_overlay::{VxlanHandover, VxlanHandoverSource};
 use weft_vhost::{PortSnapshot, SuspendedPort, VhostUserPort};
 
 use super::tap::TapKeep;
 
-/// How long a vhost-user port's control thread may take to reach a message boundary.
+/// How long a vhost-user or memif port's control thread may take to reach a message
+/// boundary.
 const SUSPEND_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// What a port's device keeps for a takeover.
@@ -33,6 +35,8 @@ pub enum Keep {
     Tap(Arc<TapKeep>),
     /// A vhost-user port: its listener, connection, guest memory and rings.
     Vhost(Arc<VhostUserPort>),
+    /// A memif port: its listener, connection, shared memory and rings.
+    Memif(MemifHandoverSource),
     /// A VXLAN port: its sockets and learned remotes.
     Vxlan(VxlanHandoverSource),
     /// A TCP link: its listener, connection and buffered bytes.
@@ -65,6 +69,11 @@ pub enum Carried {
         /// The port's state.
         snapshot: PortSnapshot,
     },
+    /// A memif port (descriptors named by index).
+    Memif {
+        /// The port's state.
+        handover: MemifHandover,
+    },
     /// A VXLAN port (descriptors named by index).
     Vxlan {
         /// The port's state.
@@ -89,6 +98,9 @@ pub enum CarryError {
     /// The vhost-user driver refused.
     #[error(transparent)]
     Vhost(#[from] weft_vhost::VhostError),
+    /// The memif driver refused.
+    #[error(transparent)]
+    Memif(#[from] weft_memif::MemifHandoverError),
     /// The overlay driver refused.
     #[error(transparent)]
     Overlay(#[from] weft_overlay::OverlayError),
@@ -112,6 +124,10 @@ enum Undo<'a> {
         _suspended: SuspendedPort<'a>,
     },
     TcpLink(TcpLinkHandoverSource),
+    Memif {
+        /// Resumes the port when dropped.
+        _suspended: SuspendedMemif,
+    },
 }
 
 impl Drop for Undo<'_> {
@@ -150,6 +166,16 @@ impl Keep {
                     },
                 )
             }
+            Keep::Memif(source) => {
+                let (suspended, (handover, fds)) = source.suspend(SUSPEND_TIMEOUT)?;
+                leaving(
+                    Carried::Memif { handover },
+                    fds,
+                    Undo::Memif {
+                        _suspended: suspended,
+                    },
+                )
+            }
             Keep::Vxlan(source) => {
                 let (handover, fds) = source.handover()?;
                 leaving(Carried::Vxlan { handover }, fds, Undo::Nothing)
@@ -168,7 +194,7 @@ impl Keep {
     /// What of the device outlives a crash of weftd, kept in systemd's file descriptor
     /// store (`daemon/fd_store.rs`): the part that changes only when the port is opened,
     /// so that the record never needs refreshing. A TAP's queue (the device and its
-    /// addresses), a server-mode vhost-user port's listener (a frontend reconnecting
+    /// addresses), a server-mode vhost-user or memif port's listener (a peer reconnecting
     /// meanwhile waits in its queue), a VXLAN port's sockets (same bound addresses;
     /// datagrams wait in the queue), a listening TCP link's listener. `None`: nothing
     /// worth keeping (AF_PACKET, client mode, a connecting link). Nothing is paused.
@@ -182,6 +208,9 @@ impl Keep {
             Keep::Vhost(port) => port
                 .listener_record()?
                 .map(|(snapshot, fds)| (Carried::VhostUser { snapshot }, fds)),
+            Keep::Memif(source) => source
+                .listener_record()?
+                .map(|(handover, fds)| (Carried::Memif { handover }, fds)),
             Keep::Vxlan(source) => {
                 let (handover, fds) = source.sockets_record()?;
                 Some((Carried::Vxlan { handover }, fds))
@@ -200,7 +229,10 @@ impl Carried {
         match self {
             Carried::Reopen => Some(0),
             Carried::Tap { .. } => Some(1),
-            Carried::VhostUser { .. } | Carried::Vxlan { .. } | Carried::TcpLink { .. } => None,
+            Carried::VhostUser { .. }
+            | Carried::Memif { .. }
+            | Carried::Vxlan { .. }
+            | Carried::TcpLink { .. } => None,
         }
     }
 }

@@ -1,13 +1,54 @@
 //! `memif` ports: a memif socket (VPP, libmemif, DPDK's `net_memif`) weft listens on
 //! (server) or connects to (client), within the directories weftd allows for sockets.
 
-use weft_control::state::{MemifRole, PortKind};
-use weft_memif::{MemifConfig, MemifPort, Role};
+use std::os::fd::OwnedFd;
 
-use super::{OpenContext, OpenError, Opened};
+use weft_control::state::{MemifRole, PortKind};
+use weft_memif::{MemifConfig, MemifHandover, MemifPort, Role};
+
+use super::{Keep, OpenContext, OpenError, Opened};
+use crate::socket_dirs::SocketName;
 
 /// Opens the memif port `port` of `kind`.
 pub(super) fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Opened, OpenError> {
+    let (socket, config) = settings(ctx, port, kind)?;
+    opened(MemifPort::open(socket.dir, &socket.name, config)?)
+}
+
+/// Takes over the memif port another weftd handed over: its listener, and its connected
+/// peer with the memory and rings, which goes on with no new handshake.
+pub(super) fn adopt(
+    ctx: OpenContext<'_>,
+    port: &str,
+    kind: &PortKind,
+    handover: MemifHandover,
+    fds: Vec<OwnedFd>,
+) -> Result<Opened, OpenError> {
+    let (socket, config) = settings(ctx, port, kind)?;
+    opened(MemifPort::adopt(
+        socket.dir,
+        &socket.name,
+        config,
+        handover,
+        fds,
+    )?)
+}
+
+/// The port, with what hands it over later.
+fn opened(memif: MemifPort) -> Result<Opened, OpenError> {
+    let keep = Keep::Memif(memif.handover_source());
+    Ok(Opened {
+        keep,
+        ..Opened::plain(memif)
+    })
+}
+
+/// The port's socket and settings.
+fn settings(
+    ctx: OpenContext<'_>,
+    port: &str,
+    kind: &PortKind,
+) -> Result<(SocketName, MemifConfig), OpenError> {
     let PortKind::Memif {
         id,
         role,
@@ -35,8 +76,7 @@ pub(super) fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<
         max_region_bytes: ctx.vhost.max_guest_memory,
         ..MemifConfig::default()
     };
-    let memif = MemifPort::open(socket.dir, &socket.name, config)?;
-    Ok(Opened::plain(memif))
+    Ok((socket, config))
 }
 
 /// A memif port's socket when it names none: `<switch>-<port>.memif.sock`.

@@ -4,7 +4,7 @@
 //! One record per port: a sealed memfd named `weft-<hex switch>-<hex port>` holding
 //! [`Record`] as JSON — the port, its [`Carried`] description and how many descriptors it
 //! names — and the device's own descriptors (`Keep::record`: a TAP queue, a vhost-user
-//! listener, VXLAN sockets, a TCP link's listener), descriptor `i` named `<record>.<i>`.
+//! or memif listener, VXLAN sockets, a TCP link's listener), descriptor `i` named `<record>.<i>`.
 //! (FDNAME: printable, no ':', ≤ 255 bytes; hex keeps every name valid and one-to-one.
 //! One name per descriptor, because systemd does not promise the order of descriptors
 //! that share a name.) A record is replaced (`FDSTOREREMOVE`, then `FDSTORE`) whenever
