@@ -4,16 +4,24 @@
 //!
 //! A half serves one or more queues (queue `q` of a port split into `L` lanes goes to
 //! lane `q % L`). Its readiness descriptor is an epoll set over its queues' interrupt
-//! eventfds and a wake eventfd the control thread writes when the peer changes. The
-//! interrupt is drained only when a ring is found empty, and the ring looked at again
-//! after, so a signal racing the look is never lost and a busy ring costs no system call.
+//! eventfds and a wake eventfd the control thread writes when the peer changes.
+//!
+//! The peer's interrupts (a `write` to an eventfd per burst, paid by the peer) are asked
+//! for only when the worker may sleep on them, as VNET/P's adaptive dispatch does for
+//! guests (`weft_vhost::Dispatch`): at a high rate (switch-driven) the ring's
+//! `MASK_INT` flag stays set and the half asks to be polled; at a low rate (peer-driven)
+//! it is set while frames keep coming and cleared when a look finds the ring empty. The
+//! interrupt is drained then, and the ring looked at again after, so a signal racing the
+//! look is never lost and a busy ring costs no system call.
 
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 
 use weft_switch::{FrameHandle, PortRx, RxBatch, RxDesc, RxFrame};
 use weft_sys::event::{epoll_add, epoll_delete, Epoll, EventSet};
+use weft_vhost::{Dispatch, DispatchMode, Driven};
 
 use crate::connection::{Connection, Shared};
 use crate::counters::Counters;
@@ -25,6 +33,10 @@ struct Queue {
     consumer: Consumer,
     /// The cursor moved since the last release.
     moved: bool,
+    /// Who makes weft look at the ring: the peer's interrupts, or the worker polling.
+    dispatch: Dispatch,
+    /// The ring's `MASK_INT` flag as weft last stored it.
+    masked: bool,
 }
 
 /// A memif port's receive half (a `weft_switch::PortRx`).
@@ -111,7 +123,7 @@ impl MemifPortRx {
                     ring.offered.load(Ordering::Acquire),
                 );
             }
-            // Interrupts wanted: the worker sleeps on them. A client offers its buffers.
+            // Interrupts wanted until the rate says otherwise. A client offers its buffers.
             let ready = ring.place.set_masked(&conn.memory, false).and_then(|()| {
                 if ring.own.is_some() {
                     consumer.release(&ring.place.view(&conn.memory)?)
@@ -129,13 +141,17 @@ impl MemifPortRx {
                 index,
                 consumer,
                 moved: false,
+                dispatch: Dispatch::new(DispatchMode::default()),
+                masked: false,
             });
         }
         self.conn = Some(conn);
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn read_queue(
         conn: &Connection,
+        now: Instant,
         q: &mut Queue,
         batch: &mut RxBatch,
         buf: &mut [u8],
@@ -145,7 +161,12 @@ impl MemifPortRx {
     ) -> Result<bool, RingFault> {
         let mut view = q.consumer.place().view(&conn.memory)?;
         let mut ready = q.consumer.ready(&view)?;
-        if ready == 0 {
+        if ready == 0 && q.dispatch.driven() == Driven::Guest {
+            // The worker may sleep after this look: interrupts on, then look again.
+            if q.masked {
+                q.consumer.place().set_masked(&conn.memory, false)?;
+                q.masked = false;
+            }
             if let Some(ring) = conn.rx.get(q.index) {
                 ring.interrupt.drain();
             }
@@ -184,6 +205,14 @@ impl MemifPortRx {
             Counters::add(&counters.rx_frames, taken);
             Counters::add(&counters.rx_bytes, bytes);
         }
+        let (driven, _) = q
+            .dispatch
+            .observe(now, usize::try_from(taken).unwrap_or(usize::MAX));
+        // Frames are coming or the worker polls anyway: the peer need not signal.
+        if (driven == Driven::Switch || taken > 0) && !q.masked {
+            q.consumer.place().set_masked(&conn.memory, true)?;
+            q.masked = true;
+        }
         Ok(ready > 0)
     }
 }
@@ -210,6 +239,7 @@ impl PortRx for MemifPortRx {
         if self.buf.len() < need {
             self.buf.resize(need, 0);
         }
+        let now = Instant::now();
         let n = self.active.len();
         for k in 0..n {
             let i = (self.start + k) % n;
@@ -218,6 +248,7 @@ impl PortRx for MemifPortRx {
             };
             match Self::read_queue(
                 &conn,
+                now,
                 q,
                 batch,
                 &mut self.buf,
@@ -275,7 +306,8 @@ impl PortRx for MemifPortRx {
         Some(self.epoll.as_raw_fd())
     }
 
+    /// Frames left, or a ring whose peer was asked not to signal: an idle worker polls.
     fn needs_polling(&self) -> bool {
-        self.backlog
+        self.backlog || self.active.iter().any(|q| q.masked)
     }
 }

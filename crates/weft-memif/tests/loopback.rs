@@ -170,3 +170,49 @@ fn the_readiness_descriptor_wakes_on_the_peers_interrupt_and_quiets_when_drained
         "still readable after the ring was drained"
     );
 }
+
+/// The peer is asked to signal only when the worker may sleep: frames coming in turn its
+/// interrupts off, a look that finds the ring empty turns them on again, and a sustained
+/// high rate (switch-driven, as VNET/P's adaptive dispatch) keeps them off while the half
+/// asks to be polled.
+#[test]
+fn the_peer_signals_only_while_the_receive_half_may_sleep() {
+    let (_dir, mut server, mut client) = pair("mask", MemifConfig::default());
+    let [(mut srx, _stx), (_crx, mut ctx)] = connected_halves(&mut server, &mut client);
+    let signals = |c: &MemifPort| c.stats().interrupts_sent;
+    let one = [frame(60, 1)];
+    // An empty look: interrupts on, nothing to poll for.
+    assert!(receive_n_quick(&mut srx).is_empty());
+    assert!(!srx.needs_polling());
+    send_all(&mut ctx, &one);
+    assert_eq!(signals(&client), 1);
+    // Frames came: the peer is asked not to signal, and the half polls.
+    assert_eq!(receive_n_quick(&mut srx).len(), 1);
+    assert!(srx.needs_polling());
+    send_all(&mut ctx, &one);
+    assert_eq!(signals(&client), 1, "signalled while masked");
+    assert_eq!(receive_n_quick(&mut srx).len(), 1);
+    // The ring found empty: interrupts on again.
+    assert!(receive_n_quick(&mut srx).is_empty());
+    assert!(!srx.needs_polling());
+    send_all(&mut ctx, &one);
+    assert_eq!(signals(&client), 2);
+    assert_eq!(receive_n_quick(&mut srx).len(), 1);
+    // 30 ms of 64 frames every half millisecond or so (far above 10 000 frames/s even
+    // on a loaded machine): switch-driven, so empty looks leave them off.
+    let burst: Vec<Vec<u8>> = (0..64).map(|i| frame(60, i)).collect();
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_millis(30) {
+        send_all(&mut ctx, &burst);
+        while !receive_n_quick(&mut srx).is_empty() {}
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    while !receive_n_quick(&mut srx).is_empty() {}
+    assert!(
+        srx.needs_polling(),
+        "a busy port's empty look turned interrupts on"
+    );
+    let before = signals(&client);
+    send_all(&mut ctx, &one);
+    assert_eq!(signals(&client), before, "signalled while switch-driven");
+}

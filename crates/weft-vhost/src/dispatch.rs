@@ -5,7 +5,8 @@
 //! until a poll at least ω later closes it. A window above αu moves a guest-driven port to
 //! switch-driven; a window below αl moves it back; anything between keeps the mode, so a
 //! rate wandering between the bounds does not flap. Pure logic: the caller passes the
-//! time, so tests choose it.
+//! time, so tests choose it. Public: memif's receive half drives its peer's interrupts
+//! the same way.
 
 use std::time::{Duration, Instant};
 
@@ -13,7 +14,7 @@ use crate::modes::DispatchMode;
 
 /// Who drives the port right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Driven {
+pub enum Driven {
     /// The guest's kicks wake the worker.
     Guest,
     /// The worker polls; the guest does not kick.
@@ -22,7 +23,7 @@ pub(crate) enum Driven {
 
 /// The dispatch state of one receive half.
 #[derive(Debug)]
-pub(crate) struct Dispatch {
+pub struct Dispatch {
     mode: DispatchMode,
     driven: Driven,
     window_start: Option<Instant>,
@@ -30,7 +31,8 @@ pub(crate) struct Dispatch {
 }
 
 impl Dispatch {
-    pub(crate) fn new(mode: DispatchMode) -> Self {
+    /// A receive half starting in `mode` (adaptive starts guest-driven).
+    pub fn new(mode: DispatchMode) -> Self {
         Dispatch {
             mode,
             driven: match mode {
@@ -43,18 +45,18 @@ impl Dispatch {
     }
 
     /// The ring stopped: adaptive dispatch starts over, guest-driven with a new window.
-    pub(crate) fn restart(&mut self) {
+    pub fn restart(&mut self) {
         *self = Dispatch::new(self.mode);
     }
 
     /// Who drives the port now.
-    pub(crate) fn driven(&self) -> Driven {
+    pub fn driven(&self) -> Driven {
         self.driven
     }
 
     /// A poll at `now` took `frames` frames: returns who drives the port from now on, and
     /// whether that just changed.
-    pub(crate) fn observe(&mut self, now: Instant, frames: usize) -> (Driven, bool) {
+    pub fn observe(&mut self, now: Instant, frames: usize) -> (Driven, bool) {
         let DispatchMode::Adaptive {
             low_pps,
             high_pps,

@@ -71,6 +71,7 @@ mod tests;
 pub use config::{ConfigError, VhostPortConfig, MAX_FRAME_LEN, MAX_QUEUE_PAIRS, MAX_QUEUE_SIZE};
 pub use counters::{batch_bucket, FrameDrop, QueueFault, QueueStats, BATCH_BUCKETS};
 pub use device::queue_name;
+pub use dispatch::{Dispatch, Driven};
 pub use error::VhostError;
 pub use fds::FdError;
 pub use features::{offered_features, Features};
