@@ -272,11 +272,19 @@ pub enum PortCmd {
         weft port add br0:vm3 vhost-user\n  \
         weft port add br0:vm4 vhost-user --vhost-socket /run/weft/vm4.sock --mtu 9000\n  \
         weft port add br0:vx vxlan --local 192.0.2.1 --vni 42 --remote 192.0.2.2 --remote 192.0.2.3\n  \
-        weft port add br0:vx6 vxlan --local fd00::1 --vni 7 --remote-learning --udp-port 8472 --netns under")]
+        weft port add br0:vx6 vxlan --local fd00::1 --vni 7 --remote-learning --udp-port 8472 --netns under\n  \
+        weft port add lab:p1 vhost-user      # creates switch lab if there is none\n\n\
+        SWITCHES ON DEMAND:\n  \
+        A port added to a switch that does not exist creates it with default settings, as VALE\n  \
+        does; a switch created so goes away with its last port (unless rules are left on it).\n  \
+        --no-create-switch refuses instead; `weft switch add` makes a switch that stays.")]
     Add {
         /// The port to create.
         #[arg(value_name = "SWITCH:PORT", value_parser = parse_port_ref)]
         target: PortRef,
+        /// Refuse when the switch does not exist, instead of creating it.
+        #[arg(long, global = true)]
+        no_create_switch: bool,
         /// What the port is.
         #[command(subcommand)]
         kind: PortKindCmd,

@@ -58,6 +58,10 @@ pub enum Request {
         /// Switch-side options.
         #[serde(default)]
         options: PortSettings,
+        /// Create the switch, with default settings, when it does not exist (VALE's
+        /// switches on demand); a switch created so goes away with its last port.
+        #[serde(default = "yes", skip_serializing_if = "is_yes")]
+        create_switch: bool,
     },
     /// Deletes a port.
     PortDel {
@@ -258,4 +262,14 @@ pub enum Request {
         #[serde(default)]
         dry_run: bool,
     },
+}
+
+/// `serde`'s default for a flag that is on unless a request says otherwise.
+fn yes() -> bool {
+    true
+}
+
+/// Such a flag left out when it is on: requests encode as they did before it existed.
+fn is_yes(flag: &bool) -> bool {
+    *flag
 }

@@ -52,6 +52,10 @@ pub struct SwitchState {
     /// Flow rules, in insertion order (which breaks priority ties).
     #[serde(default)]
     pub rules: Vec<RuleSpec>,
+    /// Created by `port add` for its port (not by `switch add`): goes away with its last
+    /// port, unless rules are left on it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub on_demand: bool,
 }
 
 /// Tunables of a switch; every field has a default.

@@ -70,6 +70,7 @@ impl Default for Config {
                     ports: Vec::new(),
                     static_macs: Vec::new(),
                     rules: Vec::new(),
+                    on_demand: false,
                 },
             )],
         }

@@ -63,6 +63,7 @@ fn initial() -> State {
             ports: Vec::new(),
             static_macs: Vec::new(),
             rules: Vec::new(),
+            on_demand: false,
         }],
     }
 }

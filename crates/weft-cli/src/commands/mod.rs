@@ -59,7 +59,11 @@ pub fn plan(command: &Command) -> Result<Plan<'_>, CliError> {
             force: *force,
         }),
         Command::Switch(SwitchCmd::List) => call(Request::SwitchList {}),
-        Command::Port(PortCmd::Add { target, kind }) => call(port_add_request(target, kind)?),
+        Command::Port(PortCmd::Add {
+            target,
+            kind,
+            no_create_switch,
+        }) => call(port_add_request(target, kind, !no_create_switch)?),
         Command::Port(PortCmd::Set { target, options }) => Ok(Plan::PortSet {
             switch: target.switch.clone(),
             port: target.port.clone(),

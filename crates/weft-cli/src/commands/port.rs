@@ -10,8 +10,13 @@ use weft_control::{MacAddr, Request};
 use crate::cli::{PortKindCmd, PortOptionArgs, PortRef, VhostModeArg};
 use crate::error::CliError;
 
-/// The `port_add` request for `weft port add SWITCH:PORT KIND ...`.
-pub fn port_add_request(target: &PortRef, kind: &PortKindCmd) -> Result<Request, CliError> {
+/// The `port_add` request for `weft port add SWITCH:PORT KIND ...`; `create_switch`: make
+/// the switch when there is none (`--no-create-switch` says not to).
+pub fn port_add_request(
+    target: &PortRef,
+    kind: &PortKindCmd,
+    create_switch: bool,
+) -> Result<Request, CliError> {
     let (kind, options) = match kind {
         PortKindCmd::Tap {
             ifname,
@@ -129,6 +134,7 @@ pub fn port_add_request(target: &PortRef, kind: &PortKindCmd) -> Result<Request,
     };
     let changes = PortChanges::from_args(options).unwrap_or_default();
     Ok(Request::PortAdd {
+        create_switch,
         switch: target.switch.clone(),
         name: target.port.clone(),
         kind,

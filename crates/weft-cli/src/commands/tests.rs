@@ -104,6 +104,7 @@ fn port_add_tap_with_all_options() {
             "--no-learning"
         ]),
         Request::PortAdd {
+            create_switch: true,
             switch: "br0".into(),
             name: "vm1".into(),
             kind: PortKind::Tap {
@@ -123,11 +124,45 @@ fn port_add_tap_with_all_options() {
     );
 }
 
+/// `--no-create-switch` is taken before or after the port's kind and its options.
+#[test]
+fn port_add_no_create_switch_anywhere_on_the_line() {
+    let create = |args: &[&str]| match request(args) {
+        Request::PortAdd { create_switch, .. } => create_switch,
+        other => panic!("not a port_add: {other:?}"),
+    };
+    assert!(create(&["port", "add", "lab:p1", "vhost-user"]));
+    assert!(!create(&[
+        "port",
+        "add",
+        "--no-create-switch",
+        "lab:p1",
+        "vhost-user"
+    ]));
+    assert!(!create(&[
+        "port",
+        "add",
+        "lab:p1",
+        "vhost-user",
+        "--no-create-switch"
+    ]));
+    assert!(!create(&[
+        "port",
+        "add",
+        "lab:p1",
+        "tap",
+        "--mtu",
+        "9000",
+        "--no-create-switch"
+    ]));
+}
+
 #[test]
 fn port_add_tap_defaults() {
     assert_eq!(
         request(&["port", "add", "br0:vm1", "tap"]),
         Request::PortAdd {
+            create_switch: true,
             switch: "br0".into(),
             name: "vm1".into(),
             kind: PortKind::Tap {
@@ -159,6 +194,7 @@ fn port_add_af_packet_trunk() {
             "--no-flood-unknown"
         ]),
         Request::PortAdd {
+            create_switch: true,
             switch: "br0".into(),
             name: "up".into(),
             kind: PortKind::AfPacket {
@@ -511,6 +547,7 @@ fn sample_state() -> State {
             ports: vec![],
             static_macs: vec![],
             rules: vec![],
+            on_demand: false,
         }],
     }
 }

@@ -21,6 +21,7 @@ fn every_request_kind_round_trips() {
     round_trip(Request::Hello {});
     round_trip(Request::SwitchList {});
     round_trip(Request::PortAdd {
+        create_switch: true,
         switch: "br0".into(),
         name: "tap1".into(),
         kind: PortKind::Tap {
@@ -229,6 +230,7 @@ fn vhost_user_and_vxlan_port_kinds_round_trip() {
         },
     ] {
         round_trip(Request::PortAdd {
+            create_switch: true,
             switch: "br0".into(),
             name: "p1".into(),
             kind,

@@ -348,7 +348,8 @@ impl Controller {
                 name,
                 kind,
                 options,
-            } => self.port_add(&switch, name, kind, options),
+                create_switch,
+            } => self.port_add_creating(&switch, name, kind, options, create_switch),
             Request::PortDel { switch, name } => self.port_del(&switch, &name),
             Request::PortSet {
                 switch,

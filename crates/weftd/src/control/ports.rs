@@ -264,6 +264,7 @@ impl Controller {
         })?;
         self.commit_then(next, |c| c.detach_port(switch, name))?;
         self.rebalance_or_log();
+        self.drop_if_emptied_on_demand(switch);
         Ok(Response::Done)
     }
 

@@ -47,6 +47,7 @@ fn switch(name: &str, ports: &[&str]) -> SwitchState {
         ports: ports.iter().map(|p| tap(p)).collect(),
         static_macs: Vec::new(),
         rules: Vec::new(),
+        on_demand: false,
     }
 }
 
@@ -289,6 +290,7 @@ fn refused_changes_leave_the_state_file_alone() {
         ),
         (
             Request::PortAdd {
+                create_switch: true,
                 switch: "br0".into(),
                 name: "vm1".into(),
                 kind: tap("vm1").kind,
@@ -298,6 +300,7 @@ fn refused_changes_leave_the_state_file_alone() {
         ),
         (
             Request::PortAdd {
+                create_switch: true,
                 switch: "br0".into(),
                 name: "tap9".into(),
                 kind: tap("tap9").kind,
@@ -338,6 +341,7 @@ fn refused_changes_leave_the_state_file_alone() {
 fn a_tap_port_that_cannot_be_created_is_a_system_error_naming_why() {
     let mut f = fixture(vec![switch("br0", &[])]);
     let e = f.err(Request::PortAdd {
+        create_switch: true,
         switch: "br0".into(),
         name: "tap0".into(),
         kind: tap("tap0").kind,
@@ -836,6 +840,7 @@ fn captures_end_with_their_port_and_their_session_and_are_bounded() {
     );
 }
 
+mod on_demand;
 mod port_kinds;
 mod remote_macs;
 mod tcp_link;

@@ -61,6 +61,7 @@ fn old() -> Old {
             ports: Vec::new(),
             static_macs: Vec::new(),
             rules: Vec::new(),
+            on_demand: false,
         }],
     };
     let paths = DevicePaths::new(dir.path().join("state.json"), VhostPolicy::new(sockets));

@@ -10,6 +10,7 @@ fn vhost_user_takes_the_default_socket_and_mtu_unless_given() {
     assert_eq!(
         request(&["port", "add", "br0:vm1", "vhost-user"]),
         Request::PortAdd {
+            create_switch: true,
             switch: "br0".into(),
             name: "vm1".into(),
             kind: PortKind::VhostUser {
@@ -37,6 +38,7 @@ fn vhost_user_takes_the_default_socket_and_mtu_unless_given() {
             "10",
         ]),
         Request::PortAdd {
+            create_switch: true,
             switch: "br0".into(),
             name: "vm1".into(),
             kind: PortKind::VhostUser {
@@ -69,6 +71,7 @@ fn vhost_user_client_mode_is_asked_for_with_vhost_mode() {
             "/run/qemu/vm2.sock",
         ]),
         Request::PortAdd {
+            create_switch: true,
             switch: "br0".into(),
             name: "vm2".into(),
             kind: PortKind::VhostUser {
@@ -125,6 +128,7 @@ fn vxlan_takes_every_remote_and_its_endpoint_options() {
             "--no-learning",
         ]),
         Request::PortAdd {
+            create_switch: true,
             switch: "br0".into(),
             name: "vx".into(),
             kind: PortKind::Vxlan {
@@ -150,6 +154,7 @@ fn vxlan_takes_every_remote_and_its_endpoint_options() {
     assert_eq!(
         request(&["port", "add", "br0:vx", "vxlan", "--local", "fd00::1", "--vni", "7"]),
         Request::PortAdd {
+            create_switch: true,
             switch: "br0".into(),
             name: "vx".into(),
             kind: PortKind::Vxlan {

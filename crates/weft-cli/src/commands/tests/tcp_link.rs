@@ -14,6 +14,7 @@ fn tcp_link_listens_or_connects_with_its_options() {
             "192.0.2.1:7000"
         ]),
         Request::PortAdd {
+            create_switch: true,
             switch: "br0".into(),
             name: "t1".into(),
             kind: PortKind::TcpLink {
@@ -47,6 +48,7 @@ fn tcp_link_listens_or_connects_with_its_options() {
             "/etc/weft/link.key",
         ]),
         Request::PortAdd {
+            create_switch: true,
             switch: "br0".into(),
             name: "t1".into(),
             kind: PortKind::TcpLink {

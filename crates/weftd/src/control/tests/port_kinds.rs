@@ -6,7 +6,7 @@ use std::os::unix::fs::FileTypeExt;
 use super::*;
 use weft_control::state::VhostMode;
 
-fn vhost(socket: Option<String>) -> PortKind {
+pub(super) fn vhost(socket: Option<String>) -> PortKind {
     PortKind::VhostUser {
         socket,
         mode: VhostMode::Server,
@@ -33,6 +33,7 @@ fn vxlan(local: &str, vni: u32, port: u16) -> PortKind {
 
 pub(super) fn add(f: &mut Fixture, name: &str, kind: PortKind) -> Result<Response, ControlError> {
     f.req(Request::PortAdd {
+        create_switch: true,
         switch: "br0".into(),
         name: name.into(),
         kind,

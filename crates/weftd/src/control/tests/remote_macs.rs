@@ -28,6 +28,7 @@ fn remote_mac(mac: &str, remote: &str) -> RemoteMac {
 
 fn add_port(f: &mut Fixture, kind: PortKind) -> Result<Response, ControlError> {
     f.req(Request::PortAdd {
+        create_switch: true,
         switch: "br0".into(),
         name: "vx".into(),
         kind,
@@ -217,6 +218,7 @@ fn bad_remote_macs_are_refused_and_change_nothing() {
     );
     let e = f
         .req(Request::PortAdd {
+            create_switch: true,
             switch: "br0".into(),
             name: "vx2".into(),
             kind: twice,

@@ -25,6 +25,7 @@ fn switch(ports: &[&str]) -> SwitchState {
         ports: ports.iter().map(|p| tap(p)).collect(),
         static_macs: Vec::new(),
         rules: Vec::new(),
+        on_demand: false,
     }
 }
 
