@@ -265,6 +265,8 @@ fn port_info(options: PortSettings) -> PortInfo {
         offloads: vec![],
         failed: None,
         attached: None,
+        guest_mtu: None,
+        warnings: Vec::new(),
     }
 }
 

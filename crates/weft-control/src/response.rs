@@ -144,6 +144,14 @@ pub struct PortInfo {
     /// (with how long ago); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attached: Option<String>,
+    /// The MTU the port's peer gave its guest (a vhost-user frontend's `NET_SET_MTU`, QEMU
+    /// `host_mtu`), once it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest_mtu: Option<u32>,
+    /// What the port's setup risks, in words: a port whose MTU (or its guest's) is larger
+    /// than an overlay port of its switch carries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// A port's counters.

@@ -211,14 +211,16 @@ impl Guest {
         kernel: &Path,
         initrd: &Path,
     ) -> Guest {
-        Self::start_with_queues(id, sock, side, dir, kernel, initrd, 1, 1)
+        Self::start_with_device(id, sock, side, dir, kernel, initrd, 1, 1, "")
     }
 
     /// As [`Guest::start`], with `queues` queue pairs (`-netdev vhost-user,queues=N`,
     /// `virtio-net-pci,mq=on`) and `cpus` vCPUs (Linux uses as many pairs as it has vCPUs,
-    /// up to `queues`).
+    /// up to `queues`), and `device_extra` appended to the `virtio-net-pci` device's
+    /// options (`",host_mtu=1400"`: QEMU gives the guest that MTU and tells the backend
+    /// with `VHOST_USER_NET_SET_MTU`; `""`: nothing).
     #[allow(clippy::too_many_arguments)]
-    pub fn start_with_queues(
+    pub fn start_with_device(
         id: u32,
         sock: &Path,
         side: SocketSide,
@@ -227,6 +229,7 @@ impl Guest {
         initrd: &Path,
         queues: u16,
         cpus: u16,
+        device_extra: &str,
     ) -> Guest {
         let log = dir.join(format!("guest{id}.log"));
         let child = qemu_command(&Machine {
@@ -239,7 +242,7 @@ impl Guest {
             queues,
             cpus,
             ram_kib: RAM_KIB,
-            device_extra: "",
+            device_extra,
         })
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -30,10 +30,12 @@ use crate::vring::{is_guest_tx, RingLayout};
 
 /// Protocol features on offer (REPLY_ACK is added by the `vhost` crate, which implements
 /// it): `LOG_SHMFD` (the dirty log of a live migration comes as a descriptor), `RARP`
-/// (`SEND_RARP`: announce a migrated guest), and `MQ` (and so `GET_QUEUE_NUM`) with several
-/// queue pairs.
+/// (`SEND_RARP`: announce a migrated guest), `MTU` (`NET_SET_MTU`: the MTU QEMU gives its
+/// guest with `host_mtu`), and `MQ` (and so `GET_QUEUE_NUM`) with several queue pairs.
 fn offered_protocol_features(queue_pairs: u16) -> VhostUserProtocolFeatures {
-    let always = VhostUserProtocolFeatures::LOG_SHMFD | VhostUserProtocolFeatures::RARP;
+    let always = VhostUserProtocolFeatures::LOG_SHMFD
+        | VhostUserProtocolFeatures::RARP
+        | VhostUserProtocolFeatures::MTU;
     if queue_pairs > 1 {
         always | VhostUserProtocolFeatures::MQ
     } else {
@@ -279,6 +281,41 @@ impl Device {
                 &"no descriptor attached",
             )),
         }
+    }
+
+    /// `NET_SET_MTU`: the MTU the frontend gives its guest (QEMU `host_mtu`). Taken when
+    /// the `MTU` protocol feature was negotiated and the port carries frames that large
+    /// (68 up to the port's MTU); otherwise refused and counted (QEMU then says the backend
+    /// does not support that MTU).
+    pub(crate) fn set_guest_mtu(&mut self, mtu: u64) -> Result<()> {
+        let port_mtu = u64::try_from(self.shared.config.mtu).unwrap_or(u64::MAX);
+        let why = if !self.protocol_acked(VhostUserProtocolFeatures::MTU) {
+            Some("the MTU protocol feature was not negotiated".to_string())
+        } else if !(68..=port_mtu).contains(&mtu) {
+            Some(format!(
+                "MTU {mtu} outside 68..={} (the port's MTU: `weft port add ... --mtu`)",
+                self.shared.config.mtu
+            ))
+        } else {
+            None
+        };
+        match why {
+            Some(why) => {
+                self.refuse_mtu(&why);
+                Err(Error::InvalidParam)
+            }
+            None => {
+                let mtu = u32::try_from(mtu).map_err(|_| Error::InvalidParam)?;
+                self.shared.guest_mtu.store(mtu, Ordering::Relaxed);
+                Ok(())
+            }
+        }
+    }
+
+    /// A `NET_SET_MTU` refused: counted and logged.
+    pub(crate) fn refuse_mtu(&mut self, why: &str) {
+        self.shared.mtu_refusals.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(%why, "NET_SET_MTU refused");
     }
 
     /// `SEND_RARP`: the guest with MAC `mac` now runs behind this port (a live migration

@@ -2,7 +2,7 @@
 //! features, and the readiness descriptor an idle worker sleeps on.
 
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
@@ -44,6 +44,10 @@ pub(crate) struct DeviceShared {
     announce: AtomicU64,
     /// Announcements sent.
     pub(crate) announcements: AtomicU64,
+    /// The MTU the frontend gave its guest (`NET_SET_MTU`); 0 until it says.
+    pub(crate) guest_mtu: AtomicU32,
+    /// `NET_SET_MTU` requests refused.
+    pub(crate) mtu_refusals: AtomicU64,
 }
 
 /// Marks [`DeviceShared::announce`] as holding a MAC to announce.
@@ -70,6 +74,8 @@ impl DeviceShared {
             log_bytes: AtomicU64::new(0),
             announce: AtomicU64::new(0),
             announcements: AtomicU64::new(0),
+            guest_mtu: AtomicU32::new(0),
+            mtu_refusals: AtomicU64::new(0),
         }))
     }
 

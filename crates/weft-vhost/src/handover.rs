@@ -76,6 +76,9 @@ pub struct ConnectionSnapshot {
     pub rings: Vec<RingSnapshot>,
     /// A migrated guest's MAC still to be announced (`SEND_RARP` not yet sent on).
     pub announce: Option<[u8; 6]>,
+    /// The MTU the frontend gave its guest (`NET_SET_MTU`), if it said.
+    #[serde(default)]
+    pub guest_mtu: Option<u32>,
 }
 
 /// One region of guest memory as the frontend described it.

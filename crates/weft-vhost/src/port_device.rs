@@ -63,6 +63,7 @@ impl PortDevice for VhostUserPort {
             } else {
                 Vec::new()
             },
+            peer_mtu: self.stats().guest_mtu,
         }
     }
 
@@ -107,6 +108,7 @@ impl PortDevice for VhostUserPort {
             s.pages_beyond_log,
         ));
         visit(DeviceCounter::event("vhost_announcements", s.announcements));
+        visit(DeviceCounter::event("vhost_mtu_refused", s.mtu_refusals));
         for r in LogRefusal::ALL {
             let n = s.log_refusals.get(r.index()).copied().unwrap_or(0);
             let name = format!("vhost_refused_{}", r.counter_name());

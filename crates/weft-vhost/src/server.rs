@@ -75,6 +75,10 @@ pub struct VhostPortStats {
     pub log_refusals: [u64; crate::LogRefusal::ALL.len()],
     /// Guests announced from this port after a migration (`SEND_RARP`).
     pub announcements: u64,
+    /// The MTU the frontend gave its guest (`NET_SET_MTU`, QEMU `host_mtu`), once it said.
+    pub guest_mtu: Option<u32>,
+    /// `NET_SET_MTU` requests refused (not negotiated, or outside the port's MTU).
+    pub mtu_refusals: u64,
 }
 
 /// The counters of one queue pair.
@@ -396,6 +400,8 @@ impl VhostUserPort {
             pages_beyond_log: log.beyond.load(Ordering::Relaxed),
             log_refusals: self.shared.log_refusals.snapshot(),
             announcements: self.shared.announcements.load(Ordering::Relaxed),
+            guest_mtu: Some(self.shared.guest_mtu.load(Ordering::Relaxed)).filter(|m| *m > 0),
+            mtu_refusals: self.shared.mtu_refusals.load(Ordering::Relaxed),
             ..VhostPortStats::default()
         };
         for pair in self.shared.vrings.chunks(crate::vring::NUM_QUEUES) {

@@ -225,8 +225,12 @@ fn run_two_guests_on_lanes(
     worker.add_port("g1", halves1);
 
     let (q1, q2) = (config1.queue_pairs, config2.queue_pairs);
-    let mut g1 = Guest::start_with_queues(1, &sock1, side, &dir, &kernel, &initrd, q1, cpus[0]);
-    let mut g2 = Guest::start_with_queues(2, &sock2, side, &dir, &kernel, &initrd, q2, cpus[1]);
+    // Guest 1 is given the MTU it would have anyway through QEMU's `host_mtu`: QEMU then
+    // tells the port (`NET_SET_MTU`), and nothing else changes.
+    let mtu = ",host_mtu=1500";
+    let mut g1 =
+        Guest::start_with_device(1, &sock1, side, &dir, &kernel, &initrd, q1, cpus[0], mtu);
+    let mut g2 = Guest::start_with_device(2, &sock2, side, &dir, &kernel, &initrd, q2, cpus[1], "");
     let both_running = wait_until(Duration::from_secs(120), || {
         (port1.is_running() && port2.is_running()).then_some(())
     });
@@ -249,6 +253,8 @@ fn run_two_guests_on_lanes(
             g2.stderr()
         );
     }
+    assert_eq!(port1.stats().guest_mtu, Some(1500), "QEMU's NET_SET_MTU");
+    assert_eq!(port2.stats().guest_mtu, None);
     let caps2 = port2.caps();
     assert!(
         caps2.tso4 && caps2.partial_csum,

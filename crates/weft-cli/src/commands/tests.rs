@@ -339,6 +339,8 @@ fn port_set_reads_then_writes_the_options() {
         offloads: vec![],
         failed: None,
         attached: None,
+        guest_mtu: None,
+        warnings: Vec::new(),
     };
     let mut d = Script {
         answers: vec![

@@ -331,6 +331,12 @@ fn port_detail(port: &PortInfo, c: &PortCounters) -> String {
         yes_no(port.options.flood_unknown_unicast),
     ]);
     t.row(["mtu".into(), port.mtu.to_string()]);
+    if let Some(mtu) = port.guest_mtu {
+        t.row(["guest mtu".into(), mtu.to_string()]);
+    }
+    for w in &port.warnings {
+        t.row(["warning".into(), w.clone()]);
+    }
     t.row(["offloads".into(), list_or_dash(&port.offloads)]);
     for (name, value) in policy_rows(&port.options) {
         t.row([name.to_string(), value]);

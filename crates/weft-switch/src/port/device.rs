@@ -58,6 +58,9 @@ pub struct DeviceStatus {
     /// What the device does now beside moving frames, one word each (a vhost-user port
     /// logging the pages it writes for a live migration: `logging`).
     pub activity: Vec<String>,
+    /// The MTU the peer gave its guest, when it said (a vhost-user frontend's
+    /// `NET_SET_MTU`, QEMU `host_mtu`).
+    pub peer_mtu: Option<u32>,
 }
 
 impl DeviceStatus {
@@ -246,6 +249,7 @@ mod tests {
             running: true,
             broken: vec!["rx0:avail_index_out_of_range".into()],
             activity: vec!["logging".into()],
+            peer_mtu: Some(1450),
         };
         assert_eq!(
             status.words(),

@@ -194,6 +194,32 @@ fn protocol_features_outside_the_offer_are_refused() {
         .is_err());
 }
 
+/// `NET_SET_MTU` (QEMU `host_mtu`): taken once the `MTU` protocol feature is negotiated and
+/// within what the port carries; anything else refused and counted.
+#[test]
+fn the_guests_mtu_is_taken_once_negotiated_and_within_the_ports_mtu() {
+    let mut fe = frontend_with(VhostPortConfig {
+        mtu: 9000,
+        ..VhostPortConfig::default()
+    });
+    assert!(fe
+        .dev
+        .get_protocol_features()
+        .unwrap()
+        .contains(VhostUserProtocolFeatures::MTU));
+    assert!(fe.dev.set_guest_mtu(1500).is_err(), "not negotiated");
+    fe.dev
+        .set_protocol_features(VhostUserProtocolFeatures::MTU.bits())
+        .unwrap();
+    assert!(fe.dev.set_guest_mtu(67).is_err());
+    assert!(fe.dev.set_guest_mtu(9001).is_err());
+    assert!(fe.dev.set_guest_mtu(u64::MAX).is_err());
+    assert_eq!(fe.shared.guest_mtu.load(Ordering::Relaxed), 0);
+    fe.dev.set_guest_mtu(1450).unwrap();
+    assert_eq!(fe.shared.guest_mtu.load(Ordering::Relaxed), 1450);
+    assert_eq!(fe.shared.mtu_refusals.load(Ordering::Relaxed), 4);
+}
+
 #[test]
 fn queue_sizes_must_be_powers_of_two_within_the_limit() {
     let mut fe = frontend();

@@ -149,6 +149,11 @@ fn restore_connection(
         if let Some(mac) = c.announce {
             replayed(&mut dev, "SEND_RARP", None, |d| d.send_rarp(mac))?;
         }
+        if let Some(mtu) = c.guest_mtu {
+            replayed(&mut dev, "NET_SET_MTU", None, |d| {
+                d.set_guest_mtu(u64::from(mtu))
+            })?;
+        }
     }
     Ok(Connection {
         watch: stream,

@@ -170,6 +170,8 @@ fn describe(
         memory,
         rings,
         announce: shared.pending_announce(),
+        guest_mtu: Some(shared.guest_mtu.load(std::sync::atomic::Ordering::Relaxed))
+            .filter(|m| *m > 0),
     })
 }
 

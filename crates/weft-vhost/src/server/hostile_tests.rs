@@ -48,6 +48,7 @@ mod req {
     pub(super) const REM_MEM_REG: u32 = 38;
     pub(super) const SET_STATUS: u32 = 39;
     pub(super) const SEND_RARP: u32 = 19;
+    pub(super) const NET_SET_MTU: u32 = 20;
 }
 
 /// A connection speaking raw bytes.
@@ -769,6 +770,28 @@ fn attacks() -> Vec<(&'static str, Attack)> {
         ("announcement header cut short", |r| {
             migration_ready(r);
             r.send_raw(&req::SEND_RARP.to_le_bytes());
+        }),
+        ("MTU never negotiated", |r| {
+            negotiate(r);
+            r.send(req::NET_SET_MTU, VERSION | NEED_REPLY, &u64_body(1500), &[]);
+        }),
+        ("MTU with a short body", |r| {
+            negotiate(r);
+            r.send(req::NET_SET_MTU, VERSION, &[0xdc, 0x05], &[]);
+        }),
+        ("MTU with a descriptor", |r| {
+            negotiate(r);
+            let e = tagged_eventfd();
+            r.send(req::NET_SET_MTU, VERSION, &u64_body(1500), &[e.as_raw_fd()]);
+        }),
+        ("MTU of 2^64 - 1", |r| {
+            negotiate(r);
+            r.send(
+                req::NET_SET_MTU,
+                VERSION | NEED_REPLY,
+                &u64_body(u64::MAX),
+                &[],
+            );
         }),
         ("ten thousand announcements", |r| {
             migration_ready(r);

@@ -1,7 +1,7 @@
-//! The two requests of a live migration the `vhost` crate's parser does not dispatch (it
-//! answers them as invalid messages, which would drop the frontend): `SET_LOG_FD` and
-//! `SEND_RARP`. Each request's header is peeked before the crate reads it; these two are
-//! read, checked and answered here, anything else is left to the crate.
+//! The requests the `vhost` crate's parser does not dispatch (it answers them as invalid
+//! messages, which would drop the frontend): `SET_LOG_FD` and `SEND_RARP` of a live
+//! migration, and `NET_SET_MTU`. Each request's header is peeked before the crate reads
+//! it; these are read, checked and answered here, anything else is left to the crate.
 
 use std::fs::File;
 use std::io::Read;
@@ -21,6 +21,7 @@ use crate::memory::LogRefusal;
 /// Request codes (vhost-user specification, "Front-end message types").
 const SET_LOG_FD: u32 = FrontendReq::SET_LOG_FD as u32;
 const SEND_RARP: u32 = FrontendReq::SEND_RARP as u32;
+const NET_SET_MTU: u32 = FrontendReq::NET_SET_MTU as u32;
 /// The header: request, flags, payload size (three little-endian `u32`s).
 const HEADER_LEN: usize = 12;
 /// Flags: the protocol version (1) in the low two bits, a reply, a reply wanted.
@@ -28,8 +29,9 @@ const VERSION_MASK: u32 = 0x3;
 const VERSION: u32 = 0x1;
 const REPLY: u32 = 0x4;
 const NEED_REPLY: u32 = 0x8;
-/// `SEND_RARP` carries the MAC in a `u64`; `SET_LOG_FD` nothing (its descriptor aside).
-const RARP_PAYLOAD: usize = 8;
+/// `SEND_RARP` carries the MAC in a `u64`, `NET_SET_MTU` the MTU in one; `SET_LOG_FD`
+/// nothing (its descriptor aside).
+const U64_PAYLOAD: usize = 8;
 
 /// What [`serve_side_request`] did with the next request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +44,8 @@ pub(crate) enum Side {
     Refused,
 }
 
-/// Peeks at the next request on `stream`; serves it if it is `SET_LOG_FD` or `SEND_RARP`.
+/// Peeks at the next request on `stream`; serves it if it is `SET_LOG_FD`, `SEND_RARP` or
+/// `NET_SET_MTU`.
 pub(crate) fn serve_side_request(stream: &UnixStream, device: &Mutex<Device>) -> Side {
     let mut header = [0u8; HEADER_LEN];
     let peek = MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT;
@@ -56,14 +59,14 @@ pub(crate) fn serve_side_request(stream: &UnixStream, device: &Mutex<Device>) ->
         u32::from_le_bytes(w)
     };
     let (request, flags, size) = (word(0), word(1), word(2));
-    if request != SET_LOG_FD && request != SEND_RARP {
+    if request != SET_LOG_FD && request != SEND_RARP && request != NET_SET_MTU {
         return Side::NotMine;
     }
     let mut device = lock(device);
-    let expected = if request == SEND_RARP {
-        RARP_PAYLOAD
-    } else {
+    let expected = if request == SET_LOG_FD {
         0
+    } else {
+        U64_PAYLOAD
     };
     let reason = if request == SEND_RARP {
         LogRefusal::BadAnnounce
@@ -75,10 +78,10 @@ pub(crate) fn serve_side_request(stream: &UnixStream, device: &Mutex<Device>) ->
         && usize::try_from(size).is_ok_and(|s| s == expected);
     if !well_formed {
         // The rest of the message is left unread: the frontend is dropped.
-        device.refuse_side(request_name(request), reason, &"malformed message");
+        refuse(&mut device, request, reason, "malformed message");
         return Side::Refused;
     }
-    let mut message = [0u8; HEADER_LEN + RARP_PAYLOAD];
+    let mut message = [0u8; HEADER_LEN + U64_PAYLOAD];
     let len = HEADER_LEN + expected;
     let Some(buf) = message.get_mut(..len) else {
         return Side::Refused;
@@ -89,7 +92,7 @@ pub(crate) fn serve_side_request(stream: &UnixStream, device: &Mutex<Device>) ->
     // One descriptor at most belongs to either request; any other is closed here.
     let file = (files.len() == 1).then(|| files.pop()).flatten();
     if !files.is_empty() {
-        device.refuse_side(request_name(request), reason, &"more than one descriptor");
+        refuse(&mut device, request, reason, "more than one descriptor");
         return Side::Refused;
     }
     if read < len {
@@ -113,11 +116,26 @@ pub(crate) fn serve_side_request(stream: &UnixStream, device: &Mutex<Device>) ->
         let mut mac = [0u8; 6];
         mac.copy_from_slice(&message[HEADER_LEN..HEADER_LEN + 6]);
         device.send_rarp(mac)
+    } else if request == NET_SET_MTU {
+        if file.is_some() {
+            refuse(
+                &mut device,
+                request,
+                reason,
+                "a descriptor where none belongs",
+            );
+            return Side::Refused;
+        }
+        let mut mtu = [0u8; 8];
+        mtu.copy_from_slice(&message[HEADER_LEN..HEADER_LEN + 8]);
+        device.set_guest_mtu(u64::from_le_bytes(mtu))
     } else {
         device.set_log_fd(file)
     };
     let ok = outcome.is_ok();
-    if flags & NEED_REPLY != 0 && device.protocol_acked(VhostUserProtocolFeatures::REPLY_ACK) {
+    let replies =
+        flags & NEED_REPLY != 0 && device.protocol_acked(VhostUserProtocolFeatures::REPLY_ACK);
+    if replies {
         let mut reply = [0u8; HEADER_LEN + 8];
         reply[..4].copy_from_slice(&request.to_le_bytes());
         reply[4..8].copy_from_slice(&(VERSION | REPLY).to_le_bytes());
@@ -128,7 +146,9 @@ pub(crate) fn serve_side_request(stream: &UnixStream, device: &Mutex<Device>) ->
             return Side::Refused;
         }
     }
-    if ok {
+    // An MTU refused with an answer leaves the frontend connected: QEMU reports that the
+    // backend does not support it and goes on without vhost for that device.
+    if ok || (request == NET_SET_MTU && replies) {
         Side::Served
     } else {
         Side::Refused
@@ -163,10 +183,19 @@ fn recv_with_files(stream: &UnixStream, buf: &mut [u8]) -> Option<(usize, Vec<Fi
     Some((read, files))
 }
 
-fn request_name(request: u32) -> &'static str {
-    if request == SEND_RARP {
-        "SEND_RARP"
+/// A malformed request refused: counted with the migration's refusals, or an MTU's.
+fn refuse(device: &mut Device, request: u32, reason: LogRefusal, why: &str) {
+    if request == NET_SET_MTU {
+        device.refuse_mtu(why);
     } else {
-        "SET_LOG_FD"
+        device.refuse_side(request_name(request), reason, &why);
+    }
+}
+
+fn request_name(request: u32) -> &'static str {
+    match request {
+        SEND_RARP => "SEND_RARP",
+        NET_SET_MTU => "NET_SET_MTU",
+        _ => "SET_LOG_FD",
     }
 }

@@ -22,6 +22,7 @@ pub use directory::DirectoryPort;
 mod fd_store;
 mod fdb;
 mod handover;
+mod mtu;
 pub use handover::Held;
 pub mod open_as;
 pub mod pool;

@@ -8,7 +8,7 @@ use weft_switch::MAX_PORTS;
 use weft_switch::{CounterClass, PortDevice};
 
 use super::build::port_open_error;
-use super::{limit, no_port, Controller, PortRt};
+use super::{limit, mtu, no_port, Controller, PortRt};
 use crate::devices;
 use crate::model::{translate, validate};
 
@@ -72,7 +72,20 @@ pub(super) fn snapshot_info(
     }
 }
 
-fn port_info(switch: &SwitchState, port: &PortState, rt: Option<&PortRt>) -> PortInfo {
+/// `port show`'s view of a port; `overlay`: the switch's overlay port with the smallest
+/// MTU, to warn a port whose frames are larger.
+fn port_info(
+    switch: &SwitchState,
+    port: &PortState,
+    rt: Option<&PortRt>,
+    overlay: Option<&mtu::OverlayLimit>,
+) -> PortInfo {
+    let guest_mtu = rt.and_then(|r| r.device.device.status().peer_mtu);
+    let warnings = rt
+        .filter(|r| r.failed.is_none())
+        .and_then(|r| mtu::warning(&port.kind, mtu::effective_mtu(r), overlay))
+        .into_iter()
+        .collect();
     PortInfo {
         switch: switch.name.clone(),
         name: port.name.clone(),
@@ -87,6 +100,8 @@ fn port_info(switch: &SwitchState, port: &PortState, rt: Option<&PortRt>) -> Por
             .unwrap_or_default(),
         failed: rt.and_then(|r| r.failed.clone()),
         attached: rt.and_then(|r| r.device.origin.as_ref().map(devices::Origin::describe)),
+        guest_mtu,
+        warnings,
     }
 }
 
@@ -307,8 +322,9 @@ impl Controller {
         let mut ports = Vec::new();
         for s in switches {
             let rt = self.switch_rt(&s.name)?;
+            let overlay = mtu::overlay_limit(s, &rt.ports);
             for p in &s.ports {
-                ports.push(port_info(s, p, rt.ports.get(&p.name)));
+                ports.push(port_info(s, p, rt.ports.get(&p.name), overlay.as_ref()));
             }
         }
         Ok(Response::Ports { ports })
@@ -322,8 +338,9 @@ impl Controller {
             .find(|p| p.name == name)
             .ok_or_else(|| no_port(switch, name))?;
         let rt = self.port_rt(switch, name)?;
+        let overlay = mtu::overlay_limit(conf, &self.switch_rt(switch)?.ports);
         Ok(Response::Port {
-            port: port_info(conf, port, Some(rt)),
+            port: port_info(conf, port, Some(rt), overlay.as_ref()),
             counters: counters_info(rt),
         })
     }

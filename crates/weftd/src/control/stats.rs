@@ -47,6 +47,9 @@ pub struct PortSnapshot {
     pub name: String,
     /// False when its device failed.
     pub up: bool,
+    /// Its frames (or its guest's MTU) are larger than an overlay port of its switch
+    /// carries (`control/mtu.rs`).
+    pub mtu_over_overlay: bool,
     /// Counters.
     pub counters: PortCountersSnapshot,
     /// What its device counted itself, whatever its kind (nothing when it failed).
@@ -128,14 +131,18 @@ impl Controller {
             let Some((stats, rules)) = switch_stats.remove(&conf.name) else {
                 continue;
             };
+            let overlay = super::mtu::overlay_limit(conf, &rt.ports);
             let ports = conf
                 .ports
                 .iter()
                 .filter_map(|p| {
                     let prt = rt.ports.get(&p.name)?;
+                    let mtu = super::mtu::effective_mtu(prt);
                     Some(PortSnapshot {
                         name: p.name.clone(),
                         up: prt.failed.is_none(),
+                        mtu_over_overlay: prt.failed.is_none()
+                            && super::mtu::warning(&p.kind, mtu, overlay.as_ref()).is_some(),
                         counters: prt.counters(),
                         device: DeviceCounters::read(prt.device.device.as_ref()),
                     })

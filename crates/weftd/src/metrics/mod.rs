@@ -155,6 +155,21 @@ pub fn encode(snap: &Snapshot, daemon: DaemonGauges) -> String {
             f.sample(&[("switch", &s.name), ("port", &p.name)], u8::from(p.up));
         }
     }
+    let mut f = Family::new(
+        &mut out,
+        "weft_port_mtu_over_overlay",
+        "gauge",
+        "1 when the port's MTU (or its guest's) is larger than an overlay port of its switch \
+         carries: larger frames to other hosts are dropped.",
+    );
+    for s in &snap.switches {
+        for p in &s.ports {
+            f.sample(
+                &[("switch", &s.name), ("port", &p.name)],
+                u8::from(p.mtu_over_overlay),
+            );
+        }
+    }
     type SwitchValue = fn(&crate::control::stats::SwitchSnapshot) -> u64;
     let switch_metrics: [(&'static str, &str, &str, SwitchValue); 10] = [
         (

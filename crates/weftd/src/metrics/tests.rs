@@ -14,6 +14,7 @@ fn snapshot() -> Snapshot {
             ports: vec![PortSnapshot {
                 name: "vm\"1\\x".into(),
                 up: false,
+                mtu_over_overlay: true,
                 counters: PortCountersSnapshot {
                     rx_packets: 5,
                     drops: vec![(DropReason::TxQueueFull, 3)],
@@ -149,6 +150,7 @@ fn the_exposition_is_valid_text_format_with_escaped_labels() {
         "zero drops are exported too"
     );
     assert!(text.contains("weft_port_up{switch=\"br0\",port=\"vm\\\"1\\\\x\"} 0\n"));
+    assert!(text.contains("weft_port_mtu_over_overlay{switch=\"br0\",port=\"vm\\\"1\\\\x\"} 1\n"));
     assert!(text.contains("weft_worker_busy_ratio{worker=\"0\"} 0.5\n"));
     assert!(text.contains(
         "weft_switch_lane_records_total{switch=\"br0\",lane=\"1\",worker=\"1\",outcome=\"applied\"} 4\n"

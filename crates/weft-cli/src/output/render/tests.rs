@@ -27,6 +27,8 @@ fn tap_port() -> PortInfo {
         offloads: vec!["csum".into(), "tso4".into()],
         failed: None,
         attached: None,
+        guest_mtu: None,
+        warnings: Vec::new(),
     }
 }
 
@@ -387,23 +389,43 @@ fn json_output_is_the_response_object() {
     assert_eq!(kind_name(&Response::Done), "done");
 }
 
+/// `port show` of `port`, with no counters, as a person reads it.
+fn port_text(port: PortInfo) -> String {
+    human(
+        &Request::SwitchList {},
+        &Response::Port {
+            port,
+            counters: PortCounters::default(),
+        },
+    )
+}
+
 #[test]
 fn port_show_says_why_a_port_failed() {
     let port = PortInfo {
         failed: Some("cannot open /dev/net/tun: Permission denied".into()),
         ..tap_port()
     };
-    let text = human(
-        &Request::SwitchList {},
-        &Response::Port {
-            port,
-            counters: PortCounters::default(),
-        },
-    );
+    let text = port_text(port);
     assert!(
         text.contains(
             "  state                  failed: cannot open /dev/net/tun: Permission denied\n"
         ),
+        "{text}"
+    );
+}
+
+#[test]
+fn port_show_gives_the_guests_mtu_and_warns_of_an_overlay_too_small() {
+    let port = PortInfo {
+        guest_mtu: Some(9000),
+        warnings: vec!["MTU 9000 is larger than overlay port vx carries (1450)".into()],
+        ..tap_port()
+    };
+    let text = port_text(port);
+    assert!(text.contains("  guest mtu              9000\n"), "{text}");
+    assert!(
+        text.contains("  warning                MTU 9000 is larger than overlay port vx"),
         "{text}"
     );
 }
@@ -414,13 +436,7 @@ fn port_show_says_when_a_port_was_taken_over() {
         attached: Some("taken over from weftd 0.1.0 (pid 812) 4 s ago".into()),
         ..tap_port()
     };
-    let text = human(
-        &Request::SwitchList {},
-        &Response::Port {
-            port,
-            counters: PortCounters::default(),
-        },
-    );
+    let text = port_text(port);
     assert!(
         text.contains("  attached               taken over from weftd 0.1.0 (pid 812) 4 s ago\n"),
         "{text}"
@@ -522,13 +538,7 @@ fn port_show_without_a_policy_shows_no_policy_rows() {
     // Flags alone do not turn port security on; a burst alone limits nothing.
     port.options.security.allow_dhcp_server = true;
     port.options.storm.burst_ms = 50;
-    let text = human(
-        &Request::SwitchList {},
-        &Response::Port {
-            port,
-            counters: PortCounters::default(),
-        },
-    );
+    let text = port_text(port);
     for row in ["allowed", "dhcp", "storm", "mac limit"] {
         assert!(!text.contains(row), "{row} in {text}");
     }

@@ -227,3 +227,40 @@ fn a_short_or_missing_key_file_is_refused_naming_the_file_and_how_to_make_one() 
     assert!(f.saved().switches[0].ports.is_empty());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A port whose MTU is larger than an overlay port of its switch carries is warned about,
+/// in `port show` and in `port list`; the overlay port itself and a port that fits are not.
+#[test]
+fn a_port_larger_than_the_switchs_overlay_link_is_warned_about() {
+    let mut f = fixture(vec![switch("br0", &[])]);
+    let addr = free_loopback_address();
+    let mut small = tcp_link(Some(&addr), None);
+    if let PortKind::TcpLink { mtu, .. } = &mut small {
+        *mtu = 1400;
+    }
+    add(&mut f, "link", small).unwrap();
+    add(&mut f, "vm", super::port_kinds::vhost(None)).unwrap();
+    let vm = show(&mut f, "vm");
+    assert_eq!(vm.warnings.len(), 1, "{:?}", vm.warnings);
+    assert!(
+        vm.warnings[0].contains("MTU 1500") && vm.warnings[0].contains("port link carries (1400)"),
+        "{}",
+        vm.warnings[0]
+    );
+    assert!(show(&mut f, "link").warnings.is_empty());
+    let Response::Ports { ports } = f.ok(Request::PortList { switch: None }) else {
+        panic!("not a port list")
+    };
+    let warned: Vec<&str> = ports
+        .iter()
+        .filter(|p| !p.warnings.is_empty())
+        .map(|p| p.name.as_str())
+        .collect();
+    assert_eq!(warned, ["vm"]);
+    // Without the overlay port, nothing to warn of.
+    f.ok(Request::PortDel {
+        switch: "br0".into(),
+        name: "link".into(),
+    });
+    assert!(show(&mut f, "vm").warnings.is_empty());
+}
