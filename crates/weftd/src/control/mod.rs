@@ -207,11 +207,23 @@ impl Controller {
         mut kept: Inherited,
     ) -> Result<(Controller, Vec<PortFailure>), ControlError> {
         let mut failures = Vec::new();
-        let controller = Self::build(pool, paths, state, false, |ctx, switch| {
+        let mut controller = Self::build(pool, paths, state, false, |ctx, switch| {
             Ok(build::open_or_fail(ctx, switch, &mut kept, &mut failures))
         })?;
         for (switch, port) in kept.keys() {
             tracing::info!(%switch, %port, "systemd kept a device of a port the state does not have: closed");
+        }
+        // A switch made on demand whose port never got added (weftd stopped between the
+        // two) goes now, as it would have with its last port.
+        let emptied: Vec<String> = controller
+            .state
+            .switches
+            .iter()
+            .filter(|s| s.on_demand && s.ports.is_empty())
+            .map(|s| s.name.clone())
+            .collect();
+        for name in emptied {
+            controller.drop_if_emptied_on_demand(&name);
         }
         if save {
             controller.save(&controller.state)?;

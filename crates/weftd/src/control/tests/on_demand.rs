@@ -109,3 +109,19 @@ fn a_switch_on_demand_comes_back_from_the_state_file_and_still_goes_with_its_las
     del(&mut g, "lab", "p1");
     assert_eq!(switches(&mut g), ["br0"]);
 }
+
+#[test]
+fn an_empty_switch_on_demand_left_in_the_state_file_goes_at_the_next_start() {
+    let mut left = switch("lab", &[]);
+    left.on_demand = true;
+    let (mut f, failures) = fixture_with(
+        State {
+            version: 1,
+            switches: vec![switch("br0", &[]), left],
+        },
+        1,
+    );
+    assert!(failures.is_empty(), "{failures:?}");
+    assert_eq!(switches(&mut f), ["br0"]);
+    assert!(f.saved().switches.iter().all(|s| s.name != "lab"));
+}
