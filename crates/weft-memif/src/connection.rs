@@ -29,9 +29,6 @@ pub(crate) struct RxRing {
     /// memory are the peer's to scribble on).
     pub(crate) released: AtomicU16,
     pub(crate) offered: AtomicU16,
-    /// Taken over from another process: the half goes on from `released` instead of
-    /// starting the ring afresh.
-    pub(crate) adopted: bool,
 }
 
 impl RxRing {
@@ -43,8 +40,26 @@ impl RxRing {
             own,
             released: AtomicU16::new(0),
             offered: AtomicU16::new(0),
-            adopted: false,
         }
+    }
+
+    /// A ring taken over from another process, whose half had read up to `released` and
+    /// (a client) offered slots up to `offered`.
+    pub(crate) fn resumed(mut self, released: u16, offered: u16) -> Self {
+        self.released = AtomicU16::new(released);
+        self.offered = AtomicU16::new(offered);
+        self
+    }
+
+    /// The receiving end a half reads the ring with, from where the last one stopped (the
+    /// start, on a fresh connection: both positions 0).
+    pub(crate) fn consumer(&self, role: Role, buffer_size: u32) -> Consumer {
+        let mut consumer = Consumer::new(self.place, role, self.own, buffer_size);
+        consumer.resume_at(
+            self.released.load(Ordering::Acquire),
+            self.offered.load(Ordering::Acquire),
+        );
+        consumer
     }
 
     /// Notes where `consumer` stands after it gave slots back (its half owns it; this is

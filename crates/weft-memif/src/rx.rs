@@ -15,7 +15,6 @@
 //! look is never lost and a busy ring costs no system call.
 
 use std::os::fd::{AsFd, AsRawFd, RawFd};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -116,13 +115,7 @@ impl MemifPortRx {
             let Some(ring) = conn.rx.get(index) else {
                 continue;
             };
-            let mut consumer = Consumer::new(ring.place, conn.role, ring.own, conn.buffer_size);
-            if ring.adopted {
-                consumer.resume_at(
-                    ring.released.load(Ordering::Acquire),
-                    ring.offered.load(Ordering::Acquire),
-                );
-            }
+            let mut consumer = ring.consumer(conn.role, conn.buffer_size);
             // Interrupts wanted until the rate says otherwise. A client offers its buffers.
             let ready = ring.place.set_masked(&conn.memory, false).and_then(|()| {
                 if ring.own.is_some() {

@@ -49,6 +49,7 @@ impl PortDevice for VhostUserPort {
                     .map(|f| format!("{}:{}", queue_name(index), f.counter_name()))
             })
             .collect();
+        let stats = self.stats();
         DeviceStatus {
             offloads,
             link: Some(if self.is_connected() {
@@ -58,12 +59,12 @@ impl PortDevice for VhostUserPort {
             }),
             running: self.is_running(),
             broken,
-            activity: if self.stats().logging {
+            activity: if stats.logging {
                 vec!["logging".into()]
             } else {
                 Vec::new()
             },
-            peer_mtu: self.stats().guest_mtu,
+            peer_mtu: stats.guest_mtu,
         }
     }
 

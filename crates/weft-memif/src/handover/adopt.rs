@@ -5,7 +5,6 @@
 use std::ffi::OsStr;
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixListener;
-use std::sync::atomic::AtomicU16;
 use std::sync::Arc;
 
 use nix::sys::socket::SockType;
@@ -198,14 +197,7 @@ fn adopt_connection(
                 ))
             }
         };
-        rx.push(RxRing {
-            place,
-            interrupt: interrupt(fds, r.interrupt)?,
-            own,
-            released: AtomicU16::new(r.position),
-            offered: AtomicU16::new(offered),
-            adopted: true,
-        });
+        rx.push(RxRing::new(place, interrupt(fds, r.interrupt)?, own).resumed(r.position, offered));
     }
     let mut tx = Vec::with_capacity(c.tx.len());
     for (i, r) in c.tx.iter().enumerate() {

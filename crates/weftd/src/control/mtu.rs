@@ -33,15 +33,15 @@ pub(super) fn overlay_limit(
         .min_by_key(|(_, mtu)| *mtu)
 }
 
-/// The MTU a port's frames come with: what its peer gave the guest, else its own.
-pub(super) fn effective_mtu(rt: &PortRt) -> u32 {
-    let device = &rt.device.device;
-    device.status().peer_mtu.unwrap_or_else(|| device.mtu())
-}
-
-/// The warning for a port of `kind` whose frames come with `mtu`, when they do not fit
-/// `limit`.
-pub(super) fn warning(kind: &PortKind, mtu: u32, limit: Option<&OverlayLimit>) -> Option<String> {
+/// The warning for a port of `kind` whose device has `mtu` and whose peer gave its guest
+/// `guest_mtu` (the frames come with that one, when it said), when they do not fit `limit`.
+pub(super) fn warning(
+    kind: &PortKind,
+    mtu: u32,
+    guest_mtu: Option<u32>,
+    limit: Option<&OverlayLimit>,
+) -> Option<String> {
+    let mtu = guest_mtu.unwrap_or(mtu);
     let (overlay, carried) = limit?;
     (!is_overlay(kind) && mtu > *carried).then(|| {
         format!(
@@ -69,12 +69,14 @@ mod tests {
     #[test]
     fn a_port_larger_than_the_smallest_overlay_is_warned_about_and_one_that_fits_is_not() {
         let limit = ("vx".to_string(), 1450);
-        let w = warning(&tap(), 1500, Some(&limit)).unwrap();
+        let w = warning(&tap(), 1500, None, Some(&limit)).unwrap();
         assert!(
             w.contains("MTU 1500") && w.contains("vx") && w.contains("host_mtu=1450"),
             "{w}"
         );
-        assert_eq!(warning(&tap(), 1450, Some(&limit)), None);
-        assert_eq!(warning(&tap(), 9000, None), None);
+        assert_eq!(warning(&tap(), 1450, None, Some(&limit)), None);
+        assert_eq!(warning(&tap(), 9000, None, None), None);
+        // A guest given a smaller MTU than its port's sends frames that fit.
+        assert_eq!(warning(&tap(), 9000, Some(1450), Some(&limit)), None);
     }
 }

@@ -80,10 +80,15 @@ fn port_info(
     rt: Option<&PortRt>,
     overlay: Option<&mtu::OverlayLimit>,
 ) -> PortInfo {
-    let guest_mtu = rt.and_then(|r| r.device.device.status().peer_mtu);
+    // The device's status once: a vhost-user port's snapshots every queue's counters.
+    let status = rt.map(|r| r.device.device.status()).unwrap_or_default();
+    let mtu = rt.map_or_else(
+        || devices::configured_mtu(&port.kind),
+        |r| r.device.device.mtu(),
+    );
     let warnings = rt
         .filter(|r| r.failed.is_none())
-        .and_then(|r| mtu::warning(&port.kind, mtu::effective_mtu(r), overlay))
+        .and_then(|_| mtu::warning(&port.kind, mtu, status.peer_mtu, overlay))
         .into_iter()
         .collect();
     PortInfo {
@@ -91,16 +96,11 @@ fn port_info(
         name: port.name.clone(),
         kind: port.kind.clone(),
         options: port.options.clone(),
-        mtu: rt.map_or_else(
-            || devices::configured_mtu(&port.kind),
-            |r| r.device.device.mtu(),
-        ),
-        offloads: rt
-            .map(|r| r.device.device.status().words())
-            .unwrap_or_default(),
+        mtu,
+        offloads: status.words(),
         failed: rt.and_then(|r| r.failed.clone()),
         attached: rt.and_then(|r| r.device.origin.as_ref().map(devices::Origin::describe)),
-        guest_mtu,
+        guest_mtu: status.peer_mtu,
         warnings,
     }
 }

@@ -137,12 +137,14 @@ impl Controller {
                 .iter()
                 .filter_map(|p| {
                     let prt = rt.ports.get(&p.name)?;
-                    let mtu = super::mtu::effective_mtu(prt);
+                    let device = prt.device.device.as_ref();
+                    let guest_mtu = device.status().peer_mtu;
+                    let warned =
+                        super::mtu::warning(&p.kind, device.mtu(), guest_mtu, overlay.as_ref());
                     Some(PortSnapshot {
                         name: p.name.clone(),
                         up: prt.failed.is_none(),
-                        mtu_over_overlay: prt.failed.is_none()
-                            && super::mtu::warning(&p.kind, mtu, overlay.as_ref()).is_some(),
+                        mtu_over_overlay: prt.failed.is_none() && warned.is_some(),
                         counters: prt.counters(),
                         device: DeviceCounters::read(prt.device.device.as_ref()),
                     })
