@@ -341,7 +341,8 @@ pub enum PortKindCmd {
         /// Network namespace (a name under /run/netns) to move the device into.
         #[arg(long, value_name = "NS")]
         netns: Option<String>,
-        /// Queues (multiqueue TAP); weftd takes 1 for now.
+        /// Queues (a multiqueue TAP), 1 to 16: the kernel spreads the host's flows over
+        /// them, and a switch on several lanes (`--lanes`) receives each on its own lane.
         #[arg(long, value_name = "N", default_value_t = 1)]
         queues: u16,
         /// MTU of the device.

@@ -283,26 +283,7 @@ fn taps_on_a_switch_of_two_lanes_carry_pings_and_tcp_across_the_lanes() {
     let replies = ns1.ping("10.203.0.2", 5);
     assert!(replies >= 4, "{replies} of 5 pings came back:\n{}", d.log());
     // TCP: super-frames (TSO) each way through the shared halves.
-    let mut server = ns2
-        .exec_spawn("iperf3", &["-s", "-1", "-B", "10.203.0.2"])
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
-    let out = ns1.must(
-        "iperf3",
-        &[
-            "-c",
-            "10.203.0.2",
-            "-t",
-            "2",
-            "-J",
-            "--connect-timeout",
-            "3000",
-        ],
-    );
-    let _ = server.wait();
-    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let received = report["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
-    assert!(received > 1 << 20, "only {received} bytes over TCP\n{out}");
+    tcp_streams(&ns1, &ns2, "10.203.0.2", 1, 2);
     // Each lane received from its own TAP and told the other what it learned.
     let Response::Stats { switches, workers } = d.json(&["stats"]) else {
         panic!("stats answered something else")
@@ -326,6 +307,92 @@ fn taps_on_a_switch_of_two_lanes_carry_pings_and_tcp_across_the_lanes() {
             "{port} dropped: {drops:?}"
         );
     }
+}
+
+#[test]
+fn multiqueue_taps_spread_parallel_tcp_streams_over_both_lanes_of_a_switch() {
+    if let Some(why) = skip_reason() {
+        eprintln!(
+            "SKIP multiqueue_taps_spread_parallel_tcp_streams_over_both_lanes_of_a_switch: {why}"
+        );
+        return;
+    }
+    let pid = std::process::id();
+    let ns1 = Netns::new(format!("weft-mq-{pid}-a"));
+    let ns2 = Netns::new(format!("weft-mq-{pid}-b"));
+    let mut d = Weftd::new().with_config(
+        "[workers]\ncount = 2\n\n[[switch]]\nname = \"br0\"\n\n[switch.settings]\nlanes = 2\n",
+    );
+    d.start();
+    for (port, ns) in [("br0:qa", &ns1), ("br0:qb", &ns2)] {
+        d.json(&[
+            "port", "add", port, "tap", "--netns", &ns.0, "--queues", "4",
+        ]);
+    }
+    addr_up(&ns1, "qa", "10.204.0.1/24");
+    addr_up(&ns2, "qb", "10.204.0.2/24");
+    // The kernel made each TAP a 4-queue device.
+    let queues = ns1.must("ls", &["/sys/class/net/qa/queues"]);
+    assert_eq!(queues.matches("tx-").count(), 4, "{queues}");
+    let replies = ns1.ping("10.204.0.2", 3);
+    assert!(replies >= 2, "{replies} of 3 pings came back:\n{}", d.log());
+    let before = lane_rx(&d);
+    // Eight streams: the kernel hashes each flow to one of a TAP's queues, and each lane
+    // reads two of the four.
+    tcp_streams(&ns1, &ns2, "10.204.0.2", 8, 3);
+    let after = lane_rx(&d);
+    let per_lane: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    let total: u64 = per_lane.iter().sum();
+    eprintln!("packets received per lane: {per_lane:?}");
+    assert!(total > 1000, "{per_lane:?}");
+    assert!(
+        per_lane.iter().all(|&n| n * 20 > total),
+        "each lane received at least 5% of the streams' packets: {per_lane:?}"
+    );
+    for port in ["br0:qa", "br0:qb"] {
+        let (rx, tx, drops) = d.port_counters(port);
+        assert!(rx > 100 && tx > 100, "{port}: rx {rx} tx {tx}");
+        assert!(
+            drops.iter().all(|(r, n)| *n == 0 || r == "no_destination"),
+            "{port} dropped: {drops:?}"
+        );
+    }
+}
+
+/// `streams` parallel iperf3 TCP streams for `secs` seconds from `client` to a server at
+/// `addr` in `server`, which must carry at least a MiB.
+fn tcp_streams(client: &Netns, server: &Netns, addr: &str, streams: u32, secs: u32) {
+    let mut listening = server
+        .exec_spawn("iperf3", &["-s", "-1", "-B", addr])
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let (streams, secs) = (streams.to_string(), secs.to_string());
+    let out = client.must(
+        "iperf3",
+        &[
+            "-c",
+            addr,
+            "-P",
+            &streams,
+            "-t",
+            &secs,
+            "-J",
+            "--connect-timeout",
+            "3000",
+        ],
+    );
+    let _ = listening.wait();
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let received = report["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
+    assert!(received > 1 << 20, "only {received} bytes over TCP\n{out}");
+}
+
+/// Packets each lane of the one switch received so far.
+fn lane_rx(d: &Weftd) -> Vec<u64> {
+    let Response::Stats { switches, .. } = d.json(&["stats"]) else {
+        panic!("stats answered something else")
+    };
+    switches[0].lanes.iter().map(|l| l.rx_packets).collect()
 }
 
 #[test]

@@ -214,6 +214,10 @@ pub struct LaneStats {
     pub lane: usize,
     /// The worker that runs it.
     pub worker: usize,
+    /// Packets it received (a multiqueue port's queues are spread over the lanes); absent
+    /// from a weftd before it was counted.
+    #[serde(default)]
+    pub rx_packets: u64,
     /// Learned entries posted to the other lanes (once per receiving lane).
     pub posted: u64,
     /// Learned entries that could not be posted (a receiving lane's inbox was full).

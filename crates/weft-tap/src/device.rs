@@ -1,41 +1,34 @@
-//! TAP and AF_PACKET ports as the daemon sees every port: a [`PortDevice`] with one pair of
-//! halves, the MTU and offloads the kernel accepted, and the drops each counted itself.
+//! TAP and AF_PACKET ports as the daemon sees every port: a [`weft_switch::PortDevice`] with
+//! its halves, the MTU and offloads the kernel accepted, and the drops each counted itself.
 
 use std::sync::Arc;
 
-use weft_switch::{CounterSource, DeviceCounter, OnePairDevice, PortHalves, PortRx, PortTx};
+use weft_switch::{CounterSource, DeviceCounter, OnePairDevice, PortHalves};
 
 use crate::{AfPacket, Offloads, PortDrop, PortStats, TapQueue};
 
-/// One TAP queue or AF_PACKET socket behind a port.
+mod tap_lanes;
+
+pub use tap_lanes::TapDevice;
+
+/// An AF_PACKET socket behind a port.
 pub type KernelPortDevice = OnePairDevice<Arc<PortStats>>;
 
-/// A TAP port on `queue`, whose device has `mtu` and took `offloads`.
-pub fn tap_device(queue: TapQueue, mtu: u32, offloads: Offloads) -> KernelPortDevice {
-    let (rx, tx, stats) = queue.split();
-    device("tap", mtu, offloads, rx, tx, stats)
+/// A TAP port on `queues` (one or more queues of one device, at least one), whose device
+/// has `mtu` and took `offloads`.
+pub fn tap_device(queues: Vec<TapQueue>, mtu: u32, offloads: Offloads) -> TapDevice {
+    TapDevice::new(queues, mtu, offload_names(offloads))
 }
 
 /// An AF_PACKET port on `port`, which carries `offloads`.
 pub fn af_packet_device(port: AfPacket, offloads: Offloads) -> KernelPortDevice {
     let mtu = u32::try_from(port.mtu()).unwrap_or(u32::MAX);
     let (rx, tx, stats) = port.split();
-    device("af_packet", mtu, offloads, rx, tx, stats)
-}
-
-fn device(
-    kind: &'static str,
-    mtu: u32,
-    offloads: Offloads,
-    rx: impl PortRx + 'static,
-    tx: impl PortTx + 'static,
-    stats: Arc<PortStats>,
-) -> KernelPortDevice {
     let halves = PortHalves {
         rx: Some(Box::new(rx)),
         tx: Box::new(tx),
     };
-    OnePairDevice::new(kind, mtu, offload_names(offloads), halves, stats)
+    OnePairDevice::new("af_packet", mtu, offload_names(offloads), halves, stats)
 }
 
 /// The drops, by reason.
@@ -84,7 +77,7 @@ mod tests {
         let (ours, _peer) = std::os::unix::net::UnixDatagram::pair().unwrap();
         let fd = std::os::fd::OwnedFd::from(ours);
         let queue = TapQueue::from_fd(fd, Offloads::NONE.caps(1500), 32).unwrap();
-        let mut device = tap_device(queue, 1500, Offloads::NONE);
+        let mut device = tap_device(vec![queue], 1500, Offloads::NONE);
         let mut names = Vec::new();
         device.visit_counters(&mut |c| names.push(c.name.to_string()));
         let want: Vec<String> = PortDrop::ALL.iter().map(|r| r.name().to_string()).collect();

@@ -35,7 +35,7 @@ pub mod tap;
 pub mod vnet;
 
 pub use af_packet::{AfPacket, AfPacketOptions, AfPacketRx, AfPacketTx};
-pub use device::{af_packet_device, tap_device, KernelPortDevice};
+pub use device::{af_packet_device, tap_device, KernelPortDevice, TapDevice};
 pub use error::PortError;
 pub use offloads::Offloads;
 pub use stats::{PortDrop, PortStats, PortStatsSnapshot};

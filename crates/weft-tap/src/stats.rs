@@ -150,6 +150,19 @@ impl PortStatsSnapshot {
     pub fn total_drops(&self) -> u64 {
         self.drops.iter().sum()
     }
+    /// Adds `other`'s counts to these (the queues of one port).
+    pub fn add(&mut self, other: &PortStatsSnapshot) {
+        self.rx_frames += other.rx_frames;
+        self.rx_gso_frames += other.rx_gso_frames;
+        self.rx_csum_partial += other.rx_csum_partial;
+        self.rx_own_skipped += other.rx_own_skipped;
+        self.tx_frames += other.tx_frames;
+        self.tx_gso_frames += other.tx_gso_frames;
+        self.tx_csum_partial += other.tx_csum_partial;
+        for (d, o) in self.drops.iter_mut().zip(other.drops) {
+            *d += o;
+        }
+    }
 }
 
 #[cfg(test)]

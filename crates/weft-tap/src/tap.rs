@@ -18,7 +18,7 @@
 //! # Ok::<(), weft_tap::PortError>(())
 //! ```
 
-mod rx;
+pub(crate) mod rx;
 mod tx;
 
 use std::fs::File;
@@ -254,6 +254,11 @@ impl TapQueue {
     /// pass to another process).
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.file.as_fd()
+    }
+
+    /// The descriptor, what it reports and how many frames a receive reads.
+    pub(crate) fn into_parts(self) -> (File, PortCaps, usize) {
+        (self.file, self.caps, self.rx_frames)
     }
 
     /// The receive and transmit halves (sharing the descriptor) and their counters.

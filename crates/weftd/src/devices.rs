@@ -525,14 +525,58 @@ mod tests {
     }
 
     #[test]
-    fn multiqueue_taps_are_refused() {
-        let kind = PortKind::Tap {
-            ifname: None,
+    fn a_multiqueue_tap_is_split_over_the_lanes_and_taken_over_with_every_queue() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("SKIP: creating a TAP needs root");
+            return;
+        }
+        // Not persistent (no marks): the device goes with its last descriptor.
+        let ifname = format!("wmq{}", std::process::id() % 100_000);
+        let tap = |queues| PortKind::Tap {
+            ifname: Some(ifname.clone()),
             netns: None,
-            queues: 2,
+            queues,
             mtu: 1500,
             offloads: true,
         };
-        assert!(open(ctx(), "t0", &kind).is_err_and(|e| e.to_string().contains("one queue")));
+        let two_lanes = OpenContext { lanes: 2, ..ctx() };
+        let opened = open(two_lanes, "t0", &tap(4)).unwrap();
+        let receiving: Vec<bool> = opened.lanes.iter().map(|l| l.rx.is_some()).collect();
+        assert_eq!(receiving, [true, true], "two queues on each lane");
+        let (carried, fds) = opened.handle.keep.record().unwrap().unwrap();
+        assert_eq!((carried.fd_count(), fds.len()), (Some(4), 4));
+        let dup = |fds: &[OwnedFd]| -> Vec<OwnedFd> {
+            fds.iter().map(|f| f.try_clone().unwrap()).collect()
+        };
+        let one_short = dup(&fds[..3]);
+        let e = adopt(two_lanes, "t0", &tap(4), &carried, one_short, "test").err();
+        assert!(e.is_some_and(|e| e.to_string().contains("3 descriptors")));
+        let e = adopt(two_lanes, "t0", &tap(2), &carried, dup(&fds), "test").err();
+        assert!(e.is_some_and(|e| e.to_string().contains("port of 2 queues")));
+        let taken = adopt(two_lanes, "t0", &tap(4), &carried, fds, "test").unwrap();
+        assert_eq!(taken.lanes.len(), 2);
+        assert!(taken.lanes.iter().all(|l| l.rx.is_some()));
+        assert_eq!(taken.handle.device.kind(), "tap");
+    }
+
+    #[test]
+    fn a_carried_tap_says_its_queues_and_one_queue_reads_as_before() {
+        let two = Carried::Tap {
+            ifname: "t0".into(),
+            queues: 2,
+            mtu: 1500,
+            csum: true,
+            tso: true,
+            uso: false,
+            owned: true,
+        };
+        let text = serde_json::to_string(&two).unwrap();
+        assert_eq!(serde_json::from_str::<Carried>(&text).unwrap(), two);
+        assert_eq!(two.fd_count(), Some(2));
+        // As a weftd before multiqueue TAPs wrote it, and writes it still for one queue.
+        let old = r#"{"kind":"tap","ifname":"t0","mtu":1500,"csum":true,"tso":true,"uso":false,"owned":true}"#;
+        let one: Carried = serde_json::from_str(old).unwrap();
+        assert_eq!(one.fd_count(), Some(1));
+        assert_eq!(serde_json::to_string(&one).unwrap(), old);
     }
 }

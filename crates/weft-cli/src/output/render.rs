@@ -535,9 +535,9 @@ fn stats(switches: &[SwitchStats], workers: &[WorkerStats]) -> String {
         ));
         for l in &s.lanes {
             out.push_str(&format!(
-                "  lane {} (worker {}): learned entries posted {}, lost {}; taken in {}, \
-                 stale {}\n",
-                l.lane, l.worker, l.posted, l.lost, l.applied, l.stale
+                "  lane {} (worker {}): {} rx packets; learned entries posted {}, lost {}; \
+                 taken in {}, stale {}\n",
+                l.lane, l.worker, l.rx_packets, l.posted, l.lost, l.applied, l.stale
             ));
         }
         let mut t = Table::new(&[

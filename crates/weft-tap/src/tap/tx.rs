@@ -23,7 +23,7 @@ pub struct TapTx {
 }
 
 impl TapTx {
-    pub(super) fn new(file: Arc<File>, caps: PortCaps, stats: Arc<PortStats>) -> Self {
+    pub(crate) fn new(file: Arc<File>, caps: PortCaps, stats: Arc<PortStats>) -> Self {
         TapTx { file, caps, stats }
     }
 

@@ -36,8 +36,19 @@ pub struct SwitchSnapshot {
     pub rules: usize,
     /// Per port, in configuration order.
     pub ports: Vec<PortSnapshot>,
-    /// Per lane (worker, what it exchanged), first lane first; empty with one lane.
-    pub lanes: Vec<(usize, weft_switch::lanes::LaneStats)>,
+    /// Per lane, first lane first; empty with one lane.
+    pub lanes: Vec<LaneSnapshot>,
+}
+
+/// One lane of a switch on several lanes.
+#[derive(Debug, Clone)]
+pub struct LaneSnapshot {
+    /// The worker that runs it.
+    pub worker: usize,
+    /// Packets its receive halves took in (a multiqueue port's queues spread over lanes).
+    pub rx_packets: u64,
+    /// What it exchanged with the other lanes.
+    pub exchange: weft_switch::lanes::LaneStats,
 }
 
 /// One port's counters.
@@ -82,8 +93,7 @@ impl Controller {
             }
         }
         let mut switch_stats: BTreeMap<String, (SwitchStats, usize)> = BTreeMap::new();
-        let mut lane_stats: BTreeMap<String, Vec<(usize, weft_switch::lanes::LaneStats)>> =
-            BTreeMap::new();
+        let mut lane_stats: BTreeMap<String, Vec<LaneSnapshot>> = BTreeMap::new();
         for (&worker, names) in &per_worker {
             let wanted: Vec<String> = names
                 .iter()
@@ -112,7 +122,11 @@ impl Controller {
                     lane_stats
                         .entry(name.clone())
                         .or_default()
-                        .push((worker, stats.lane));
+                        .push(LaneSnapshot {
+                            worker,
+                            rx_packets: stats.rx_packets,
+                            exchange: stats.lane,
+                        });
                 }
                 match switch_stats.get_mut(&name) {
                     Some((sum, _)) => sum.add_lane(&stats),
@@ -151,7 +165,7 @@ impl Controller {
                 })
                 .collect();
             let mut lanes = lane_stats.remove(&conf.name).unwrap_or_default();
-            lanes.sort_by_key(|(w, _)| rt.workers.iter().position(|x| x == w));
+            lanes.sort_by_key(|l| rt.workers.iter().position(|x| *x == l.worker));
             switches.push(SwitchSnapshot {
                 name: conf.name.clone(),
                 worker: rt.home(),
@@ -202,13 +216,14 @@ impl Controller {
                     .lanes
                     .iter()
                     .enumerate()
-                    .map(|(lane, (worker, l))| LaneStatsInfo {
+                    .map(|(lane, l)| LaneStatsInfo {
                         lane,
-                        worker: *worker,
-                        posted: l.posted,
-                        lost: l.lost,
-                        applied: l.applied,
-                        stale: l.stale,
+                        worker: l.worker,
+                        rx_packets: l.rx_packets,
+                        posted: l.exchange.posted,
+                        lost: l.exchange.lost,
+                        applied: l.exchange.applied,
+                        stale: l.exchange.stale,
                     })
                     .collect(),
             })

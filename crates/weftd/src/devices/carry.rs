@@ -8,7 +8,7 @@
 //! device back to this weftd. The receiving weftd treats every [`Carried`] as untrusted:
 //! another binary wrote it.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,7 +31,7 @@ pub enum Keep {
     /// bound before the old one closes, so only frames of the hand-over instant are lost).
     #[default]
     Reopen,
-    /// A TAP queue: the device itself, with its addresses, stays.
+    /// A TAP's queues: the device itself, with its addresses, stays.
     Tap(Arc<TapKeep>),
     /// A vhost-user port: its listener, connection, guest memory and rings.
     Vhost(Arc<VhostUserPort>),
@@ -49,10 +49,14 @@ pub enum Keep {
 pub enum Carried {
     /// Open it afresh.
     Reopen,
-    /// A TAP queue (one descriptor).
+    /// A TAP (one descriptor per queue).
     Tap {
         /// The interface's name, as the kernel gave it.
         ifname: String,
+        /// How many queues (descriptors) it has; left out when one, as weftd before
+        /// multiqueue TAPs wrote it.
+        #[serde(default = "one_queue", skip_serializing_if = "is_one_queue")]
+        queues: u16,
         /// Its MTU when it was opened.
         mtu: u32,
         /// The offloads the kernel accepted.
@@ -150,11 +154,7 @@ impl Keep {
         };
         Ok(match self {
             Keep::Reopen => leaving(Carried::Reopen, Vec::new(), Undo::Nothing),
-            Keep::Tap(tap) => leaving(
-                tap.carried(),
-                vec![tap.queue().as_fd().try_clone_to_owned()?],
-                Undo::Nothing,
-            ),
+            Keep::Tap(tap) => leaving(tap.carried(), tap.queue_fds()?, Undo::Nothing),
             Keep::Vhost(port) => {
                 let suspended = port.suspend(SUSPEND_TIMEOUT)?;
                 let (snapshot, fds) = suspended.snapshot()?;
@@ -201,10 +201,7 @@ impl Keep {
     pub fn record(&self) -> Result<Option<(Carried, Vec<OwnedFd>)>, CarryError> {
         Ok(match self {
             Keep::Reopen => None,
-            Keep::Tap(tap) => Some((
-                tap.carried(),
-                vec![tap.queue().as_fd().try_clone_to_owned()?],
-            )),
+            Keep::Tap(tap) => Some((tap.carried(), tap.queue_fds()?)),
             Keep::Vhost(port) => port
                 .listener_record()?
                 .map(|(snapshot, fds)| (Carried::VhostUser { snapshot }, fds)),
@@ -228,11 +225,19 @@ impl Carried {
     pub fn fd_count(&self) -> Option<usize> {
         match self {
             Carried::Reopen => Some(0),
-            Carried::Tap { .. } => Some(1),
+            Carried::Tap { queues, .. } => Some(usize::from(*queues)),
             Carried::VhostUser { .. }
             | Carried::Memif { .. }
             | Carried::Vxlan { .. }
             | Carried::TcpLink { .. } => None,
         }
     }
+}
+
+fn one_queue() -> u16 {
+    1
+}
+
+fn is_one_queue(queues: &u16) -> bool {
+    *queues == 1
 }

@@ -7,7 +7,7 @@
 //! stops cleanly ([`TapKeep`]'s drop). A TAP someone else made persistent is never made
 //! otherwise.
 
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 
 use weft_tap::tap::{device_info, set_persistent, DEFAULT_RX_FRAMES};
@@ -68,11 +68,12 @@ impl TapMarks {
     }
 }
 
-/// A TAP port's device as the control plane keeps it: a duplicate of its queue (for a
-/// takeover), what it was opened with, and whether weft owns it.
+/// A TAP port's device as the control plane keeps it: a duplicate of each of its queues (for
+/// a takeover), what it was opened with, and whether weft owns it.
 #[derive(Debug)]
 pub struct TapKeep {
-    queue: OwnedFd,
+    /// At least one.
+    queues: Vec<OwnedFd>,
     ifname: String,
     mtu: u32,
     offloads: Offloads,
@@ -83,13 +84,15 @@ pub struct TapKeep {
 }
 
 impl TapKeep {
-    pub(super) fn queue(&self) -> BorrowedFd<'_> {
-        self.queue.as_fd()
+    /// Duplicates of its queues, in order.
+    pub(super) fn queue_fds(&self) -> std::io::Result<Vec<OwnedFd>> {
+        self.queues.iter().map(OwnedFd::try_clone).collect()
     }
 
     pub(super) fn carried(&self) -> Carried {
         Carried::Tap {
             ifname: self.ifname.clone(),
+            queues: u16::try_from(self.queues.len()).unwrap_or(u16::MAX),
             mtu: self.mtu,
             csum: self.offloads.csum,
             tso: self.offloads.tso,
@@ -104,8 +107,11 @@ impl Drop for TapKeep {
         if !self.owned {
             return;
         }
-        // The device goes once the last queue closes (the halves', then this one).
-        if let Err(e) = set_persistent(self.queue.as_fd(), false) {
+        // The device goes once the last queue closes (the halves', then these).
+        let Some(queue) = self.queues.first() else {
+            return;
+        };
+        if let Err(e) = set_persistent(queue.as_fd(), false) {
             tracing::warn!(ifname = %self.ifname, error = %e, "cannot release the TAP: it stays");
         }
         if let Some(mark) = &self.mark {
@@ -116,15 +122,8 @@ impl Drop for TapKeep {
 
 /// Opens the TAP of port `port` (whose name the device takes when it names none).
 pub(super) fn open(port: &str, s: &TapSettings<'_>, marks: &TapMarks) -> Result<Opened, OpenError> {
-    if s.queues != 1 {
-        // The switch polls one receive half per port; model::validate refuses this first,
-        // so only a hand-edited state file gets here.
-        return Err(OpenError::Settings(format!(
-            "{} queues: weftd opens TAPs with one queue",
-            s.queues
-        )));
-    }
     let mut options = TapOptions::new(s.ifname.unwrap_or(port))
+        .queues(usize::from(s.queues))
         .mtu(s.mtu)
         .offloads(if s.offloads {
             Offloads::ALL
@@ -138,12 +137,11 @@ pub(super) fn open(port: &str, s: &TapSettings<'_>, marks: &TapMarks) -> Result<
     let mtu = u32::try_from(tap.mtu())
         .map_err(|_| OpenError::Settings("the TAP's MTU is out of range".into()))?;
     let offloads = tap.offloads();
-    let queue = tap
-        .into_queues()
-        .into_iter()
-        .next()
+    let queues = tap.into_queues();
+    let first = queues
+        .first()
         .ok_or_else(|| OpenError::Settings("the TAP opened without a queue".into()))?;
-    let info = device_info(queue.fd())?;
+    let info = device_info(first.fd())?;
     let was_ours = marks.is_marked(s.netns, &info.name);
     let origin =
         was_ours.then(|| super::Origin::now("re-attached to the TAP a previous weftd left".into()));
@@ -154,7 +152,7 @@ pub(super) fn open(port: &str, s: &TapSettings<'_>, marks: &TapMarks) -> Result<
         // Someone else's persistent device: used, never released.
         (false, None)
     } else {
-        match set_persistent(queue.fd(), true) {
+        match set_persistent(first.fd(), true) {
             Ok(()) => (true, marks.mark(s.netns, &info.name)),
             Err(e) => {
                 tracing::warn!(ifname = %info.name, error = %e, "cannot make the TAP persistent: it will not survive a crash of weftd");
@@ -163,7 +161,11 @@ pub(super) fn open(port: &str, s: &TapSettings<'_>, marks: &TapMarks) -> Result<
         }
     };
     let keep = TapKeep {
-        queue: queue.fd().try_clone_to_owned().map_err(CarryError::Dup)?,
+        queues: queues
+            .iter()
+            .map(|q| q.fd().try_clone_to_owned())
+            .collect::<Result<_, _>>()
+            .map_err(CarryError::Dup)?,
         ifname: info.name,
         mtu,
         offloads,
@@ -173,20 +175,21 @@ pub(super) fn open(port: &str, s: &TapSettings<'_>, marks: &TapMarks) -> Result<
     Ok(Opened {
         keep: Keep::Tap(std::sync::Arc::new(keep)),
         origin,
-        ..Opened::plain(weft_tap::tap_device(queue, mtu, offloads))
+        ..Opened::plain(weft_tap::tap_device(queues, mtu, offloads))
     })
 }
 
-/// Takes over the TAP queue another weftd passed: the same device, checked to be the TAP
-/// the description names.
+/// Takes over the TAP queues another weftd passed: the same device, each queue checked to
+/// be of the TAP the description names, as many as it says and the port asks for.
 pub(super) fn adopt(
     s: &TapSettings<'_>,
     carried: &Carried,
-    mut fds: Vec<OwnedFd>,
+    fds: Vec<OwnedFd>,
     marks: &TapMarks,
 ) -> Result<Opened, OpenError> {
     let Carried::Tap {
         ifname,
+        queues,
         mtu,
         csum,
         tso,
@@ -196,16 +199,26 @@ pub(super) fn adopt(
     else {
         return Err(CarryError::Mismatch("not a TAP".into()).into());
     };
-    let (Some(fd), true) = (fds.pop(), fds.is_empty()) else {
-        return Err(CarryError::Mismatch("a TAP comes with exactly one descriptor".into()).into());
-    };
-    let info = device_info(fd.as_fd())?;
-    if &info.name != ifname || !info.vnet_hdr || s.ifname.is_some_and(|n| n != ifname) {
+    if fds.is_empty() || fds.len() != usize::from(*queues) || *queues != s.queues {
         return Err(CarryError::Mismatch(format!(
-            "the descriptor is TAP {:?} (virtio-net headers: {}), not {ifname:?}",
-            info.name, info.vnet_hdr
+            "{} descriptors for a TAP of {queues} queues, for a port of {} queues",
+            fds.len(),
+            s.queues
         ))
         .into());
+    }
+    if s.ifname.is_some_and(|n| n != ifname) {
+        return Err(CarryError::Mismatch(format!("TAP {ifname:?} is not the port's")).into());
+    }
+    for fd in &fds {
+        let info = device_info(fd.as_fd())?;
+        if &info.name != ifname || !info.vnet_hdr {
+            return Err(CarryError::Mismatch(format!(
+                "a descriptor is TAP {:?} (virtio-net headers: {}), not {ifname:?}",
+                info.name, info.vnet_hdr
+            ))
+            .into());
+        }
     }
     let offloads = Offloads {
         csum: *csum,
@@ -215,7 +228,11 @@ pub(super) fn adopt(
     let caps = offloads
         .caps(usize::try_from(*mtu).map_err(|_| CarryError::Mismatch("MTU out of range".into()))?);
     let keep = TapKeep {
-        queue: fd.try_clone().map_err(CarryError::Dup)?,
+        queues: fds
+            .iter()
+            .map(OwnedFd::try_clone)
+            .collect::<Result<_, _>>()
+            .map_err(CarryError::Dup)?,
         ifname: ifname.clone(),
         mtu: *mtu,
         offloads,
@@ -226,9 +243,12 @@ pub(super) fn adopt(
             None
         },
     };
-    let queue = TapQueue::from_fd(fd, caps, DEFAULT_RX_FRAMES)?;
+    let queues = fds
+        .into_iter()
+        .map(|fd| TapQueue::from_fd(fd, caps, DEFAULT_RX_FRAMES))
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(Opened {
         keep: Keep::Tap(std::sync::Arc::new(keep)),
-        ..Opened::plain(weft_tap::tap_device(queue, *mtu, offloads))
+        ..Opened::plain(weft_tap::tap_device(queues, *mtu, offloads))
     })
 }

@@ -245,8 +245,9 @@ pub fn encode(snap: &Snapshot, daemon: DaemonGauges) -> String {
          changed meanwhile).",
     );
     for s in &snap.switches {
-        for (lane, (worker, l)) in s.lanes.iter().enumerate() {
-            let (lane, worker) = (lane.to_string(), worker.to_string());
+        for (lane, l) in s.lanes.iter().enumerate() {
+            let (lane, worker) = (lane.to_string(), l.worker.to_string());
+            let l = &l.exchange;
             for (outcome, n) in [
                 ("posted", l.posted),
                 ("lost", l.lost),
@@ -263,6 +264,25 @@ pub fn encode(snap: &Snapshot, daemon: DaemonGauges) -> String {
                     n,
                 );
             }
+        }
+    }
+    let mut f = Family::new(
+        &mut out,
+        "weft_switch_lane_rx_packets_total",
+        "counter",
+        "Packets a lane of a switch on several lanes received: how a multiqueue port's \
+         queues and the switch's ports spread over its workers.",
+    );
+    for s in &snap.switches {
+        for (lane, l) in s.lanes.iter().enumerate() {
+            f.sample(
+                &[
+                    ("switch", &s.name),
+                    ("lane", &lane.to_string()),
+                    ("worker", &l.worker.to_string()),
+                ],
+                l.rx_packets,
+            );
         }
     }
     let mut f = Family::new(

@@ -2,7 +2,7 @@ use weft_runtime::WorkerStats;
 use weft_switch::{PortCountersSnapshot, SwitchStats};
 
 use super::*;
-use crate::control::stats::{PortSnapshot, SwitchSnapshot, WorkerSnapshot};
+use crate::control::stats::{LaneSnapshot, PortSnapshot, SwitchSnapshot, WorkerSnapshot};
 
 fn snapshot() -> Snapshot {
     Snapshot {
@@ -31,14 +31,19 @@ fn snapshot() -> Snapshot {
                 },
             }],
             lanes: vec![
-                (0, weft_switch::lanes::LaneStats::default()),
-                (
-                    1,
-                    weft_switch::lanes::LaneStats {
+                LaneSnapshot {
+                    worker: 0,
+                    rx_packets: 60,
+                    exchange: weft_switch::lanes::LaneStats::default(),
+                },
+                LaneSnapshot {
+                    worker: 1,
+                    rx_packets: 40,
+                    exchange: weft_switch::lanes::LaneStats {
                         applied: 4,
                         ..Default::default()
                     },
-                ),
+                },
             ],
         }],
         workers: vec![WorkerSnapshot {
@@ -154,6 +159,9 @@ fn the_exposition_is_valid_text_format_with_escaped_labels() {
     assert!(text.contains("weft_worker_busy_ratio{worker=\"0\"} 0.5\n"));
     assert!(text.contains(
         "weft_switch_lane_records_total{switch=\"br0\",lane=\"1\",worker=\"1\",outcome=\"applied\"} 4\n"
+    ));
+    assert!(text.contains(
+        "weft_switch_lane_rx_packets_total{switch=\"br0\",lane=\"1\",worker=\"1\"} 40\n"
     ));
     assert!(text.contains("weft_worker_busy_seconds_total{worker=\"0\"} 1.5\n"));
     assert!(text.contains("weftd_control_clients 3\n"));

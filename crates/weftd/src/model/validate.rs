@@ -82,15 +82,6 @@ pub fn port_kind(port_name: &str, kind: &PortKind) -> Result<(), ControlError> {
                     "queues {queues} is out of range: use 1 to 16"
                 )));
             }
-            if *queues > 1 {
-                return Err(ControlError::invalid(format!(
-                    "queues {queues}: multiqueue TAP through weftd is not supported yet"
-                ))
-                .with_hint(
-                    "use one queue: the switch holds one receive half per port (weft-tap \
-                     opens multiqueue TAPs for embedders)",
-                ));
-            }
             mtu_in_range(*mtu)
         }
         PortKind::AfPacket { ifname: name } => ifname(name),

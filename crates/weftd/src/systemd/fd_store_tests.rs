@@ -131,6 +131,7 @@ fn apply(applied: &mut Applied, text: &str, fds: Vec<OwnedFd>) {
 fn tap(ifname: &str) -> Carried {
     Carried::Tap {
         ifname: ifname.into(),
+        queues: 1,
         mtu: 1500,
         csum: true,
         tso: true,

@@ -298,6 +298,7 @@ fn stats_show_switch_ports_drops_and_workers() {
                 LaneStats {
                     lane: 0,
                     worker: 0,
+                    rx_packets: 70,
                     posted: 5,
                     lost: 0,
                     applied: 3,
@@ -306,6 +307,7 @@ fn stats_show_switch_ports_drops_and_workers() {
                 LaneStats {
                     lane: 1,
                     worker: 1,
+                    rx_packets: 30,
                     posted: 3,
                     lost: 1,
                     applied: 5,
@@ -325,8 +327,10 @@ fn stats_show_switch_ports_drops_and_workers() {
         human(&Request::Stats { switch: None }, &r),
         "switch br0: 7 batches, 100 rx packets, 2 FDB entries, flow cache 75.0% hits (3 hits, \
          1 misses), 0 upcalls\n\
-         \x20 lane 0 (worker 0): learned entries posted 5, lost 0; taken in 3, stale 0\n\
-         \x20 lane 1 (worker 1): learned entries posted 3, lost 1; taken in 5, stale 2\n\
+         \x20 lane 0 (worker 0): 70 rx packets; learned entries posted 5, lost 0; taken in 3, \
+         stale 0\n\
+         \x20 lane 1 (worker 1): 30 rx packets; learned entries posted 3, lost 1; taken in 5, \
+         stale 2\n\
          \x20 PORT  RX-PKTS  RX-BYTES  TX-PKTS  TX-BYTES  DROPS\n\
          \x20 vm1       100      6400        0         0  4 (no_destination=4)\n\
          workers\n\
