@@ -3,7 +3,8 @@
 use virtio_bindings::bindings::virtio_config::VIRTIO_F_VERSION_1;
 use virtio_bindings::bindings::virtio_net::{
     VIRTIO_NET_F_CSUM, VIRTIO_NET_F_GUEST_CSUM, VIRTIO_NET_F_GUEST_TSO4, VIRTIO_NET_F_GUEST_TSO6,
-    VIRTIO_NET_F_HOST_TSO4, VIRTIO_NET_F_HOST_TSO6, VIRTIO_NET_F_MRG_RXBUF,
+    VIRTIO_NET_F_GUEST_USO4, VIRTIO_NET_F_GUEST_USO6, VIRTIO_NET_F_HOST_TSO4,
+    VIRTIO_NET_F_HOST_TSO6, VIRTIO_NET_F_HOST_USO, VIRTIO_NET_F_MRG_RXBUF,
 };
 use virtio_bindings::bindings::virtio_ring::VIRTIO_RING_F_EVENT_IDX;
 use weft_packet::OffloadInfo;
@@ -26,6 +27,9 @@ pub struct ClientConfig {
     /// Accept checksum and TCP segmentation offloads (`CSUM`, `GUEST_CSUM`, `HOST_TSO4/6`,
     /// `GUEST_TSO4/6`) when offered.
     pub offloads: bool,
+    /// With `offloads`, also accept UDP segmentation (`HOST_USO`, `GUEST_USO4/6`) when
+    /// offered: UDP super-frames sent and received whole.
+    pub uso: bool,
     /// Accept mergeable receive buffers (`MRG_RXBUF`) when offered: receive buffers of
     /// [`rx_buffer_len`](Self::rx_buffer_len) bytes, a large frame spanning several.
     /// Without it every receive buffer holds a whole frame (64 KB each with TSO).
@@ -42,6 +46,7 @@ impl Default for ClientConfig {
             queue_size: 256,
             mtu: 1500,
             offloads: true,
+            uso: true,
             mergeable_rx_buffers: true,
             rx_buffer_len: 4096,
             event_idx: true,
@@ -59,6 +64,9 @@ const OFFLOADS: u64 = bit(VIRTIO_NET_F_CSUM)
     | bit(VIRTIO_NET_F_HOST_TSO6)
     | bit(VIRTIO_NET_F_GUEST_TSO4)
     | bit(VIRTIO_NET_F_GUEST_TSO6);
+
+const USO: u64 =
+    bit(VIRTIO_NET_F_HOST_USO) | bit(VIRTIO_NET_F_GUEST_USO4) | bit(VIRTIO_NET_F_GUEST_USO6);
 
 impl ClientConfig {
     /// Checks the settings.
@@ -82,6 +90,9 @@ impl ClientConfig {
         let mut f = bit(VIRTIO_F_VERSION_1);
         if self.offloads {
             f |= OFFLOADS;
+            if self.uso {
+                f |= USO;
+            }
         }
         if self.mergeable_rx_buffers {
             f |= bit(VIRTIO_NET_F_MRG_RXBUF);
@@ -123,15 +134,25 @@ impl Negotiated {
         self.has(VIRTIO_NET_F_GUEST_TSO4) || self.has(VIRTIO_NET_F_GUEST_TSO6)
     }
 
+    /// The backend may send us UDP super-frames (we take both IPv4 and IPv6 ones, as weft
+    /// sends them only then).
+    pub const fn rx_uso(self) -> bool {
+        self.has(VIRTIO_NET_F_GUEST_USO4) && self.has(VIRTIO_NET_F_GUEST_USO6)
+    }
+
     /// True when we may send a frame with this offload state (virtio 1.x §5.1.6.2: a driver
     /// must not use what it did not negotiate).
     pub fn may_send(self, info: &OffloadInfo) -> bool {
         weft_packet::virtio_net::driver_may_send(self.0, info)
     }
 
-    /// The largest frame we may transmit: 64 KB + 22 with host TSO, MTU + 22 without.
+    /// The largest frame we may transmit: 64 KB + 22 with host TSO or USO, MTU + 22
+    /// without.
     pub fn max_tx_frame(self, mtu: usize) -> usize {
-        if self.has(VIRTIO_NET_F_HOST_TSO4) || self.has(VIRTIO_NET_F_HOST_TSO6) {
+        if self.has(VIRTIO_NET_F_HOST_TSO4)
+            || self.has(VIRTIO_NET_F_HOST_TSO6)
+            || self.has(VIRTIO_NET_F_HOST_USO)
+        {
             MAX_FRAME_LEN
         } else {
             mtu + 22
@@ -140,7 +161,7 @@ impl Negotiated {
 
     /// The largest frame the backend may send us.
     pub fn max_rx_frame(self, mtu: usize) -> usize {
-        if self.rx_tso() {
+        if self.rx_tso() || self.rx_uso() {
             MAX_FRAME_LEN
         } else {
             mtu + 22

@@ -18,13 +18,14 @@
 //!   on the backend's call eventfd, armed through the used-event index) or
 //!   [`WaitMode::Adaptive`] (spin a while, then sleep). Or wait in your own event loop on
 //!   [`WeftClient::rx_call_fd`] after [`WeftClient::arm_rx_notification`].
-//! - Offloads: frames above the MTU go as TCP super-frames with an [`OffloadInfo`]
+//! - Offloads: frames above the MTU go as TCP or UDP super-frames with an [`OffloadInfo`]
 //!   (`gso`, `gso_size`, `hdr_len`, `needs_csum` with `csum_start`/`csum_offset`) when
-//!   `HOST_TSO4/6` were negotiated; received frames carry theirs in [`RxFrame::offload`].
+//!   `HOST_TSO4/6` or `HOST_USO` were negotiated; received frames carry theirs in
+//!   [`RxFrame::offload`].
 //!
 //! Features accepted (only when offered and enabled in [`ClientConfig`]): `VERSION_1`
 //! (required), `MRG_RXBUF`, `CSUM`, `GUEST_CSUM`, `HOST_TSO4/6`, `GUEST_TSO4/6`,
-//! `EVENT_IDX`; vhost-user protocol feature `REPLY_ACK`. Nothing else: a driver must not
+//! `HOST_USO`, `GUEST_USO4/6`, `EVENT_IDX`; vhost-user protocol feature `REPLY_ACK`. Nothing else: a driver must not
 //! accept what it does not implement.
 //!
 //! The backend is not trusted: used-ring ids out of range or not in flight, lengths beyond

@@ -179,7 +179,7 @@ impl RxQueue {
             && match info.gso {
                 GsoKind::None => true,
                 GsoKind::TcpV4 | GsoKind::TcpV6 => self.negotiated.rx_tso(),
-                GsoKind::UdpL4 => false,
+                GsoKind::UdpL4 => self.negotiated.rx_uso(),
             }
     }
 

@@ -42,13 +42,19 @@ pub mod feature {
     pub const HOST_TSO4: u32 = 11;
     /// The device takes TCP-over-IPv6 super-frames (`VIRTIO_NET_F_HOST_TSO6`).
     pub const HOST_TSO6: u32 = 12;
+    /// The driver takes UDP-over-IPv4 super-frames (`VIRTIO_NET_F_GUEST_USO4`).
+    pub const GUEST_USO4: u32 = 54;
+    /// The driver takes UDP-over-IPv6 super-frames (`VIRTIO_NET_F_GUEST_USO6`).
+    pub const GUEST_USO6: u32 = 55;
+    /// The device takes UDP super-frames, IPv4 or IPv6 (`VIRTIO_NET_F_HOST_USO`).
+    pub const HOST_USO: u32 = 56;
 }
 
 /// True when a driver that negotiated `features` may hand the device a frame with this
 /// offload state (§5.1.6.2: a driver must not use what it did not negotiate): a partial
-/// checksum needs `CSUM`, TCP segmentation `HOST_TSO4` / `HOST_TSO6`; UDP segmentation is
-/// never negotiated here. The one rule for both sides: weft's vhost backend checks what a
-/// guest sends with it, weft-client what it may send.
+/// checksum needs `CSUM`, TCP segmentation `HOST_TSO4` / `HOST_TSO6`, UDP segmentation
+/// `HOST_USO`. The one rule for both sides: weft's vhost backend checks what a guest sends
+/// with it, weft-client what it may send.
 pub fn driver_may_send(features: u64, info: &OffloadInfo) -> bool {
     let has = |bit: u32| features & (1u64 << bit) != 0;
     if info.needs_csum && !has(feature::CSUM) {
@@ -58,18 +64,20 @@ pub fn driver_may_send(features: u64, info: &OffloadInfo) -> bool {
         GsoKind::None => true,
         GsoKind::TcpV4 => has(feature::HOST_TSO4),
         GsoKind::TcpV6 => has(feature::HOST_TSO6),
-        GsoKind::UdpL4 => false,
+        GsoKind::UdpL4 => has(feature::HOST_USO),
     }
 }
 
 /// True when a driver that negotiated `features` may ask the device for any offload on
-/// transmit (`CSUM`, `HOST_TSO4` or `HOST_TSO6`). Without one, the only header it may
+/// transmit (`CSUM`, `HOST_TSO4`, `HOST_TSO6` or `HOST_USO`). Without one, the only header it may
 /// write says "no offload" (§5.1.6.2.1: `flags` zero, `gso_type` NONE), so a device need
 /// not read the header at all — as DPDK's vhost library does not
 /// (`virtio_net_with_host_offload`). Never false where [`driver_may_send`] allows an offload.
 pub const fn driver_may_ask_offloads(features: u64) -> bool {
-    const ASKING: u64 =
-        (1 << feature::CSUM) | (1 << feature::HOST_TSO4) | (1 << feature::HOST_TSO6);
+    const ASKING: u64 = (1 << feature::CSUM)
+        | (1 << feature::HOST_TSO4)
+        | (1 << feature::HOST_TSO6)
+        | (1 << feature::HOST_USO);
     features & ASKING != 0
 }
 

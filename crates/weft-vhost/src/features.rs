@@ -5,9 +5,9 @@ use vhost::vhost_user::message::VhostUserVirtioFeatures;
 use virtio_bindings::bindings::virtio_config::{VIRTIO_F_IN_ORDER, VIRTIO_F_VERSION_1};
 use virtio_bindings::bindings::virtio_net::{
     VIRTIO_NET_F_CSUM, VIRTIO_NET_F_GUEST_ANNOUNCE, VIRTIO_NET_F_GUEST_CSUM,
-    VIRTIO_NET_F_GUEST_TSO4, VIRTIO_NET_F_GUEST_TSO6, VIRTIO_NET_F_HOST_TSO4,
-    VIRTIO_NET_F_HOST_TSO6, VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF, VIRTIO_NET_F_MTU,
-    VIRTIO_NET_F_STATUS,
+    VIRTIO_NET_F_GUEST_TSO4, VIRTIO_NET_F_GUEST_TSO6, VIRTIO_NET_F_GUEST_USO4,
+    VIRTIO_NET_F_GUEST_USO6, VIRTIO_NET_F_HOST_TSO4, VIRTIO_NET_F_HOST_TSO6, VIRTIO_NET_F_HOST_USO,
+    VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF, VIRTIO_NET_F_MTU, VIRTIO_NET_F_STATUS,
 };
 use virtio_bindings::bindings::virtio_ring::{
     VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC,
@@ -21,13 +21,18 @@ const fn bit(b: u32) -> u64 {
     1u64 << b
 }
 
-/// The offload bits, offered only when [`VhostPortConfig::offloads`] is on.
+/// The offload bits, offered only when [`VhostPortConfig::offloads`] is on: checksums, TCP
+/// segmentation and UDP segmentation (USO, virtio 1.2; Linux guests from 6.2 and QEMU from
+/// 8.2 take it), each way.
 const OFFLOAD_FEATURES: u64 = bit(VIRTIO_NET_F_CSUM)
     | bit(VIRTIO_NET_F_GUEST_CSUM)
     | bit(VIRTIO_NET_F_HOST_TSO4)
     | bit(VIRTIO_NET_F_HOST_TSO6)
     | bit(VIRTIO_NET_F_GUEST_TSO4)
-    | bit(VIRTIO_NET_F_GUEST_TSO6);
+    | bit(VIRTIO_NET_F_GUEST_TSO6)
+    | bit(VIRTIO_NET_F_HOST_USO)
+    | bit(VIRTIO_NET_F_GUEST_USO4)
+    | bit(VIRTIO_NET_F_GUEST_USO6);
 
 /// Bits offered whatever the configuration. `STATUS` and `MTU` describe fields of the
 /// device configuration space, which the frontend (QEMU, virtio-user) emulates itself.
@@ -108,17 +113,24 @@ impl Features {
         self.has(VIRTIO_NET_F_GUEST_CSUM)
     }
 
-    /// What the port can transmit to this guest.
+    /// What the port can transmit to this guest. UDP super-frames go whole only to a guest
+    /// that takes them over both IPv4 and IPv6 (the core has one `uso` for both); to any
+    /// other they are cut into datagrams first.
     pub fn port_caps(self, mtu: usize) -> PortCaps {
         let csum = self.guest_csum();
         let tso4 = csum && self.has(VIRTIO_NET_F_GUEST_TSO4);
         let tso6 = csum && self.has(VIRTIO_NET_F_GUEST_TSO6);
+        let uso = csum && self.has(VIRTIO_NET_F_GUEST_USO4) && self.has(VIRTIO_NET_F_GUEST_USO6);
         PortCaps {
             partial_csum: csum,
             tso4,
             tso6,
-            uso: false,
-            max_gso_frame_len: if tso4 || tso6 { MAX_FRAME_LEN } else { 0 },
+            uso,
+            max_gso_frame_len: if tso4 || tso6 || uso {
+                MAX_FRAME_LEN
+            } else {
+                0
+            },
             ..PortCaps::plain(mtu)
         }
     }
@@ -131,8 +143,8 @@ impl Features {
     }
 
     /// True when the guest may send a frame with this offload state: a partial checksum
-    /// needs `CSUM`, TCP segmentation `HOST_TSO4`/`HOST_TSO6` (spec §5.1.6.2: a driver must
-    /// not use what it did not negotiate).
+    /// needs `CSUM`, TCP segmentation `HOST_TSO4`/`HOST_TSO6`, UDP segmentation `HOST_USO`
+    /// (spec §5.1.6.2: a driver must not use what it did not negotiate).
     pub fn guest_may_send(self, info: &OffloadInfo) -> bool {
         virtio_net::driver_may_send(self.0, info)
     }
@@ -160,6 +172,15 @@ mod tests {
         assert_eq!(virtio_net::feature::CSUM, bits::VIRTIO_NET_F_CSUM);
         assert_eq!(virtio_net::feature::HOST_TSO4, bits::VIRTIO_NET_F_HOST_TSO4);
         assert_eq!(virtio_net::feature::HOST_TSO6, bits::VIRTIO_NET_F_HOST_TSO6);
+        assert_eq!(virtio_net::feature::HOST_USO, bits::VIRTIO_NET_F_HOST_USO);
+        assert_eq!(
+            virtio_net::feature::GUEST_USO4,
+            bits::VIRTIO_NET_F_GUEST_USO4
+        );
+        assert_eq!(
+            virtio_net::feature::GUEST_USO6,
+            bits::VIRTIO_NET_F_GUEST_USO6
+        );
     }
 
     #[test]
@@ -225,5 +246,34 @@ mod tests {
         assert!(f.guest_may_send(&csum));
         assert!(!f.guest_may_send(&tso4));
         assert!(Features(f.0 | bit(VIRTIO_NET_F_HOST_TSO4)).guest_may_send(&tso4));
+    }
+
+    #[test]
+    fn udp_super_frames_pass_each_way_only_where_uso_was_negotiated() {
+        let uso = OffloadInfo {
+            needs_csum: true,
+            gso: GsoKind::UdpL4,
+            gso_size: 1400,
+            ..OffloadInfo::default()
+        };
+        let csum = bit(VIRTIO_NET_F_CSUM) | bit(VIRTIO_NET_F_GUEST_CSUM);
+        // From the guest: HOST_USO, and it makes the guest's headers worth reading.
+        assert!(!Features(csum).guest_may_send(&uso));
+        let host_uso = Features(bit(VIRTIO_NET_F_HOST_USO));
+        assert!(host_uso.guest_may_ask_offloads());
+        assert!(Features(csum | bit(VIRTIO_NET_F_HOST_USO)).guest_may_send(&uso));
+        // To the guest: GUEST_USO4 and GUEST_USO6 with GUEST_CSUM, or the core cuts them.
+        let both = csum | bit(VIRTIO_NET_F_GUEST_USO4) | bit(VIRTIO_NET_F_GUEST_USO6);
+        let caps = Features(both).port_caps(1500);
+        assert!(caps.uso && !caps.tso4);
+        assert_eq!(caps.max_gso_frame_len, MAX_FRAME_LEN);
+        assert!(Features(both).guest_may_receive(&uso));
+        for partial in [
+            csum | bit(VIRTIO_NET_F_GUEST_USO4),
+            bit(VIRTIO_NET_F_GUEST_USO4) | bit(VIRTIO_NET_F_GUEST_USO6),
+        ] {
+            assert!(!Features(partial).port_caps(1500).uso, "{partial:#x}");
+            assert!(!Features(partial).guest_may_receive(&uso), "{partial:#x}");
+        }
     }
 }

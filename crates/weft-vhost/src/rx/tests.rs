@@ -4,7 +4,7 @@ use crate::features::Features;
 use crate::tests::testutil::{all_features, ether_frame, readable, Rig};
 use virtio_bindings::bindings::virtio_config::VIRTIO_F_VERSION_1;
 use virtio_bindings::bindings::virtio_net::{
-    VIRTIO_NET_F_CSUM, VIRTIO_NET_F_HOST_TSO4, VIRTIO_NET_F_HOST_TSO6,
+    VIRTIO_NET_F_CSUM, VIRTIO_NET_F_HOST_TSO4, VIRTIO_NET_F_HOST_TSO6, VIRTIO_NET_F_HOST_USO,
 };
 use virtio_bindings::bindings::virtio_ring::VIRTIO_RING_F_EVENT_IDX;
 use weft_packet::virtio_net::{flags, gso_type};
@@ -185,8 +185,10 @@ fn offloads_the_guest_did_not_negotiate_are_dropped() {
 #[test]
 fn a_guest_that_may_ask_for_no_offload_has_its_headers_ignored_on_every_path() {
     let config = VhostPortConfig::default();
-    let asking =
-        (1 << VIRTIO_NET_F_CSUM) | (1 << VIRTIO_NET_F_HOST_TSO4) | (1 << VIRTIO_NET_F_HOST_TSO6);
+    let asking = (1 << VIRTIO_NET_F_CSUM)
+        | (1 << VIRTIO_NET_F_HOST_TSO4)
+        | (1 << VIRTIO_NET_F_HOST_TSO6)
+        | (1 << VIRTIO_NET_F_HOST_USO);
     let features = Features(all_features(&config).0 & !asking);
     assert!(!features.guest_may_ask_offloads());
     let (mut rig, mut rx, _tx) = Rig::new(config, features, 256);
