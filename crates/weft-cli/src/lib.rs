@@ -15,6 +15,7 @@ pub mod cli_policy;
 pub mod client;
 pub mod commands;
 pub mod error;
+pub mod monitor;
 pub mod output;
 pub mod rule_syntax;
 pub mod terminal;
