@@ -171,6 +171,21 @@ pub enum Command {
     Top(TopArgs),
     /// Capture a port's packets into a pcap file (for tshark / Wireshark).
     Capture(CaptureArgs),
+    /// Watch what weftd hands to a controller.
+    #[command(subcommand)]
+    Monitor(MonitorCmd),
+    /// Send a frame out of a port, or into a switch as if a port had received it (a
+    /// controller's answer to an upcall).
+    #[command(
+        name = "packet-out",
+        after_help = "--port sends the frame out of that port exactly as given. --in-port runs \
+        it through the switch as if that port had received it: rules and the learning bridge \
+        decide where it goes, and its source address is not learned. The frame must fit the \
+        port's MTU.\n\nEXAMPLES:\n  \
+        weft packet-out br0 --port vm1 ffffffffffff0200000000010806...\n  \
+        weft packet-out br0 --in-port vm1 ff:ff:ff:ff:ff:ff:02:00:00:00:00:01:08:06:..."
+    )]
+    PacketOut(PacketOutArgs),
     /// Show or apply the whole configuration.
     #[command(subcommand)]
     Config(ConfigCmd),
@@ -727,6 +742,54 @@ pub struct CaptureArgs {
     /// Stop after this many seconds.
     #[arg(long, value_name = "SECS", value_parser = parse_secs)]
     pub duration: Option<Duration>,
+}
+
+/// `weft monitor ...`
+#[derive(Debug, Subcommand)]
+pub enum MonitorCmd {
+    /// Print the packets `controller` rule actions send up, one JSON line each (switch,
+    /// port, reason, rule cookie and priority, orig_len, data as hex), until Ctrl-C.
+    Upcalls(MonitorUpcallsArgs),
+}
+
+/// `weft monitor upcalls`.
+#[derive(Debug, Args)]
+#[command(after_help = "Upcalls come from rules with the controller action \
+    (weft rule add br0 'arp actions=controller'). Without a monitor or another controller \
+    subscribed, weftd drops them and counts them (weft_switch_upcalls_unclaimed_total). A \
+    monitor that falls behind loses upcalls: weftd counts them and weft says so on stderr.\n\n\
+    EXAMPLES:\n  \
+    weft monitor upcalls\n  \
+    weft monitor upcalls br0 --count 10\n  \
+    weft monitor upcalls br0 | jq -r '.port + \" \" + .data'\n\n\
+    OUTPUT (one line per upcall):\n  \
+    {\"switch\":\"br0\",\"port\":\"vm1\",\"reason\":\"action\",\"cookie\":7,\"priority\":100,\"orig_len\":42,\"data\":\"ffffffffffff...\"}")]
+pub struct MonitorUpcallsArgs {
+    /// Only this switch's upcalls (default: every switch's).
+    pub switch: Option<String>,
+    /// Stop after this many upcalls.
+    #[arg(short = 'c', long = "count", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
+    /// Upcalls weftd holds for this monitor before it loses them [default: 1024].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub queue: Option<u32>,
+}
+
+/// `weft packet-out`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("how").required(true).args(["port", "in_port"])))]
+pub struct PacketOutArgs {
+    /// The switch.
+    pub switch: String,
+    /// Send the frame out of this port, as it is.
+    #[arg(long, value_name = "PORT")]
+    pub port: Option<String>,
+    /// Run the frame through the switch as if this port had received it.
+    #[arg(long, value_name = "PORT")]
+    pub in_port: Option<String>,
+    /// The whole Ethernet frame in hex (':', '-' and spaces between bytes are ignored).
+    #[arg(value_name = "HEX", value_parser = crate::monitor::parse_frame)]
+    pub frame: String,
 }
 
 /// `weft config ...`

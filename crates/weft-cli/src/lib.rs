@@ -4,7 +4,7 @@
 //! [`cli`] holds the clap types, [`commands`] maps them to requests (without a socket, so
 //! the mapping is tested directly) and runs them through a [`client::Client`]; [`output`]
 //! prints answers as tables or JSON; [`rule_syntax`] is the ovs-ofctl-like flow rule text;
-//! [`top`] and [`capture`] are the two commands that talk to weftd in a loop.
+//! [`top`], [`capture`] and [`monitor`] are the commands that talk to weftd in a loop.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -15,6 +15,7 @@ pub mod cli_policy;
 pub mod client;
 pub mod commands;
 pub mod error;
+pub mod monitor;
 pub mod output;
 pub mod rule_syntax;
 pub mod terminal;

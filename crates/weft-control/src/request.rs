@@ -251,6 +251,48 @@ pub enum Request {
         /// Capture id.
         id: u64,
     },
+    /// Subscribes to the packets `controller` rule actions send up (upcalls); returns a
+    /// subscription id. The subscription ends with the connection, with
+    /// `upcall_unsubscribe`, or when it is not read for 30 s.
+    UpcallSubscribe {
+        /// Only this switch's upcalls (default: every switch's, later ones included).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        switch: Option<String>,
+        /// Upcalls the subscription holds before it loses them (default 1024, at most 65536).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        queue: Option<u32>,
+    },
+    /// Takes up to `max` upcalls, waiting up to `wait_ms` for the first one.
+    UpcallRead {
+        /// Subscription id.
+        id: u64,
+        /// Most upcalls to return (default 256).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max: Option<u32>,
+        /// Longest wait for an upcall, in ms (default 0, at most 5000).
+        #[serde(default)]
+        wait_ms: u32,
+    },
+    /// Ends a subscription.
+    UpcallUnsubscribe {
+        /// Subscription id.
+        id: u64,
+    },
+    /// Sends a frame (OpenFlow's packet-out): out of port `output` as it is, or into the
+    /// switch as if port `in_port` had received it (rules and learning bridge decide where
+    /// it goes; its source is not learned). Exactly one of the two.
+    PacketOut {
+        /// Switch.
+        switch: String,
+        /// The port to send the frame out of.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<String>,
+        /// The port the frame enters the switch by.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        in_port: Option<String>,
+        /// The whole Ethernet frame, hex-encoded (two digits per byte).
+        frame: String,
+    },
     /// The whole configuration, as persisted.
     ConfigShow {},
     /// Makes the configuration equal to `state` (validated as a whole first: an invalid

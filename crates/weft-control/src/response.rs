@@ -85,6 +85,18 @@ pub enum Response {
         /// Packets the capture lost because its buffer was full, so far.
         lost: u64,
     },
+    /// An upcall subscription started.
+    UpcallSubscribed {
+        /// Its id, for `upcall_read` and `upcall_unsubscribe`.
+        id: u64,
+    },
+    /// Upcalls.
+    Upcalls {
+        /// Oldest first.
+        upcalls: Vec<UpcallInfo>,
+        /// Upcalls the subscription lost because its queue was full, so far.
+        lost: u64,
+    },
     /// The configuration.
     Config {
         /// As persisted.
@@ -378,5 +390,35 @@ pub struct CapturedPacket {
     /// Length on the wire.
     pub orig_len: u32,
     /// The bytes kept, hex-encoded (two lowercase digits per byte).
+    pub data: String,
+}
+
+/// Why a packet was sent to the controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UpcallReason {
+    /// A matching rule's `controller` action.
+    Action,
+}
+
+/// One packet sent to the controller.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpcallInfo {
+    /// The switch.
+    pub switch: String,
+    /// The port it came in on.
+    pub port: String,
+    /// Why it was sent up.
+    pub reason: UpcallReason,
+    /// The cookie of the rule that sent it, when a rule did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cookie: Option<u64>,
+    /// That rule's priority.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u16>,
+    /// The frame's length.
+    pub orig_len: u32,
+    /// Its bytes (the first 2048 at most), hex-encoded (two lowercase digits per byte).
     pub data: String,
 }

@@ -49,6 +49,10 @@ fn recorded_requests_cover_every_op_and_port_kind() {
         "capture_start",
         "capture_read",
         "capture_stop",
+        "upcall_subscribe",
+        "upcall_read",
+        "upcall_unsubscribe",
+        "packet_out",
         "config_show",
         "config_apply",
     ];

@@ -50,7 +50,11 @@ pub use port::{
     SharedTail, TxFrame, Unsplit,
 };
 pub use registry::{RegistryError, SwitchRegistry};
-pub use switch::{PortOptions, Switch, SwitchConfig, SwitchError, SwitchStats};
+pub use switch::{
+    PacketOutError, PacketOutStats, PortOptions, Switch, SwitchConfig, SwitchError, SwitchStats,
+};
 pub use types::{PortId, Timestamp, VlanId, MAX_PORTS};
-pub use upcall::{Upcall, UpcallStats};
+pub use upcall::{
+    RuleRef, SubscribedUpcall, Upcall, UpcallHub, UpcallReason, UpcallStats, UpcallSubscription,
+};
 pub use vlan::{PortVlanMode, VlanSet};

@@ -43,6 +43,9 @@ fn metrics_scrape_as_valid_prometheus_text() {
         "weft_switch_flow_cache_hits_total",
         "weft_switch_flow_cache_misses_total",
         "weft_switch_upcalls_total",
+        "weft_switch_upcalls_unclaimed_total",
+        "weft_switch_upcall_subscriber_lost_total",
+        "weft_switch_packet_out_sent_total",
         "weft_worker_busy_ratio",
         "weftd_control_clients",
     ] {

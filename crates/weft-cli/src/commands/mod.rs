@@ -41,6 +41,8 @@ pub enum Plan<'a> {
     Top(&'a TopArgs),
     /// `weft capture`.
     Capture(&'a CaptureArgs),
+    /// `weft monitor upcalls`.
+    MonitorUpcalls(&'a crate::cli::MonitorUpcallsArgs),
     /// `weft completions`.
     Completions(clap_complete::Shell),
     /// `weft version`.
@@ -106,6 +108,13 @@ pub fn plan(command: &Command) -> Result<Plan<'_>, CliError> {
         }),
         Command::Top(args) => Ok(Plan::Top(args)),
         Command::Capture(args) => Ok(Plan::Capture(args)),
+        Command::Monitor(crate::cli::MonitorCmd::Upcalls(args)) => Ok(Plan::MonitorUpcalls(args)),
+        Command::PacketOut(args) => call(Request::PacketOut {
+            switch: args.switch.clone(),
+            output: args.port.clone(),
+            in_port: args.in_port.clone(),
+            frame: args.frame.clone(),
+        }),
         Command::Config(ConfigCmd::Show) => call(Request::ConfigShow {}),
         Command::Config(ConfigCmd::Apply { file, dry_run }) => call(Request::ConfigApply {
             state: config::read_state(file)?,

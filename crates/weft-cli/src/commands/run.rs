@@ -68,6 +68,19 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<(), CliError> {
             }
         }
         Plan::Capture(args) => return run_capture(&cli.global, args, out),
+        Plan::MonitorUpcalls(args) => {
+            let mut client = connect(&cli.global)?;
+            let stop = interrupt_flag()?;
+            let summary =
+                crate::monitor::monitor_upcalls(&mut client, args, out, &mut io::stderr(), &stop)?;
+            let _ = writeln!(
+                io::stderr(),
+                "weft: {} upcall(s) printed, {} lost",
+                summary.upcalls,
+                summary.lost
+            );
+            return Ok(());
+        }
         Plan::Upgrade(args) => {
             let Endpoint::Unix(socket) = endpoint(&cli.global)? else {
                 return Err(CliError::usage(

@@ -40,7 +40,10 @@ pub fn human(request: &Request, response: &Response) -> String {
             let dry_run = matches!(request, Request::ConfigApply { dry_run: true, .. });
             applied(changes, dry_run)
         }
-        Response::CaptureStarted { .. } | Response::CapturePackets { .. } => json(response),
+        Response::CaptureStarted { .. }
+        | Response::CapturePackets { .. }
+        | Response::UpcallSubscribed { .. }
+        | Response::Upcalls { .. } => json(response),
     }
 }
 

@@ -341,3 +341,37 @@ fn route_add_round_trips_with_and_without_a_remote() {
         remote: None,
     });
 }
+
+#[test]
+fn upcalls_round_trip_and_read_as_documented() {
+    use crate::response::{UpcallInfo, UpcallReason};
+    let upcall = UpcallInfo {
+        switch: "br0".into(),
+        port: "tap1".into(),
+        reason: UpcallReason::Action,
+        cookie: Some(7),
+        priority: Some(100),
+        orig_len: 42,
+        data: "ffffffffffff".into(),
+    };
+    let env = ResponseEnvelope {
+        version: PROTOCOL_VERSION,
+        id: 3,
+        result: Ok(Response::Upcalls {
+            upcalls: vec![upcall],
+            lost: 2,
+        }),
+    };
+    let line = encode_response(&env);
+    assert_eq!(
+        line.trim_end(),
+        r#"{"version":1,"id":3,"ok":{"kind":"upcalls","upcalls":[{"switch":"br0","port":"tap1","reason":"action","cookie":7,"priority":100,"orig_len":42,"data":"ffffffffffff"}],"lost":2}}"#
+    );
+    assert_eq!(decode_response(line.as_bytes()).unwrap(), env);
+    round_trip(Request::PacketOut {
+        switch: "br0".into(),
+        output: None,
+        in_port: Some("p".into()),
+        frame: "00".into(),
+    });
+}

@@ -12,12 +12,16 @@ use arrayvec::ArrayVec;
 
 use crate::port::{PortCaps, RxDesc, RxFrame, TxFrame};
 use crate::types::{PortId, Timestamp, MAX_PORTS};
+use crate::upcall::UpcallReason;
 
 use super::classify::Verdict;
 use super::{Frames, PortSlot, Switch};
 
+mod packet_out;
 mod slow;
 mod straight;
+
+pub use packet_out::{PacketOutError, PacketOutStats};
 
 use slow::SlowBuffers;
 
@@ -144,6 +148,8 @@ impl Switch {
                         && !upcalls.offer(
                             &scratch.keys[i],
                             &frames.get(i).copied().unwrap_or_default(),
+                            UpcallReason::Action,
+                            d.rule,
                         )
                     {
                         in_drops.note(DropReason::UpcallQueueFull, 1);
@@ -449,10 +455,11 @@ impl<'c, 'a> Outbox<'c, 'a> {
         self.chunk_bytes += len as u64;
     }
 
-    /// Transmits what is queued, counting what the port accepted and refused.
-    fn flush(&mut self, slot: &mut PortSlot) {
+    /// Transmits what is queued, counting what the port accepted and refused. Returns how
+    /// many it accepted.
+    fn flush(&mut self, slot: &mut PortSlot) -> usize {
         if self.chunk.is_empty() {
-            return;
+            return 0;
         }
         let frames = self.chunk.as_slice();
         let accepted = slot.tx.transmit(frames).min(frames.len());
@@ -467,6 +474,7 @@ impl<'c, 'a> Outbox<'c, 'a> {
             .note(DropReason::TxQueueFull, (frames.len() - accepted) as u64);
         self.chunk.clear();
         self.chunk_bytes = 0;
+        accepted
     }
 }
 

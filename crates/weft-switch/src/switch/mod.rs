@@ -30,6 +30,9 @@ mod split_frame_tests;
 mod tests;
 #[cfg(test)]
 mod too_big_tests;
+#[cfg(test)]
+mod upcall_tests;
+mod upcalls;
 
 use std::sync::Arc;
 
@@ -45,8 +48,10 @@ use crate::port::{
     PortCaps, PortHalves, PortRx, PortTx, RxBatch, RxFrame, DEFAULT_BATCH, MAX_BATCH,
 };
 use crate::types::{PortId, Timestamp, MAX_PORTS};
-use crate::upcall::{Upcall, UpcallQueue, UpcallStats};
+use crate::upcall::{Upcall, UpcallHub, UpcallQueue, UpcallStats};
+
 use crate::vlan::PortVlanMode;
+pub use deliver::{PacketOutError, PacketOutStats};
 
 pub use classify::BatchScratch;
 
@@ -157,6 +162,8 @@ pub struct SwitchStats {
     pub flow_cache: FlowCacheStats,
     /// Upcall counters.
     pub upcalls: UpcallStats,
+    /// Frames a controller sent (packet-out).
+    pub packet_out: PacketOutStats,
     /// What this lane exchanged with the others (zeros for a switch of one lane).
     pub lane: crate::lanes::LaneStats,
 }
@@ -173,8 +180,8 @@ impl SwitchStats {
         c.stale_misses += o.stale_misses;
         c.insertions += o.insertions;
         c.evictions += o.evictions;
-        self.upcalls.queued += other.upcalls.queued;
-        self.upcalls.dropped_full += other.upcalls.dropped_full;
+        self.upcalls.add(&other.upcalls);
+        self.packet_out.add(&other.packet_out);
         let (l, o) = (&mut self.lane, &other.lane);
         l.posted += o.posted;
         l.lost += o.lost;
@@ -217,6 +224,9 @@ pub struct Switch {
     /// Set when the switch is one lane of several (`crate::lanes`).
     lane: Option<lanes::LaneState>,
     upcalls: UpcallQueue,
+    /// Where upcalls go after each batch; without one they wait for `drain_upcalls`.
+    upcall_hub: Option<Arc<UpcallHub>>,
+    packet_out: PacketOutStats,
     batch: RxBatch,
     scratch: BatchScratch,
     deliver: deliver::DeliverScratch,
@@ -243,6 +253,8 @@ impl Switch {
             table: FlowTable::new(config.max_rules),
             cache: FlowCache::new(config.flow_cache_capacity),
             upcalls: UpcallQueue::new(config.upcall_queue_len, config.upcall_snaplen),
+            upcall_hub: None,
+            packet_out: PacketOutStats::default(),
             batch: RxBatch::new(config.batch_size),
             scratch: BatchScratch::new(config.batch_size),
             deliver: deliver::DeliverScratch::new(config.batch_size),
@@ -469,6 +481,7 @@ impl Switch {
             mac_flap_episodes: self.fdb.stats().flap_episodes,
             flow_cache: self.cache.stats(),
             upcalls: self.upcalls.stats(),
+            packet_out: self.packet_out,
             lane: self
                 .lane
                 .as_ref()
@@ -606,6 +619,9 @@ impl Switch {
             self.deliver(port, &frames, now);
         }
         rx.finish();
+        if !self.upcalls.is_empty() {
+            self.hand_upcalls();
+        }
         if self.fdb.journal_pending() {
             self.post_learned();
         }

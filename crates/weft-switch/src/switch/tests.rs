@@ -51,8 +51,19 @@ impl Rig {
         Self::with(n, SwitchConfig::default(), |_| PortOptions::default())
     }
 
-    fn with(n: usize, config: SwitchConfig, options: impl Fn(usize) -> PortOptions) -> Rig {
+    pub(super) fn with(
+        n: usize,
+        config: SwitchConfig,
+        options: impl Fn(usize) -> PortOptions,
+    ) -> Rig {
         Self::build(&vec![1024; n], config, options)
+    }
+
+    /// Ports whose transmit queues hold `queue_lens[i]` frames, default settings.
+    pub(super) fn with_queues(queue_lens: &[usize]) -> Rig {
+        Self::build(queue_lens, SwitchConfig::default(), |_| {
+            PortOptions::default()
+        })
     }
 
     /// Ports whose transmit queues hold `queue_lens[i]` frames.
@@ -79,12 +90,12 @@ impl Rig {
         Rig { sw, ports }
     }
 
-    fn send(&mut self, port: usize, f: &[u8]) {
+    pub(super) fn send(&mut self, port: usize, f: &[u8]) {
         assert!(self.ports[port].1.inject(f));
         while self.sw.poll(self.ports[port].0, T0) > 0 {}
     }
 
-    fn sent(&self, port: usize) -> Vec<Vec<u8>> {
+    pub(super) fn sent(&self, port: usize) -> Vec<Vec<u8>> {
         self.ports[port]
             .1
             .take_sent()
@@ -93,7 +104,7 @@ impl Rig {
             .collect()
     }
 
-    fn counters(&self, port: usize) -> crate::counters::PortCountersSnapshot {
+    pub(super) fn counters(&self, port: usize) -> crate::counters::PortCountersSnapshot {
         self.sw
             .port_counters(self.ports[port].0)
             .unwrap()
@@ -315,7 +326,7 @@ fn plain_ports_pass_tagged_frames_unchanged() {
     assert_eq!(r.sent(1), vec![f]);
 }
 
-fn rule(priority: u16, matches: FlowMatch, actions: &[Action]) -> FlowRule {
+pub(super) fn rule(priority: u16, matches: FlowMatch, actions: &[Action]) -> FlowRule {
     FlowRule {
         priority,
         matches,

@@ -237,6 +237,8 @@ pub(super) struct SwitchPlan {
     pub(super) rules: Vec<RuleSpec>,
     /// The switch's lane, when it runs on several.
     pub(super) lane: Option<Lane>,
+    /// Where the lane hands its upcalls after each batch.
+    pub(super) upcall_hub: Option<std::sync::Arc<weft_switch::UpcallHub>>,
 }
 
 impl SwitchPlan {
@@ -275,6 +277,7 @@ impl SwitchPlan {
             statics,
             rules: switch.rules.clone(),
             lane,
+            upcall_hub: None,
         })
     }
 
@@ -315,6 +318,7 @@ impl SwitchPlan {
         if let Some(lane) = self.lane {
             sw.join_lanes(lane);
         }
+        sw.set_upcall_hub(self.upcall_hub);
         let mut ports = Vec::with_capacity(self.ports.len());
         let mut ids = BTreeMap::new();
         for p in self.ports {
@@ -454,7 +458,8 @@ impl Controller {
             .collect::<Result<Vec<_>, ControlError>>()?;
         let mut built_lanes: Vec<Built> = Vec::with_capacity(lanes);
         for ((&worker, halves), lane) in workers.iter().zip(per_lane).zip(&mut handles) {
-            let plan = SwitchPlan::new(switch, halves, &options, replace, lane.take())?;
+            let mut plan = SwitchPlan::new(switch, halves, &options, replace, lane.take())?;
+            plan.upcall_hub = Some(self.upcalls.hub());
             match self.pool.exec(worker, move |reg, _| plan.build(reg))? {
                 Ok(b) => built_lanes.push(b),
                 Err(e) => {

@@ -1,4 +1,5 @@
-//! `capture_start`, `capture_read`, `capture_stop`.
+//! `capture_start`, `capture_read`, `capture_stop`, and the long-poll shared with
+//! `upcall_read`.
 //!
 //! A capture copies a port's frames into a bounded buffer (the switch does, once per
 //! batch, counting what does not fit as lost); `capture_read` drains it. A capture belongs
@@ -68,6 +69,8 @@ impl Captures {
 #[derive(Debug, Default)]
 pub struct Session {
     captures: Vec<u64>,
+    /// The upcall subscriptions it made.
+    pub(super) upcalls: Vec<u64>,
     files_as: super::FileReader,
 }
 
@@ -76,6 +79,7 @@ impl Session {
     pub fn new(files_as: super::FileReader) -> Session {
         Session {
             captures: Vec::new(),
+            upcalls: Vec::new(),
             files_as,
         }
     }
@@ -213,6 +217,7 @@ impl Controller {
         for id in std::mem::take(&mut session.captures) {
             let _ = self.capture_stop(id, session);
         }
+        self.end_upcall_session(session);
     }
 }
 
@@ -222,16 +227,20 @@ pub fn lock(controller: &Mutex<Controller>) -> std::sync::MutexGuard<'_, Control
     controller.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Answers a request, waiting outside the lock when a `capture_read` asks to wait.
+/// Answers a request, waiting outside the lock when a `capture_read` or an `upcall_read`
+/// asks to wait.
 pub fn serve(
     controller: &Mutex<Controller>,
     request: Request,
     session: &mut Session,
 ) -> Result<Response, ControlError> {
-    let Request::CaptureRead { id, max, wait_ms } = request else {
-        // Files the request names are read before the lock, which others wait for.
-        let files = super::client_files::ClientFiles::prefetch(&request, &session.files_as);
-        return lock(controller).handle_with_files(request, session, files);
+    let wait_ms = match &request {
+        Request::CaptureRead { wait_ms, .. } | Request::UpcallRead { wait_ms, .. } => *wait_ms,
+        _ => {
+            // Files the request names are read before the lock, which others wait for.
+            let files = super::client_files::ClientFiles::prefetch(&request, &session.files_as);
+            return lock(controller).handle_with_files(request, session, files);
+        }
     };
     if wait_ms > MAX_WAIT_MS {
         return Err(ControlError::new(
@@ -241,9 +250,19 @@ pub fn serve(
     }
     let deadline = Instant::now() + Duration::from_millis(u64::from(wait_ms));
     loop {
-        let answer = lock(controller).capture_read(id, max);
-        let empty =
-            matches!(&answer, Ok(Response::CapturePackets { packets, .. }) if packets.is_empty());
+        let answer = {
+            let mut c = lock(controller);
+            match &request {
+                Request::UpcallRead { id, max, .. } => c.upcall_read(*id, *max),
+                Request::CaptureRead { id, max, .. } => c.capture_read(*id, *max),
+                _ => c.handle(request.clone(), session),
+            }
+        };
+        let empty = match &answer {
+            Ok(Response::CapturePackets { packets, .. }) => packets.is_empty(),
+            Ok(Response::Upcalls { upcalls, .. }) => upcalls.is_empty(),
+            _ => false,
+        };
         let now = Instant::now();
         if !empty || now >= deadline {
             return answer;

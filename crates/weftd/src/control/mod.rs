@@ -23,6 +23,7 @@ mod fd_store;
 mod fdb;
 mod handover;
 mod mtu;
+mod packet_out;
 pub use handover::Held;
 pub mod open_as;
 pub mod pool;
@@ -32,6 +33,7 @@ mod routes;
 mod rules;
 pub mod stats;
 mod switches;
+mod upcalls;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -100,6 +102,8 @@ pub struct Controller {
     /// The files the request being handled names, read before the lock was taken.
     files: ClientFiles,
     captures: capture::Captures,
+    /// Upcall subscriptions and the hub every switch hands its upcalls to.
+    upcalls: upcalls::Upcalls,
     /// The directory client, when weftd has a `[directory]`.
     directory: Option<Arc<crate::directory::DirectoryLink>>,
     /// Which TAP devices weft created.
@@ -281,6 +285,7 @@ impl Controller {
             vhost: paths.vhost,
             files: ClientFiles::default(),
             captures: capture::Captures::default(),
+            upcalls: upcalls::Upcalls::default(),
             directory: None,
             taps: paths.taps,
             fd_store: None,
@@ -337,6 +342,7 @@ impl Controller {
         request: Request,
         session: &mut Session,
     ) -> Result<Response, ControlError> {
+        self.upcalls.end_idle(std::time::Instant::now());
         let answer = self.answer(request, session);
         self.sync_fd_store();
         answer
@@ -419,6 +425,21 @@ impl Controller {
                 wait_ms: _,
             } => self.capture_read(id, max),
             Request::CaptureStop { id } => self.capture_stop(id, session),
+            Request::UpcallSubscribe { switch, queue } => {
+                self.upcall_subscribe(switch, queue, session)
+            }
+            Request::UpcallRead {
+                id,
+                max,
+                wait_ms: _,
+            } => self.upcall_read(id, max),
+            Request::UpcallUnsubscribe { id } => self.upcall_unsubscribe(id, session),
+            Request::PacketOut {
+                switch,
+                output,
+                in_port,
+                frame,
+            } => self.packet_out(&switch, output.as_deref(), in_port.as_deref(), &frame),
             Request::ConfigShow {} => Ok(Response::Config {
                 state: self.state.clone(),
             }),

@@ -844,6 +844,7 @@ mod on_demand;
 mod port_kinds;
 mod remote_macs;
 mod tcp_link;
+mod upcalls;
 
 #[path = "lane_tests.rs"]
 mod lanes;

@@ -171,7 +171,7 @@ pub fn encode(snap: &Snapshot, daemon: DaemonGauges) -> String {
         }
     }
     type SwitchValue = fn(&crate::control::stats::SwitchSnapshot) -> u64;
-    let switch_metrics: [(&'static str, &str, &str, SwitchValue); 10] = [
+    let switch_metrics: [(&'static str, &str, &str, SwitchValue); 15] = [
         (
             "weft_switch_fdb_entries",
             "gauge",
@@ -228,6 +228,36 @@ pub fn encode(snap: &Snapshot, daemon: DaemonGauges) -> String {
             "counter",
             "Upcalls dropped because their queue was full.",
             |s| s.stats.upcalls.dropped_full,
+        ),
+        (
+            "weft_switch_upcalls_unclaimed_total",
+            "counter",
+            "Upcalls dropped because no controller subscribed to the switch's upcalls.",
+            |s| s.stats.upcalls.unclaimed,
+        ),
+        (
+            "weft_switch_upcall_subscriber_lost_total",
+            "counter",
+            "Upcall copies a subscriber lost because its queue was full (one per subscriber).",
+            |s| s.stats.upcalls.subscriber_lost,
+        ),
+        (
+            "weft_switch_packet_out_sent_total",
+            "counter",
+            "Frames a controller sent out of a port (packet_out with output).",
+            |s| s.stats.packet_out.sent,
+        ),
+        (
+            "weft_switch_packet_out_injected_total",
+            "counter",
+            "Frames a controller ran through the switch (packet_out with in_port).",
+            |s| s.stats.packet_out.injected,
+        ),
+        (
+            "weft_switch_packet_out_refused_total",
+            "counter",
+            "Frames of a controller the switch refused (too big for the port, queue full).",
+            |s| s.stats.packet_out.refused,
         ),
     ];
     for (name, kind, help, value) in switch_metrics {

@@ -161,6 +161,11 @@ fn changes_configuration(request: &weft_control::Request) -> bool {
         | R::CaptureStart { .. }
         | R::CaptureRead { .. }
         | R::CaptureStop { .. }
+        | R::UpcallSubscribe { .. }
+        | R::UpcallRead { .. }
+        | R::UpcallUnsubscribe { .. }
+        // Data, not configuration: a controller answers with one per packet it handles.
+        | R::PacketOut { .. }
         | R::ConfigShow {} => false,
     }
 }
