@@ -180,10 +180,12 @@ pub enum Command {
         name = "packet-out",
         after_help = "--port sends the frame out of that port exactly as given. --in-port runs \
         it through the switch as if that port had received it: rules and the learning bridge \
-        decide where it goes, and its source address is not learned. The frame must fit the \
-        port's MTU.\n\nEXAMPLES:\n  \
+        decide where it goes, and its source address is not learned; with --normal the rules \
+        are skipped (OpenFlow's NORMAL), so a frame a controller rule sent up goes on as the \
+        switch would have sent it. The frame must fit the port's MTU.\n\nEXAMPLES:\n  \
         weft packet-out br0 --port vm1 ffffffffffff0200000000010806...\n  \
-        weft packet-out br0 --in-port vm1 ff:ff:ff:ff:ff:ff:02:00:00:00:00:01:08:06:..."
+        weft packet-out br0 --in-port vm1 ff:ff:ff:ff:ff:ff:02:00:00:00:00:01:08:06:...\n  \
+        weft packet-out br0 --in-port vm1 --normal ffffffffffff0200000000010806..."
     )]
     PacketOut(PacketOutArgs),
     /// Show or apply the whole configuration.
@@ -787,6 +789,9 @@ pub struct PacketOutArgs {
     /// Run the frame through the switch as if this port had received it.
     #[arg(long, value_name = "PORT")]
     pub in_port: Option<String>,
+    /// With --in-port: to the learning bridge alone, skipping the rules.
+    #[arg(long, requires = "in_port")]
+    pub normal: bool,
     /// The whole Ethernet frame in hex (':', '-' and spaces between bytes are ignored).
     #[arg(value_name = "HEX", value_parser = crate::monitor::parse_frame)]
     pub frame: String,

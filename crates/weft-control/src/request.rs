@@ -280,7 +280,8 @@ pub enum Request {
     },
     /// Sends a frame (OpenFlow's packet-out): out of port `output` as it is, or into the
     /// switch as if port `in_port` had received it (rules and learning bridge decide where
-    /// it goes; its source is not learned). Exactly one of the two.
+    /// it goes — the bridge alone with `normal`; its source is not learned). Exactly one of
+    /// the two.
     PacketOut {
         /// Switch.
         switch: String,
@@ -290,6 +291,11 @@ pub enum Request {
         /// The port the frame enters the switch by.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         in_port: Option<String>,
+        /// With `in_port`: skip the rules, to the learning bridge straight (OpenFlow's
+        /// `NORMAL`), so that a frame a rule sent up goes on as the switch would have sent
+        /// it without meeting that rule again.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        normal: bool,
         /// The whole Ethernet frame, hex-encoded (two digits per byte).
         frame: String,
     },

@@ -51,7 +51,8 @@ pub use port::{
 };
 pub use registry::{RegistryError, SwitchRegistry};
 pub use switch::{
-    PacketOutError, PacketOutStats, PortOptions, Switch, SwitchConfig, SwitchError, SwitchStats,
+    PacketOutError, PacketOutStats, Pipeline, PortOptions, Switch, SwitchConfig, SwitchError,
+    SwitchStats,
 };
 pub use types::{PortId, Timestamp, VlanId, MAX_PORTS};
 pub use upcall::{

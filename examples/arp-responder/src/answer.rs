@@ -1,6 +1,7 @@
 //! The responder's logic, pure: which frames are ARP requests it may answer, and the reply.
 //! Every frame comes from a station through the switch: it is read with bounds checks, and
-//! whatever is not a well-formed Ethernet/IPv4 ARP request is ignored by reason.
+//! whatever is not a well-formed Ethernet/IPv4 ARP request for a known address is left to
+//! the switch, by reason.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -17,9 +18,9 @@ pub(crate) type Table = BTreeMap<Ipv4Addr, MacAddr>;
 pub(crate) enum Verdict {
     /// Send this reply out of the asking port.
     Reply(Vec<u8>),
-    /// A request for an address not in the table: nobody answers.
+    /// A request for an address not in the table: the switch floods it as usual.
     Unknown(Ipv4Addr),
-    /// Not something to answer, and why.
+    /// Not something to answer, and why: the switch forwards it as usual.
     Ignored(&'static str),
 }
 

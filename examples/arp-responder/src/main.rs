@@ -5,12 +5,12 @@
 //! the controller (`arp actions=controller`, priority 60000, cookie 0xa4b), reads the switch's
 //! upcalls (`upcall_subscribe` / `upcall_read`, what `weft monitor upcalls` prints), and
 //! answers a request for a known address with the owner's reply, sent out of the asking
-//! port (`packet_out` with `output`). Requests for addresses not in the table are answered
-//! by nobody and flood nowhere: the table is authoritative for the switch, as an overlay's
-//! directory is (the flow key has no ARP target field, so a rule cannot send up only the
-//! known ones, and re-injecting an unknown one would meet the same rule again). Replies,
-//! gratuitous ARP and anything malformed are ignored and counted. On exit (Ctrl-C, SIGTERM)
-//! it removes its rule, so ARP floods as usual again.
+//! port (`packet_out` with `output`): that broadcast never floods. Everything else its rule
+//! sent up — requests for addresses not in the table, replies, gratuitous ARP, frames it
+//! cannot read — goes back to the switch by the port it came from, to the learning bridge
+//! alone (`packet_out` with `in_port` and `normal`, OpenFlow's NORMAL: it does not meet the
+//! rule again), and on as if there were no responder. On exit (Ctrl-C, SIGTERM) it removes
+//! its rule.
 
 mod answer;
 
@@ -133,7 +133,7 @@ fn install_rule(client: &mut Client, args: &Args) -> Result<u64> {
 struct Tally {
     answered: u64,
     unknown: u64,
-    ignored: BTreeMap<&'static str, u64>,
+    passed: BTreeMap<&'static str, u64>,
     lost: u64,
 }
 
@@ -154,31 +154,48 @@ fn serve(
                 continue;
             }
             let Some(frame) = hex_decode(&u.data) else {
-                *tally.ignored.entry("bad hex from weftd").or_default() += 1;
+                *tally.passed.entry("bad hex from weftd").or_default() += 1;
                 continue;
             };
-            match answer(table, &frame) {
+            if usize::try_from(u.orig_len).unwrap_or(usize::MAX) > frame.len() {
+                // Cut at the snap length: not an ARP frame, and not whole to send on.
+                *tally
+                    .passed
+                    .entry("longer than an upcall holds")
+                    .or_default() += 1;
+                continue;
+            }
+            let (request, output, in_port, normal) = match answer(table, &frame) {
                 Verdict::Reply(reply) => {
-                    let sent = client.call(Request::PacketOut {
-                        switch: switch.to_string(),
-                        output: Some(u.port.clone()),
-                        in_port: None,
-                        frame: hex_encode(&reply),
-                    });
-                    match sent {
-                        Ok(_) => tally.answered += 1,
-                        // A port that went, a full queue: this request goes unanswered.
-                        Err(e) => eprintln!("weft-arp-responder: answering on {}: {e}", u.port),
-                    }
+                    tally.answered += 1;
+                    (reply, Some(u.port.clone()), None, false)
                 }
-                Verdict::Unknown(_) => tally.unknown += 1,
-                Verdict::Ignored(why) => *tally.ignored.entry(why).or_default() += 1,
+                verdict => {
+                    match verdict {
+                        Verdict::Unknown(_) => tally.unknown += 1,
+                        Verdict::Ignored(why) => *tally.passed.entry(why).or_default() += 1,
+                        Verdict::Reply(_) => {}
+                    }
+                    (frame, None, Some(u.port.clone()), true)
+                }
+            };
+            let sent = client.call(Request::PacketOut {
+                switch: switch.to_string(),
+                output,
+                in_port,
+                normal,
+                frame: hex_encode(&request),
+            });
+            // A port that went, a full queue: this one frame is lost, as on a wire.
+            if let Err(e) = sent {
+                eprintln!("weft-arp-responder: sending on {}: {e}", u.port);
             }
         }
     }
     eprintln!(
-        "weft-arp-responder: {} answered, {} for unknown addresses, {} lost, ignored {:?}",
-        tally.answered, tally.unknown, tally.lost, tally.ignored
+        "weft-arp-responder: {} answered, {} for unknown addresses passed on, {} lost, other \
+         frames passed on {:?}",
+        tally.answered, tally.unknown, tally.lost, tally.passed
     );
     Ok(())
 }

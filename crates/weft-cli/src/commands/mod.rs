@@ -113,6 +113,7 @@ pub fn plan(command: &Command) -> Result<Plan<'_>, CliError> {
             switch: args.switch.clone(),
             output: args.port.clone(),
             in_port: args.in_port.clone(),
+            normal: args.normal,
             frame: args.frame.clone(),
         }),
         Command::Config(ConfigCmd::Show) => call(Request::ConfigShow {}),

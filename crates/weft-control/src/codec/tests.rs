@@ -372,6 +372,7 @@ fn upcalls_round_trip_and_read_as_documented() {
         switch: "br0".into(),
         output: None,
         in_port: Some("p".into()),
+        normal: true,
         frame: "00".into(),
     });
 }

@@ -163,7 +163,7 @@ impl Switch {
     /// Stages 1 and 2 for the batch in `self.batch`, received on `in_port`.
     pub(super) fn classify(&mut self, in_port: PortId, frames: &Frames<'_>, now: Timestamp) {
         self.scratch.clear();
-        let rx_bytes = if self.table.is_empty() {
+        let rx_bytes = if self.table.is_empty() || self.rules_bypassed {
             self.classify_bridge(in_port, frames, now)
         } else {
             self.classify_flows(in_port, frames, now)

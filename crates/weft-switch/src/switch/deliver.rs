@@ -21,7 +21,7 @@ mod packet_out;
 mod slow;
 mod straight;
 
-pub use packet_out::{PacketOutError, PacketOutStats};
+pub use packet_out::{PacketOutError, PacketOutStats, Pipeline};
 
 use slow::SlowBuffers;
 

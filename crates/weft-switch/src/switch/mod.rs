@@ -51,7 +51,7 @@ use crate::types::{PortId, Timestamp, MAX_PORTS};
 use crate::upcall::{Upcall, UpcallHub, UpcallQueue, UpcallStats};
 
 use crate::vlan::PortVlanMode;
-pub use deliver::{PacketOutError, PacketOutStats};
+pub use deliver::{PacketOutError, PacketOutStats, Pipeline};
 
 pub use classify::BatchScratch;
 
@@ -227,6 +227,9 @@ pub struct Switch {
     /// Where upcalls go after each batch; without one they wait for `drain_upcalls`.
     upcall_hub: Option<Arc<UpcallHub>>,
     packet_out: PacketOutStats,
+    /// Set only while a controller's frame goes to the learning bridge alone
+    /// (`Pipeline::Normal`).
+    rules_bypassed: bool,
     batch: RxBatch,
     scratch: BatchScratch,
     deliver: deliver::DeliverScratch,
@@ -255,6 +258,7 @@ impl Switch {
             upcalls: UpcallQueue::new(config.upcall_queue_len, config.upcall_snaplen),
             upcall_hub: None,
             packet_out: PacketOutStats::default(),
+            rules_bypassed: false,
             batch: RxBatch::new(config.batch_size),
             scratch: BatchScratch::new(config.batch_size),
             deliver: deliver::DeliverScratch::new(config.batch_size),

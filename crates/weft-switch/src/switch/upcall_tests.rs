@@ -156,7 +156,10 @@ fn hostile_packet_outs_are_refused_with_their_reason_and_counted() {
         r.sw.send_out(p, &[0; 13], T0),
         Err(PacketOutError::TooShort(13))
     );
-    assert_eq!(r.sw.inject(p, &[], T0), Err(PacketOutError::TooShort(0)));
+    assert_eq!(
+        r.sw.inject(p, &[], Pipeline::Rules, T0),
+        Err(PacketOutError::TooShort(0))
+    );
     let big = frame(mac(2), mac(1), 1515);
     assert!(matches!(
         r.sw.send_out(p, &big, T0),
@@ -167,7 +170,7 @@ fn hostile_packet_outs_are_refused_with_their_reason_and_counted() {
         })
     ));
     assert!(matches!(
-        r.sw.inject(p, &big, T0),
+        r.sw.inject(p, &big, Pipeline::Rules, T0),
         Err(PacketOutError::TooBig { .. })
     ));
     // Exactly the MTU fits, tagged or not.
@@ -180,7 +183,7 @@ fn hostile_packet_outs_are_refused_with_their_reason_and_counted() {
         Err(PacketOutError::NoSuchPort(PortId(77)))
     );
     assert_eq!(
-        r.sw.inject(PortId(77), &frame(mac(2), mac(1), 60), T0),
+        r.sw.inject(PortId(77), &frame(mac(2), mac(1), 60), Pipeline::Normal, T0),
         Err(PacketOutError::NoSuchPort(PortId(77)))
     );
     let stats = r.sw.stats().packet_out;
@@ -212,7 +215,7 @@ fn an_injected_frame_runs_the_pipeline_but_teaches_the_fdb_nothing() {
     r.sent(0);
     r.sent(1);
     let f = frame(MacAddr::BROADCAST, mac(5), 60);
-    r.sw.inject(r.ports[0].0, &f, T0).unwrap();
+    r.sw.inject(r.ports[0].0, &f, Pipeline::Rules, T0).unwrap();
     assert_eq!(
         r.sent(1),
         vec![f.clone()],
@@ -237,9 +240,31 @@ fn an_injected_frame_runs_the_pipeline_but_teaches_the_fdb_nothing() {
 fn an_injected_frame_matches_rules_on_its_in_port() {
     let (mut r, hub) = controlled(2);
     let s = subscribe(&hub, None, 8);
-    r.sw.inject(r.ports[1].0, &frame(MacAddr::BROADCAST, mac(3), 60), T0)
-        .unwrap();
+    r.sw.inject(
+        r.ports[1].0,
+        &frame(MacAddr::BROADCAST, mac(3), 60),
+        Pipeline::Rules,
+        T0,
+    )
+    .unwrap();
     let seen = take(&s);
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].1, "p1");
+}
+
+#[test]
+fn a_frame_injected_to_the_normal_pipeline_skips_the_rule_that_sent_it_up() {
+    let (mut r, hub) = controlled(3);
+    let s = subscribe(&hub, None, 8);
+    let f = frame(MacAddr::BROADCAST, mac(3), 60);
+    r.sw.inject(r.ports[1].0, &f, Pipeline::Normal, T0).unwrap();
+    assert!(take(&s).is_empty(), "no upcall: the rule never saw it");
+    assert_eq!(r.sent(0), vec![f.clone()], "flooded by the bridge");
+    assert_eq!(r.sent(2), vec![f.clone()]);
+    assert!(r.sent(1).is_empty());
+    assert_eq!(r.sw.fdb().lookup(0, mac(3), T0), None, "nor learned from");
+    // The rules are back for the next frame, received or injected.
+    r.sw.inject(r.ports[1].0, &f, Pipeline::Rules, T0).unwrap();
+    assert_eq!(take(&s).len(), 1);
+    assert!(r.sent(0).is_empty());
 }

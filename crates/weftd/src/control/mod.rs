@@ -438,8 +438,12 @@ impl Controller {
                 switch,
                 output,
                 in_port,
+                normal,
                 frame,
-            } => self.packet_out(&switch, output.as_deref(), in_port.as_deref(), &frame),
+            } => {
+                let to = packet_out::To::of(output.as_deref(), in_port.as_deref(), normal)?;
+                self.packet_out(&switch, to, &frame)
+            }
             Request::ConfigShow {} => Ok(Response::Config {
                 state: self.state.clone(),
             }),

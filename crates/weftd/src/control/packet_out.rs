@@ -5,7 +5,7 @@
 //! same counters as any frame (`weft_switch::Switch::send_out`, `inject`).
 
 use weft_control::{ControlError, ErrorKind, Response};
-use weft_switch::PacketOutError;
+use weft_switch::{PacketOutError, Pipeline};
 
 use super::Controller;
 
@@ -14,26 +14,51 @@ const MIN_FRAME: usize = 14;
 /// The longest: a 64 KiB super-frame is the most any port takes.
 const MAX_FRAME: usize = 65535 + 18;
 
+/// Where a controller's frame goes.
+pub(super) enum To<'a> {
+    /// Out of this port, as it is.
+    Output(&'a str),
+    /// Into the switch by this port, through this much of it.
+    Input(&'a str, Pipeline),
+}
+
+impl<'a> To<'a> {
+    /// Where a request sends its frame: exactly one of `output` and `in_port`, `normal` only
+    /// with `in_port`.
+    pub(super) fn of(
+        output: Option<&'a str>,
+        in_port: Option<&'a str>,
+        normal: bool,
+    ) -> Result<To<'a>, ControlError> {
+        let hint = "output sends the frame out of that port as it is; in_port runs it through \
+                    the switch as if that port had received it (with normal: through the \
+                    learning bridge alone, skipping the rules)";
+        match (output, in_port, normal) {
+            (Some(port), None, false) => Ok(To::Output(port)),
+            (None, Some(port), false) => Ok(To::Input(port, Pipeline::Rules)),
+            (None, Some(port), true) => Ok(To::Input(port, Pipeline::Normal)),
+            (Some(_), None, true) => {
+                Err(ControlError::invalid("normal goes with in_port, not output").with_hint(hint))
+            }
+            _ => Err(
+                ControlError::invalid("packet_out needs exactly one of output and in_port")
+                    .with_hint(hint),
+            ),
+        }
+    }
+}
+
 impl Controller {
     pub(super) fn packet_out(
         &mut self,
         switch: &str,
-        output: Option<&str>,
-        in_port: Option<&str>,
+        to: To<'_>,
         frame: &str,
     ) -> Result<Response, ControlError> {
-        let (port, inject) =
-            match (output, in_port) {
-                (Some(p), None) => (p, false),
-                (None, Some(p)) => (p, true),
-                _ => return Err(ControlError::invalid(
-                    "packet_out needs exactly one of output and in_port",
-                )
-                .with_hint(
-                    "output sends the frame out of that port as it is; in_port runs it through \
-                     the switch as if that port had received it",
-                )),
-            };
+        let (port, inject) = match to {
+            To::Output(port) => (port, None),
+            To::Input(port, pipeline) => (port, Some(pipeline)),
+        };
         let rt = self.switch_rt(switch)?;
         let home = rt.home();
         let id = self.port_rt(switch, port)?.id;
@@ -53,13 +78,12 @@ impl Controller {
                 bytes.len()
             )));
         }
-        let sent = self.pool.on_switch(home, switch, move |sw, now| {
-            if inject {
-                sw.inject(id, &bytes, now)
-            } else {
-                sw.send_out(id, &bytes, now)
-            }
-        })?;
+        let sent = self
+            .pool
+            .on_switch(home, switch, move |sw, now| match inject {
+                Some(pipeline) => sw.inject(id, &bytes, pipeline, now),
+                None => sw.send_out(id, &bytes, now),
+            })?;
         sent.map(|()| Response::Done)
             .map_err(|e| refused(e, switch, port))
     }

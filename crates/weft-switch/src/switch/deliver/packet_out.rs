@@ -1,6 +1,8 @@
 //! Frames a controller sends (OpenFlow's packet-out): out of one port as they are
-//! ([`Switch::send_out`]), or into the pipeline as if a port had received them
-//! ([`Switch::inject`]). Either runs on the lane's thread between batches, and goes through
+//! ([`Switch::send_out`]), or into the switch as if a port had received them
+//! ([`Switch::inject`]): through the rules, or, as OpenFlow's `NORMAL` output, straight to
+//! the learning bridge ([`Pipeline::Normal`]) — how a controller lets a frame that its own
+//! rule sent up go on as the switch would have sent it, without meeting that rule again. Either runs on the lane's thread between batches, and goes through
 //! the same counters, captures and MTU checks as forwarded frames.
 
 use weft_packet::OffloadInfo;
@@ -36,6 +38,15 @@ pub enum PacketOutError {
     /// The port's transmit queue was full (counted as its `tx_queue_full` drop).
     #[error("the port's transmit queue is full")]
     TxQueueFull,
+}
+
+/// Which part of the switch an injected frame goes through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pipeline {
+    /// The rules, then the learning bridge, as a received frame.
+    Rules,
+    /// The learning bridge only (OpenFlow's `NORMAL`): no rule sees the frame.
+    Normal,
 }
 
 /// What controllers sent through one lane.
@@ -155,14 +166,15 @@ impl Switch {
         Ok(())
     }
 
-    /// Runs `frame` through the pipeline as if `in_port` had received it (rules, learning
-    /// bridge, captures, counters: it counts as the port's receive), as the port's own
-    /// frame: the switch does not learn its source address, so a controller cannot move a
-    /// station in the FDB by sending in its name.
+    /// Runs `frame` through `pipeline` as if `in_port` had received it (captures and
+    /// counters too: it counts as the port's receive), as the port's own frame: the switch
+    /// does not learn its source address, so a controller cannot move a station in the FDB
+    /// by sending in its name.
     pub fn inject(
         &mut self,
         in_port: PortId,
         frame: &[u8],
+        pipeline: Pipeline,
         now: Timestamp,
     ) -> Result<(), PacketOutError> {
         let checked = match self.ports.get(in_port.index()).and_then(Option::as_ref) {
@@ -175,7 +187,9 @@ impl Switch {
         }
         self.tell_peers_if_changed();
         let mut rx = Injected { frame };
+        self.rules_bypassed = pipeline == Pipeline::Normal;
         self.process(in_port, &mut rx, now);
+        self.rules_bypassed = false;
         self.packet_out.injected += 1;
         Ok(())
     }

@@ -86,6 +86,7 @@ fn packet_out(
         switch: "br0".into(),
         output: output.map(str::to_string),
         in_port: in_port.map(str::to_string),
+        normal: false,
         frame: frame.into(),
     })
 }
@@ -127,8 +128,24 @@ fn a_controller_reads_upcalls_and_answers_out_of_a_port_or_through_the_switch() 
     assert_eq!(sent(&h[0]), vec![reply]);
     assert!(h[1].take_sent().is_empty() && h[2].take_sent().is_empty());
 
-    // The request re-injected on its port: the rule sends it up again, nothing floods;
-    // a frame no rule takes floods as the bridge would, and teaches it nothing.
+    // The request re-injected on its port meets its rule again: up, not flooded. With
+    // normal it goes to the bridge alone, and floods as if no controller were there.
+    let hex = weft_control::codec::hex_encode(&request);
+    packet_out(&mut f, None, Some("a"), &hex).unwrap();
+    assert_eq!(read_n(&mut f, id, 1).0.len(), 1);
+    assert!(h[1].take_sent().is_empty() && h[2].take_sent().is_empty());
+    f.ok(Request::PacketOut {
+        switch: "br0".into(),
+        output: None,
+        in_port: Some("a".into()),
+        normal: true,
+        frame: hex,
+    });
+    assert_eq!(sent(&h[1]), vec![request.clone()]);
+    assert_eq!(sent(&h[2]), vec![request.clone()]);
+    assert_eq!(read_n(&mut f, id, 0).0.len(), 0, "not sent up again");
+
+    // A frame no rule takes floods as the bridge would, and teaches it nothing.
     let other = frame([0xff; 6], [2, 0, 0, 0, 0, 7]);
     packet_out(
         &mut f,
@@ -155,9 +172,9 @@ fn a_controller_reads_upcalls_and_answers_out_of_a_port_or_through_the_switch() 
     let snap = f.c.snapshot(None).unwrap();
     let text = crate::metrics::encode(&snap, crate::metrics::DaemonGauges::default());
     for line in [
-        "weft_switch_upcalls_total{switch=\"br0\"} 1\n",
+        "weft_switch_upcalls_total{switch=\"br0\"} 2\n",
         "weft_switch_packet_out_sent_total{switch=\"br0\"} 1\n",
-        "weft_switch_packet_out_injected_total{switch=\"br0\"} 1\n",
+        "weft_switch_packet_out_injected_total{switch=\"br0\"} 3\n",
         "weft_switch_upcalls_unclaimed_total{switch=\"br0\"} 0\n",
     ] {
         assert!(text.contains(line), "{line} in {text}");
@@ -304,9 +321,18 @@ fn hostile_packet_outs_are_refused_with_a_clear_error_and_send_nothing() {
         switch: "nope".into(),
         output: Some("a".into()),
         in_port: None,
-        frame: good,
+        normal: false,
+        frame: good.clone(),
     });
     assert_eq!(e.kind, ErrorKind::NotFound);
+    let e = f.err(Request::PacketOut {
+        switch: "br0".into(),
+        output: Some("a".into()),
+        in_port: None,
+        normal: true,
+        frame: good,
+    });
+    assert!(e.message.contains("normal goes with in_port"), "{e:?}");
     std::thread::sleep(Duration::from_millis(50));
     for port in &h {
         assert!(port.take_sent().is_empty(), "nothing was sent");
