@@ -773,7 +773,7 @@ pub struct MonitorUpcallsArgs {
     #[arg(short = 'c', long = "count", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
     /// Upcalls weftd holds for this monitor before it loses them [default: 1024].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65536))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=8192))]
     pub queue: Option<u32>,
 }
 

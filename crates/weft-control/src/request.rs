@@ -258,7 +258,7 @@ pub enum Request {
         /// Only this switch's upcalls (default: every switch's, later ones included).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         switch: Option<String>,
-        /// Upcalls the subscription holds before it loses them (default 1024, at most 65536).
+        /// Upcalls the subscription holds before it loses them (default 1024, at most 8192).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         queue: Option<u32>,
     },

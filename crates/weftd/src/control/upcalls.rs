@@ -26,7 +26,8 @@ use super::{limit, Controller, Session};
 pub(super) const MAX_SUBSCRIPTIONS: usize = 8;
 /// Upcalls a subscription holds by default, and at most.
 const DEFAULT_QUEUE: u32 = 1024;
-const MAX_QUEUE: u32 = 65536;
+/// (8192 upcalls of a 2 KiB snap length are 16 MiB; eight subscriptions 128 MiB at most.)
+const MAX_QUEUE: u32 = 8192;
 /// Bytes of each frame a subscription keeps: the switch's upcall snap length.
 const SNAPLEN: usize = 2048;
 /// A subscription unread this long is ended.

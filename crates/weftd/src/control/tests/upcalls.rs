@@ -234,14 +234,14 @@ fn unread_upcalls_are_counted_unclaimed_and_subscriptions_end_with_session_or_id
         .kind,
         ErrorKind::NotFound
     );
-    assert_eq!(
-        f.err(Request::UpcallSubscribe {
+    for queue in [0, 8193] {
+        let e = f.err(Request::UpcallSubscribe {
             switch: None,
-            queue: Some(0)
-        })
-        .kind,
-        ErrorKind::Invalid
-    );
+            queue: Some(queue),
+        });
+        assert_eq!(e.kind, ErrorKind::Invalid, "{queue}");
+        assert!(e.message.contains("1 to 8192"), "{e:?}");
+    }
     for _ in 0..crate::control::upcalls::MAX_SUBSCRIPTIONS {
         subscribe(&mut f, None, None);
     }
