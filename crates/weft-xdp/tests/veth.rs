@@ -167,3 +167,85 @@ fn frames_larger_than_a_chunk_are_dropped_and_counted_on_transmit() {
     let got = receive_test_frames(&mut peer_rx, 2, Duration::from_secs(2));
     assert_eq!(got, [frames[0].clone(), frames[2].clone()]);
 }
+
+#[test]
+fn a_small_umem_recycles_its_chunks_through_fill_and_completion_rings() {
+    if !can_run("a_small_umem_recycles_its_chunks_through_fill_and_completion_rings") {
+        return;
+    }
+    let _serial = lab::serial();
+    let veth = Veth::new("x");
+    // 32 receive and 32 transmit chunks: 960 frames each way go through each chunk 30 times.
+    let mut port = weft_xdp::open(&XdpOptions {
+        frames: weft_xdp::MIN_FRAMES,
+        ..XdpOptions::new(&veth.host)
+    })
+    .unwrap_or_else(|e| panic!("AF_XDP on {}: {e}", veth.host));
+    let mut halves = port.take_lanes(1).expect("halves").remove(0);
+    let (mut peer_rx, mut peer_tx) = veth.peer_socket();
+    let rx = halves.rx.as_mut().expect("receive half");
+    let mut received = Vec::new();
+    for round in 0..60u32 {
+        let burst: Vec<Vec<u8>> = (0..16).map(|i| test_frame(round * 16 + i, 60)).collect();
+        assert_eq!(send_all(&mut peer_tx, &burst), 16);
+        received.extend(receive_test_frames(rx.as_mut(), 16, Duration::from_secs(2)));
+    }
+    let seqs: Vec<u32> = received.iter().filter_map(|f| common::seq_of(f)).collect();
+    assert_eq!(
+        seqs,
+        (0..960).collect::<Vec<u32>>(),
+        "every frame, in order"
+    );
+
+    let out: Vec<Vec<u8>> = (0..960).map(|s| test_frame(5000 + s, 60)).collect();
+    assert_eq!(
+        send_all(halves.tx.as_mut(), &out),
+        out.len(),
+        "all taken in time"
+    );
+    let got = receive_test_frames(&mut peer_rx, out.len(), Duration::from_secs(2));
+    assert!(
+        got == out,
+        "all {} of {} reached the namespace in order",
+        got.len(),
+        out.len()
+    );
+    let mut dropped = 0;
+    port.visit_counters(&mut |c| {
+        if c.class == weft_switch::CounterClass::Drop {
+            dropped += c.value;
+        }
+    });
+    assert_eq!(dropped, 0);
+}
+
+#[test]
+fn the_receive_half_is_readable_on_its_socket_when_frames_wait() {
+    if !can_run("the_receive_half_is_readable_on_its_socket_when_frames_wait") {
+        return;
+    }
+    let _serial = lab::serial();
+    let veth = Veth::new("x");
+    let (_port, mut halves) = open(&veth, XdpMode::Native);
+    let (_peer_rx, mut peer_tx) = veth.peer_socket();
+    let rx = halves.rx.as_mut().expect("receive half");
+    let fd = rx.readiness_fd().expect("a readiness descriptor");
+    let readable = |timeout_ms: i32| {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for the duration of the call.
+        let n = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+        n == 1 && p.revents & libc::POLLIN != 0
+    };
+    assert!(!readable(50), "nothing waits yet");
+    assert_eq!(send_all(&mut peer_tx, &[test_frame(1, 60)]), 1);
+    assert!(readable(2000), "a frame waits");
+    assert_eq!(
+        receive_test_frames(rx.as_mut(), 1, Duration::from_secs(2)).len(),
+        1
+    );
+    assert!(!readable(50), "drained");
+}
