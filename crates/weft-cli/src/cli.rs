@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use weft_control::state::XdpAttach;
 use weft_control::{MacAddr, Vni};
 
 use crate::cli_policy::PortPolicyArgs;
@@ -119,6 +120,16 @@ pub fn parse_port_ref(s: &str) -> Result<PortRef, String> {
         _ => Err(format!(
             "'{s}' is not SWITCH:PORT (e.g. br0:vm1): name the switch, a colon, then the port"
         )),
+    }
+}
+
+/// Parses `--xdp-attach`.
+pub fn parse_xdp_attach(s: &str) -> Result<XdpAttach, String> {
+    match s {
+        "auto" => Ok(XdpAttach::Auto),
+        "native" => Ok(XdpAttach::Native),
+        "generic" => Ok(XdpAttach::Generic),
+        _ => Err(format!("{s:?}: use auto, native or generic")),
     }
 }
 
@@ -377,6 +388,32 @@ pub enum PortKindCmd {
         /// The interface.
         #[arg(long, value_name = "NAME")]
         ifname: String,
+        /// Switch-side options.
+        #[command(flatten)]
+        options: PortOptionArgs,
+    },
+    /// An existing interface (veth or physical) used through an AF_XDP socket: weftd
+    /// attaches an XDP program that hands one receive queue's frames to weft (the other
+    /// queues' frames go on to the kernel), zero-copy where the driver allows.
+    #[command(
+        after_help = "EXAMPLES:\n  weft port add br0:x0 af-xdp --ifname veth0\n  \
+        weft port add br0:x1 af-xdp --ifname eth1 --queue 3 --xdp-attach native\n\n\
+        One AF_XDP port per interface. Frames of other queues are not seen: steer the \
+        traffic to the queue (ethtool -N, or one queue: ethtool -L IFNAME combined 1). \
+        No offloads: super-frames toward the port are cut to its MTU first."
+    )]
+    AfXdp {
+        /// The interface.
+        #[arg(long, value_name = "NAME")]
+        ifname: String,
+        /// The receive queue whose frames weft takes.
+        #[arg(long, value_name = "Q", default_value_t = 0)]
+        queue: u32,
+        /// Where the XDP program runs: `native` (in the driver: veth and most NICs),
+        /// `generic` (after the kernel made an skb: any driver, slower), `auto` (native where
+        /// the driver has it).
+        #[arg(long, value_name = "HOW", default_value = "auto", value_parser = parse_xdp_attach)]
+        xdp_attach: XdpAttach,
         /// Switch-side options.
         #[command(flatten)]
         options: PortOptionArgs,

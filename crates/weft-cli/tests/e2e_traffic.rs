@@ -387,6 +387,101 @@ fn tcp_streams(client: &Netns, server: &Netns, addr: &str, streams: u32, secs: u
     assert!(received > 1 << 20, "only {received} bytes over TCP\n{out}");
 }
 
+#[test]
+fn af_xdp_ports_on_veth_carry_pings_and_tcp_and_take_their_program_away() {
+    if let Some(why) = skip_reason() {
+        eprintln!(
+            "SKIP af_xdp_ports_on_veth_carry_pings_and_tcp_and_take_their_program_away: {why}"
+        );
+        return;
+    }
+    let pid = std::process::id();
+    let ns1 = Netns::new(format!("weft-xdp-{pid}-a"));
+    let ns2 = Netns::new(format!("weft-xdp-{pid}-b"));
+    let mut d = Weftd::new();
+    d.start();
+    let mut hosts = Vec::new();
+    for (ns, inner, addr) in [(&ns1, "xa", "10.205.0.1/24"), (&ns2, "xb", "10.205.0.2/24")] {
+        // The host end stays here for weft; its peer goes into the namespace.
+        let host = format!("wx{}{inner}", pid % 100_000);
+        must(
+            "ip",
+            &[
+                "link", "add", &host, "type", "veth", "peer", "name", inner, "netns", &ns.0,
+            ],
+        );
+        must("ip", &["link", "set", &host, "up"]);
+        addr_up(ns, inner, addr);
+        // XDP sees no checksum state: the namespace's stack must complete its own.
+        ns.must("ethtool", &["-K", inner, "tx", "off"]);
+        let port = format!("br0:{inner}");
+        d.json(&[
+            "port",
+            "add",
+            &port,
+            "af-xdp",
+            "--ifname",
+            &host,
+            "--xdp-attach",
+            "native",
+        ]);
+        hosts.push((host, port));
+    }
+    for (host, port) in &hosts {
+        let link = must("ip", &["link", "show", host]);
+        assert!(
+            link.contains("prog/xdp"),
+            "no XDP program on {host}: {link}"
+        );
+        let Response::Port { port: info, .. } = d.json(&["port", "show", port]) else {
+            panic!("port show answered something else")
+        };
+        assert!(info.failed.is_none(), "{info:?}");
+        assert!(
+            info.offloads.iter().any(|w| w == "native"),
+            "{:?}",
+            info.offloads
+        );
+    }
+    let replies = ns1.ping("10.205.0.2", 5);
+    assert!(replies >= 4, "{replies} of 5 pings came back:\n{}", d.log());
+    tcp_streams(&ns1, &ns2, "10.205.0.2", 2, 2);
+    for (_, port) in &hosts {
+        let (rx, tx, drops) = d.port_counters(port);
+        assert!(rx > 100 && tx > 100, "{port}: rx {rx} tx {tx}");
+        // A veth whose peer cannot take more (its ring full until its NAPI runs) leaves
+        // descriptors in the tx ring: the port then refuses frames, as a full queue does,
+        // counted. Nothing else may be lost.
+        let refused: u64 = drops
+            .iter()
+            .filter(|(r, _)| r == "tx_queue_full")
+            .map(|(_, n)| n)
+            .sum();
+        assert!(
+            refused * 20 <= tx
+                && drops
+                    .iter()
+                    .all(|(r, n)| *n == 0 || r == "no_destination" || r == "tx_queue_full"),
+            "{port} dropped: {drops:?}\n{}",
+            text(&d.weft(&["port", "show", port]).stdout)
+        );
+    }
+    // And the ports go on after the stream: no frame waits in a ring for the next one.
+    let replies = ns2.ping("10.205.0.1", 3);
+    assert!(
+        replies >= 3,
+        "{replies} of 3 pings came back after the stream"
+    );
+    // A port that goes takes its program with it: the interface is the kernel's again.
+    let (host, port) = &hosts[0];
+    d.json(&["port", "del", port]);
+    let link = must("ip", &["link", "show", host]);
+    assert!(
+        !link.contains("prog/xdp"),
+        "the program stayed on {host}: {link}"
+    );
+}
+
 /// Packets each lane of the one switch received so far.
 fn lane_rx(d: &Weftd) -> Vec<u64> {
     let Response::Stats { switches, .. } = d.json(&["stats"]) else {

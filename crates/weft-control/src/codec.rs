@@ -223,7 +223,7 @@ pub fn hex_encode(bytes: &[u8]) -> String {
 /// The inverse of [`hex_encode`]; `None` on odd length or a non-hex digit.
 pub fn hex_decode(s: &str) -> Option<Vec<u8>> {
     let digits = s.as_bytes();
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return None;
     }
     let nibble = |c: u8| {

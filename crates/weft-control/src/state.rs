@@ -153,6 +153,35 @@ impl VhostMode {
     }
 }
 
+/// How an AF_XDP port's XDP program is attached to its interface.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum XdpAttach {
+    /// In the driver where it can be (native XDP), else generic.
+    #[default]
+    Auto,
+    /// In the driver only (veth and most physical NICs): refused where it cannot be.
+    Native,
+    /// Generic XDP, after the kernel made an skb: every driver, slower.
+    Generic,
+}
+
+impl XdpAttach {
+    /// The default.
+    pub fn is_auto(&self) -> bool {
+        *self == XdpAttach::Auto
+    }
+
+    /// Its name, as the protocol writes it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            XdpAttach::Auto => "auto",
+            XdpAttach::Native => "native",
+            XdpAttach::Generic => "generic",
+        }
+    }
+}
+
 /// Which side of a memif socket weft takes: the same two sides as a vhost-user socket
 /// (`server`: weft listens and maps the regions its client hands over — memif's "master";
 /// `client`: weft connects, allocates the memory, and reconnects — memif's "slave").
@@ -184,6 +213,18 @@ pub enum PortKind {
     AfPacket {
         /// The interface.
         ifname: String,
+    },
+    /// An existing interface (veth or physical) used through an AF_XDP socket, an XDP
+    /// program redirecting the frames of one receive queue to it.
+    AfXdp {
+        /// The interface.
+        ifname: String,
+        /// The receive queue whose frames weft takes (the others reach the kernel).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        queue: u32,
+        /// How the XDP program is attached.
+        #[serde(default, skip_serializing_if = "XdpAttach::is_auto")]
+        attach: XdpAttach,
     },
     /// A vhost-user socket a VM or DPDK application (the frontend) connects to, or (client
     /// mode) listens on for weft to connect to.

@@ -62,7 +62,14 @@ fn recorded_requests_cover_every_op_and_port_kind() {
             "no {op} request recorded"
         );
     }
-    for kind in ["tap", "af_packet", "vhost_user", "vxlan", "tcp_link"] {
+    for kind in [
+        "tap",
+        "af_packet",
+        "af_xdp",
+        "vhost_user",
+        "vxlan",
+        "tcp_link",
+    ] {
         assert!(
             REQUESTS.contains(&format!("{{\"type\":\"{kind}\"")),
             "no {kind} port recorded"

@@ -81,8 +81,9 @@ impl RingPlace {
     /// The ring at `offset` of `region`, if it fits there.
     pub fn new(mem: &SharedMemory, region: u16, offset: u64, log2: u8) -> Option<RingPlace> {
         let size = mem.region_size(region)?;
-        let fits =
-            log2 <= 15 && offset % RING_ALIGN == 0 && offset.checked_add(ring_bytes(log2))? <= size;
+        let fits = log2 <= 15
+            && offset.is_multiple_of(RING_ALIGN)
+            && offset.checked_add(ring_bytes(log2))? <= size;
         fits.then_some(RingPlace {
             region,
             offset,

@@ -365,7 +365,7 @@ impl<'a, 'm> DescChain<'a, 'm> {
     /// Switches to the indirect table `desc` names; `None` if it is not a valid one.
     fn enter_indirect(&mut self, desc: &Descriptor) -> Option<()> {
         let len = desc.len();
-        if self.indirect || len % 16 != 0 {
+        if self.indirect || !len.is_multiple_of(16) {
             return None;
         }
         let size = u16::try_from(len / 16).ok()?;

@@ -107,16 +107,18 @@ pub fn open(options: &XdpOptions) -> Result<XdpPort, XdpError> {
     let stats = Arc::new(XdpStats::default());
     let mtu = iface.mtu;
     let caps = PortCaps::plain(mtu as usize);
+    let tx_ring = Arc::new(tx::TxRing::new(rings.tx));
     let rx = XdpRx::new(
         rings.rx,
         rings.fill,
         layout,
         Arc::clone(&stats),
         Arc::clone(&area),
+        Arc::clone(&tx_ring),
         Arc::clone(&keep),
     );
     let tx = XdpTx::new(
-        rings.tx,
+        tx_ring,
         rings.completion,
         layout,
         caps,

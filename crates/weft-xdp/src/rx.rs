@@ -9,6 +9,7 @@ use xdpilone::{FillQueue, RingRx};
 use crate::chunks::{Layout, RxChunks};
 use crate::device::Keep;
 use crate::stats::{XdpDrop, XdpStats};
+use crate::tx::TxRing;
 use crate::umem::UmemArea;
 
 /// The receive half of an AF_XDP port.
@@ -24,6 +25,8 @@ pub struct XdpRx {
     frames: Vec<(usize, usize)>,
     stats: Arc<XdpStats>,
     area: Arc<UmemArea>,
+    /// The transmit half's ring, woken from here while the kernel left descriptors in it.
+    tx: Arc<TxRing>,
     _keep: Arc<Keep>,
 }
 
@@ -36,6 +39,7 @@ impl XdpRx {
         layout: Layout,
         stats: Arc<XdpStats>,
         area: Arc<UmemArea>,
+        tx: Arc<TxRing>,
         keep: Arc<Keep>,
     ) -> XdpRx {
         let mut port = XdpRx {
@@ -46,6 +50,7 @@ impl XdpRx {
             frames: Vec::with_capacity(weft_switch::port::MAX_BATCH),
             stats,
             area,
+            tx,
             _keep: keep,
         };
         let mut w = port.fill.fill(layout.rx_chunks());
@@ -78,6 +83,9 @@ impl XdpRx {
 
 impl PortRx for XdpRx {
     fn receive(&mut self, batch: &mut RxBatch) {
+        if self.tx.waiting() {
+            self.tx.nudge(&self.stats);
+        }
         let room = batch.room().min(self.frames.capacity() - self.frames.len());
         let Ok(room) = u32::try_from(room) else {
             return;
@@ -156,5 +164,10 @@ impl PortRx for XdpRx {
 
     fn readiness_fd(&self) -> Option<RawFd> {
         Some(self.rx.as_raw_fd())
+    }
+
+    /// While the kernel left transmit descriptors in the ring: nothing else would wake it.
+    fn needs_polling(&self) -> bool {
+        self.tx.waiting()
     }
 }

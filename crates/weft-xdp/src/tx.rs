@@ -1,7 +1,8 @@
 //! The transmit half: frames copied into free transmit chunks and handed over through the
 //! tx ring, chunks reclaimed from the completion ring.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use weft_switch::{PortCaps, PortTx, TxFrame};
 use xdpilone::xdp::XdpDesc;
@@ -17,11 +18,79 @@ use crate::umem::UmemArea;
 /// a burst of `n` needs `n / 32` more wake-ups than one.
 const COPY_MODE_KICK_BUDGET: u32 = 32;
 
+/// The tx ring, shared by the two halves: the transmit half fills it; when the kernel left
+/// descriptors in it (a busy device), the receive half, polled by the worker whether or not
+/// frames come, wakes the kernel again, so that the last frames of a burst do not wait for
+/// the next one.
+pub(crate) struct TxRing {
+    /// Locked by the transmit half once per burst, and by the receive half only while
+    /// `waiting`.
+    ring: Mutex<RingTx>,
+    /// Descriptors were left in the ring after the last wake-up.
+    waiting: AtomicBool,
+}
+
+impl TxRing {
+    pub(crate) fn new(ring: RingTx) -> TxRing {
+        TxRing {
+            ring: Mutex::new(ring),
+            waiting: AtomicBool::new(false),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, RingTx> {
+        match self.ring.lock() {
+            Ok(ring) => ring,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// True while descriptors wait in the ring for a wake-up.
+    pub(crate) fn waiting(&self) -> bool {
+        self.waiting.load(Ordering::Relaxed)
+    }
+
+    /// Wakes the kernel for what waits in the ring (the receive half's look), unless the
+    /// transmit half holds the ring now (it wakes the kernel itself).
+    pub(crate) fn nudge(&self, stats: &XdpStats) {
+        let Ok(mut ring) = self.ring.try_lock() else {
+            return;
+        };
+        let kicks = wake(&mut ring, 0, &self.waiting);
+        stats.tx_kicks.add(kicks);
+    }
+}
+
+/// Wakes the kernel when it asks (always in copy mode, where the `sendto` sends): once, and
+/// again while each wake-up moved the ring on and descriptors remain (copy mode sends at
+/// most [`COPY_MODE_KICK_BUDGET`] per call), up to what `queued` more descriptors need.
+/// Notes in `waiting` whether some were left (a busy device). Returns the wake-ups.
+fn wake(ring: &mut RingTx, queued: u32, waiting: &AtomicBool) -> u64 {
+    if !ring.needs_wakeup() {
+        waiting.store(false, Ordering::Relaxed);
+        return 0;
+    }
+    let mut pending = ring.pending();
+    let budget = u64::from(pending.max(queued) / COPY_MODE_KICK_BUDGET + 1);
+    let mut kicks = 0u64;
+    while pending > 0 && kicks < budget {
+        ring.wake();
+        kicks += 1;
+        let now = ring.pending();
+        if now >= pending {
+            break;
+        }
+        pending = now;
+    }
+    waiting.store(pending > 0, Ordering::Relaxed);
+    kicks
+}
+
 /// The transmit half of an AF_XDP port.
 ///
 /// Ownership: whoever delivers to the port (the daemon puts it behind one lock per port).
 pub struct XdpTx {
-    tx: RingTx,
+    tx: Arc<TxRing>,
     completion: CompletionQueue,
     chunks: TxChunks,
     layout: Layout,
@@ -33,7 +102,7 @@ pub struct XdpTx {
 
 impl XdpTx {
     pub(crate) fn new(
-        tx: RingTx,
+        tx: Arc<TxRing>,
         completion: CompletionQueue,
         layout: Layout,
         caps: PortCaps,
@@ -80,29 +149,6 @@ impl XdpTx {
         drop(read);
         self.stats.tx_bad_completions.add(bad);
     }
-
-    /// Wakes the kernel when it asks (always in copy mode, where the `sendto` sends): once,
-    /// and again while each wake-up moved the ring on and descriptors remain (copy mode
-    /// sends at most [`COPY_MODE_KICK_BUDGET`] per call). Descriptors a busy device left in
-    /// the ring go with the next burst's wake-up.
-    fn kick(&mut self, queued: u32) {
-        if !self.tx.needs_wakeup() {
-            return;
-        }
-        let budget = queued / COPY_MODE_KICK_BUDGET + 1;
-        let mut kicks = 0u64;
-        let mut pending = self.tx.pending();
-        while pending > 0 && kicks < u64::from(budget) {
-            self.tx.wake();
-            kicks += 1;
-            let now = self.tx.pending();
-            if now >= pending {
-                break;
-            }
-            pending = now;
-        }
-        self.stats.tx_kicks.add(kicks);
-    }
 }
 
 impl PortTx for XdpTx {
@@ -112,12 +158,14 @@ impl PortTx for XdpTx {
 
     fn transmit(&mut self, frames: &[TxFrame<'_>]) -> usize {
         self.reclaim();
+        let shared = Arc::clone(&self.tx);
+        let mut ring = shared.lock();
         let want = frames.len().min(self.chunks.free());
         let mut taken = 0;
         let mut queued = 0u32;
         if want > 0 {
             let want = u32::try_from(want).unwrap_or(u32::MAX);
-            let mut w = self.tx.transmit(want);
+            let mut w = ring.transmit(want);
             let slots = w.capacity();
             for frame in frames {
                 if frame.len() > CHUNK_SIZE as usize {
@@ -170,8 +218,11 @@ impl PortTx for XdpTx {
             }
         }
         self.stats.tx_frames.add(u64::from(queued));
-        if queued > 0 {
-            self.kick(queued);
+        // Also with nothing queued: descriptors a busy device left must go, or a ring full of
+        // them would never drain.
+        if queued > 0 || shared.waiting() {
+            let kicks = wake(&mut ring, queued, &shared.waiting);
+            self.stats.tx_kicks.add(kicks);
         }
         taken
     }

@@ -10,6 +10,7 @@
 //! name it) and drops what the switch sends it.
 
 mod af_packet;
+mod af_xdp;
 pub mod carry;
 mod failed;
 mod memif;
@@ -107,6 +108,9 @@ pub enum OpenError {
     /// A memif port would not open.
     #[error(transparent)]
     Memif(#[from] weft_memif::MemifError),
+    /// An AF_XDP port would not open.
+    #[error(transparent)]
+    Xdp(#[from] weft_xdp::XdpError),
     /// The device gave no halves.
     #[error(transparent)]
     Split(#[from] weft_switch::DeviceError),
@@ -222,6 +226,11 @@ pub fn open(ctx: OpenContext<'_>, port: &str, kind: &PortKind) -> Result<Device,
     let opened = match kind {
         PortKind::Tap { .. } => tap::open(port, &tap_settings(kind), ctx.taps)?,
         PortKind::AfPacket { ifname } => af_packet::open(ifname)?,
+        PortKind::AfXdp {
+            ifname,
+            queue,
+            attach,
+        } => af_xdp::open(ifname, *queue, *attach)?,
         PortKind::VhostUser { .. } => vhost::open(ctx, port, kind)?,
         PortKind::Memif { .. } => memif::open(ctx, port, kind)?,
         PortKind::Vxlan { .. } => vxlan::open(kind)?,
@@ -372,7 +381,7 @@ impl Device {
 pub fn configured_mtu(kind: &PortKind) -> u32 {
     match kind {
         PortKind::Tap { mtu, .. } => *mtu,
-        PortKind::AfPacket { .. } | PortKind::Vxlan { .. } => 1500,
+        PortKind::AfPacket { .. } | PortKind::AfXdp { .. } | PortKind::Vxlan { .. } => 1500,
         PortKind::VhostUser { mtu, .. }
         | PortKind::Memif { mtu, .. }
         | PortKind::TcpLink { mtu, .. } => *mtu,

@@ -41,6 +41,19 @@ pub fn port_add_request(
             },
             options,
         ),
+        PortKindCmd::AfXdp {
+            ifname,
+            queue,
+            xdp_attach,
+            options,
+        } => (
+            PortKind::AfXdp {
+                ifname: ifname.clone(),
+                queue: *queue,
+                attach: *xdp_attach,
+            },
+            options,
+        ),
         PortKindCmd::VhostUser {
             vhost_socket,
             vhost_mode,

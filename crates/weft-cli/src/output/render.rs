@@ -101,11 +101,12 @@ fn workers_label(s: &SwitchInfo) -> String {
     list.join(",")
 }
 
-/// `tap`, `af-packet`, `vhost-user`, `vxlan`.
+/// `tap`, `af-packet`, `af-xdp`, `vhost-user`, `memif`, `vxlan`, `tcp-link`.
 pub(crate) fn kind_label(kind: &PortKind) -> &'static str {
     match kind {
         PortKind::Tap { .. } => "tap",
         PortKind::AfPacket { .. } => "af-packet",
+        PortKind::AfXdp { .. } => "af-xdp",
         PortKind::VhostUser { .. } => "vhost-user",
         PortKind::Memif { .. } => "memif",
         PortKind::Vxlan { .. } => "vxlan",
@@ -116,7 +117,7 @@ pub(crate) fn kind_label(kind: &PortKind) -> &'static str {
 fn ifname(port: &PortInfo) -> &str {
     match &port.kind {
         PortKind::Tap { ifname, .. } => ifname.as_deref().unwrap_or(&port.name),
-        PortKind::AfPacket { ifname } => ifname,
+        PortKind::AfPacket { ifname } | PortKind::AfXdp { ifname, .. } => ifname,
         PortKind::VhostUser { .. }
         | PortKind::Memif { .. }
         | PortKind::Vxlan { .. }
@@ -210,6 +211,14 @@ fn kind_detail(port: &PortInfo) -> String {
             s
         }
         PortKind::AfPacket { ifname } => format!("af-packet, ifname {ifname}"),
+        PortKind::AfXdp {
+            ifname,
+            queue,
+            attach,
+        } => format!(
+            "af-xdp, ifname {ifname}, queue {queue}, xdp {}",
+            attach.as_str()
+        ),
         PortKind::VhostUser {
             socket,
             mode,

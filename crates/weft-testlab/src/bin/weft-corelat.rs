@@ -88,7 +88,7 @@ fn ask(line: &Line, cpu: usize, other: usize, span: Duration) -> Result<Vec<f64>
                 // The clock read rarely: an answer that never comes (the answering thread
                 // could not be pinned, or never runs) ends the measurement, not hangs it.
                 spins = spins.wrapping_add(1);
-                if spins % (1 << 16) == 0 && t.elapsed() > Duration::from_secs(1) {
+                if spins.is_multiple_of(1 << 16) && t.elapsed() > Duration::from_secs(1) {
                     bail!("no answer from CPU {other} in 1 s");
                 }
             }

@@ -122,7 +122,7 @@ proptest! {
         let mut distance = 0u16;
         loop {
             distance = distance % 9 + 1;
-            ring.prefetch_ahead(&view, &cursor, distance, 76, (distance % 2 == 0).then_some(12));
+            ring.prefetch_ahead(&view, &cursor, distance, 76, distance.is_multiple_of(2).then_some(12));
             let Some(head) = cursor.next_head(&ring) else {
                 break;
             };

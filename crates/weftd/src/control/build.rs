@@ -112,9 +112,18 @@ pub(super) fn adopt_all(
             }),
             Err(e) => {
                 std::mem::forget(opened);
+                let mut reason = e.to_string();
+                if matches!(p.kind, weft_control::state::PortKind::AfXdp { .. }) {
+                    // The running weftd holds the interface's XDP program and queue until it
+                    // exits: an AF_XDP port is not handed over (yet).
+                    reason.push_str(
+                        "; AF_XDP ports are not handed over by an upgrade: delete the port, \
+                         upgrade, and add it again",
+                    );
+                }
                 return Err(port_open_error(
                     &format!("{}:{}", switch.name, p.name),
-                    &e.to_string(),
+                    &reason,
                 ));
             }
         }

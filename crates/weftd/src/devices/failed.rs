@@ -44,6 +44,7 @@ pub fn kind_name(kind: &PortKind) -> &'static str {
     match kind {
         PortKind::Tap { .. } => "tap",
         PortKind::AfPacket { .. } => "af_packet",
+        PortKind::AfXdp { .. } => "af_xdp",
         PortKind::VhostUser { .. } => "vhost_user",
         PortKind::Memif { .. } => "memif",
         PortKind::Vxlan { .. } => "vxlan",

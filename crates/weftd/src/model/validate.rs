@@ -85,6 +85,21 @@ pub fn port_kind(port_name: &str, kind: &PortKind) -> Result<(), ControlError> {
             mtu_in_range(*mtu)
         }
         PortKind::AfPacket { ifname: name } => ifname(name),
+        PortKind::AfXdp {
+            ifname: name,
+            queue,
+            ..
+        } => {
+            ifname(name)?;
+            // The kernel's limit on a device's queues (and XSKMAP keys weft uses).
+            if *queue >= 4096 {
+                return Err(ControlError::invalid(format!(
+                    "queue {queue} is out of range: use 0 to 4095"
+                ))
+                .with_hint("ethtool -l IFNAME lists the interface's queues"));
+            }
+            Ok(())
+        }
         PortKind::VhostUser {
             socket,
             mtu,

@@ -228,7 +228,7 @@ fn cmsg(len: u64, level: i32, kind: i32, data: &[u8]) -> Vec<u8> {
     out.extend_from_slice(&level.to_ne_bytes());
     out.extend_from_slice(&kind.to_ne_bytes());
     out.extend_from_slice(data);
-    while out.len() % 8 != 0 {
+    while !out.len().is_multiple_of(8) {
         out.push(0);
     }
     out
