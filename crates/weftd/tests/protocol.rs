@@ -260,9 +260,9 @@ fn hostile_requests() -> Vec<(&'static str, Vec<u8>, &'static str)> {
             "system",
         ),
         (
-            "multiqueue tap",
+            "tap of more queues than a port takes",
             req(
-                json!({"op": "port_add", "switch": "br0", "name": "tap0", "kind": {"type": "tap", "queues": 2}}),
+                json!({"op": "port_add", "switch": "br0", "name": "tap0", "kind": {"type": "tap", "queues": 17}}),
             ),
             "invalid",
         ),
