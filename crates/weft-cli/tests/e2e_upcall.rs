@@ -105,11 +105,11 @@ impl Drop for Responder {
     }
 }
 
-fn rules(d: &Weftd) -> usize {
+fn rule_ids(d: &Weftd) -> Vec<u64> {
     let Response::Rules { rules } = d.json(&["rule", "list", "br0"]) else {
         panic!("rule list answered something else")
     };
-    rules.len()
+    rules.iter().map(|r| r.id).collect()
 }
 
 #[test]
@@ -150,6 +150,16 @@ fn the_arp_responder_answers_known_addresses_without_a_flood_and_passes_the_rest
         "the capture saw no flood without the responder: {seen:?}"
     );
 
+    // The rule an earlier responder left (killed, or cut off by an upgrade): the new one
+    // replaces it rather than adding a second.
+    let Response::RuleAdded { id: stale } = d.json(&[
+        "rule",
+        "add",
+        "br0",
+        "priority=60000,cookie=0xa4b,arp actions=controller",
+    ]) else {
+        panic!("rule add answered something else")
+    };
     let mut cmd = Command::new(responder);
     cmd.arg("br0").arg("--socket").arg(d.path("run/weftd.sock"));
     for (i, mac) in macs.iter().enumerate() {
@@ -163,8 +173,15 @@ fn the_arp_responder_answers_known_addresses_without_a_flood_and_passes_the_rest
             .unwrap(),
     );
     let deadline = Instant::now() + Duration::from_secs(10);
-    while rules(&d) == 0 {
-        assert!(Instant::now() < deadline, "the responder installed no rule");
+    loop {
+        let ids = rule_ids(&d);
+        if ids.len() == 1 && ids[0] != stale {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the responder did not replace the stale rule {stale}: {ids:?}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 
@@ -203,7 +220,11 @@ fn the_arp_responder_answers_known_addresses_without_a_flood_and_passes_the_rest
     // Stopped, the responder takes its rule away: ARP floods again.
     let said = running.stop();
     assert!(said.contains("answered"), "{said}");
-    assert_eq!(rules(&d), 0, "the responder left its rule");
+    assert_eq!(
+        rule_ids(&d),
+        Vec::<u64>::new(),
+        "the responder left its rule"
+    );
     let seen = arp_seen(&ns[2], &devs[2], || {
         assert!(!ns[0].ping("10.78.0.97", 1, 56));
     });

@@ -10,7 +10,10 @@
 //! cannot read — goes back to the switch by the port it came from, to the learning bridge
 //! alone (`packet_out` with `in_port` and `normal`, OpenFlow's NORMAL: it does not meet the
 //! rule again), and on as if there were no responder. On exit (Ctrl-C, SIGTERM) it removes
-//! its rule.
+//! its rule; one that could not (killed, or its connection closed by a `weft upgrade`) leaves
+//! it, and the next responder removes it before installing its own, so run it under a
+//! supervisor that restarts it (systemd `Restart=always`): between the two, ARP is sent up
+//! with nobody reading and lost (`weft_switch_upcalls_unclaimed_total`).
 
 mod answer;
 
@@ -72,6 +75,12 @@ fn main() -> Result<()> {
     let mut client = Client::connect(&endpoint, Duration::from_secs(10))?;
     // Subscribed before the rule exists, so that no ARP is sent up with nobody reading.
     let mut stream = UpcallStream::subscribe(&mut client, Some(args.switch.clone()), None)?;
+    // A responder that was killed, or lost its connection in a `weft upgrade`, left its rule:
+    // one rule, whatever the restarts.
+    let stale = remove_own_rules(&mut client, &args.switch)?;
+    if stale > 0 {
+        eprintln!("weft-arp-responder: removed {stale} rule(s) an earlier responder left");
+    }
     let rule_id = install_rule(&mut client, &args)?;
     eprintln!(
         "weft-arp-responder: answering for {} address(es) on {} (rule {rule_id})",
@@ -107,6 +116,30 @@ fn load_table(args: &Args) -> Result<Table> {
     }
     table.extend(args.entries.iter().copied());
     Ok(table)
+}
+
+/// Deletes the rules with the responder's cookie on `switch`; how many.
+fn remove_own_rules(client: &mut Client, switch: &str) -> Result<usize> {
+    let Response::Rules { rules } = client.call(Request::RuleList {
+        switch: switch.to_string(),
+    })?
+    else {
+        bail!("rule_list answered something else");
+    };
+    let own: Vec<u64> = rules
+        .iter()
+        .filter(|r| r.rule.cookie == COOKIE)
+        .map(|r| r.id)
+        .collect();
+    for &id in &own {
+        client
+            .call(Request::RuleDel {
+                switch: switch.to_string(),
+                id,
+            })
+            .with_context(|| format!("removing rule {id}, an earlier responder's"))?;
+    }
+    Ok(own.len())
 }
 
 fn install_rule(client: &mut Client, args: &Args) -> Result<u64> {
