@@ -7,7 +7,7 @@
 //!
 //! The matrix varies one dimension at a time around the headline case (learning bridge,
 //! 64 B unicast, batch 64, 2 ports, no flow rules), plus broadcast and a flow cache
-//! hit/miss pair. `scripts/bench-core` runs it and prints the table in
+//! hit/miss pair and a port-to-port rule. `scripts/bench-core` runs it and prints the table in
 //! `docs/PERFORMANCE.md`. Every case checks, before and after it is measured, that the
 //! traffic does what its name says (no flooding in unicast cases, every packet delivered,
 //! no drops, cache hits or misses as intended), so a number never describes a different
@@ -48,6 +48,9 @@ enum Traffic {
     /// Unicast to `p1`, UDP source ports cycling over `flows` values; a flow rule is
     /// installed (matching nothing of this traffic) so the flow cache path is taken.
     CachedFlows { flows: usize },
+    /// Every frame to one learned station behind `p1`, forwarded by the rule
+    /// `in_port=p0 actions=output:p1` (a switch programmed port to port by a controller).
+    PortRule,
 }
 
 /// One benchmark case.
@@ -125,6 +128,11 @@ fn cases() -> Vec<Case> {
         traffic: Traffic::CachedFlows { flows: MANY_FLOWS },
         ..h
     });
+    v.push(Case {
+        kind: "port_rule",
+        traffic: Traffic::PortRule,
+        ..h
+    });
     v
 }
 
@@ -150,7 +158,7 @@ fn ingress_frames(case: &Case) -> Vec<Vec<u8>> {
     let src = station(0);
     let len = case.frame_len;
     match case.traffic {
-        Traffic::Unicast => (0..RING)
+        Traffic::Unicast | Traffic::PortRule => (0..RING)
             .map(|_| udp_frame(station(1), src, 1000, len))
             .collect(),
         Traffic::UnicastSpread => (0..RING)
@@ -207,6 +215,14 @@ fn build(case: &Case) -> (Switch, PortId) {
             ActionList::single(Action::Drop),
         ))
         .unwrap();
+    }
+    if let Traffic::PortRule = case.traffic {
+        let from_p0 = FlowMatch {
+            in_port: Some(ids[0]),
+            ..FlowMatch::ANY
+        };
+        let to_p1 = ActionList::single(Action::Output(ids[1]));
+        sw.add_rule(FlowRule::new(10, from_p0, to_p1)).unwrap();
     }
     // Pre-learn: every port speaks once (the ingress port last).
     for &id in ids.iter().skip(1).chain(ids.first()) {
@@ -288,6 +304,10 @@ impl Snapshot {
                     misses * 10 >= rx * 9,
                     "{id}: under 90% misses ({misses}/{rx})"
                 );
+            }
+            Traffic::PortRule => {
+                assert_eq!(hits + misses, rx, "{id}: packets bypassed the flow cache");
+                assert_eq!(misses, 0, "{id}: the flow cache missed");
             }
             _ => assert_eq!(hits + misses, 0, "{id}: the flow cache was used"),
         }

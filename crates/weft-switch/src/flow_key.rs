@@ -1,6 +1,7 @@
 //! The exact-match key of a packet: what the flow table matches on and the flow cache is
 //! indexed by.
 
+use core::hash::{Hash, Hasher};
 use core::net::IpAddr;
 
 use weft_packet::MacAddr;
@@ -11,7 +12,7 @@ use crate::types::{PortId, VlanId};
 ///
 /// Fields a packet does not have are zero / `None` (a non-IP frame has no addresses; a
 /// non-first IPv4 fragment has no L4 ports).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct FlowKey {
     /// The port the packet arrived on.
     pub in_port: PortId,
@@ -34,4 +35,114 @@ pub struct FlowKey {
     pub l4_src: u16,
     /// L4 destination port (TCP/UDP/SCTP), ICMP code for ICMP; 0 otherwise.
     pub l4_dst: u16,
+}
+
+impl FlowKey {
+    /// Every field but the addresses, packed without loss into three words.
+    #[inline(always)]
+    fn small_fields(&self) -> [u64; 3] {
+        [
+            self.dst_mac.to_u64() | (u64::from(self.in_port.0) << 48),
+            self.src_mac.to_u64() | (u64::from(self.vlan) << 48),
+            u64::from(self.ethertype)
+                | (u64::from(self.ip_proto) << 16)
+                | (u64::from(self.l4_src) << 24)
+                | (u64::from(self.l4_dst) << 40),
+        ]
+    }
+}
+
+/// Compares packed words: the derived impl compares the byte arrays of the addresses with
+/// calls to `memcmp`, and the flow loop compares a key per packet.
+impl PartialEq for FlowKey {
+    #[inline(always)]
+    fn eq(&self, other: &Self) -> bool {
+        // XORs folded together, not `==` on the arrays, which is a `memcmp` call.
+        let [a0, a1, a2] = self.small_fields();
+        let [b0, b1, b2] = other.small_fields();
+        ((a0 ^ b0) | (a1 ^ b1) | (a2 ^ b2)) == 0
+            && ip_bits(self.ip_src) == ip_bits(other.ip_src)
+            && ip_bits(self.ip_dst) == ip_bits(other.ip_dst)
+    }
+}
+
+impl Eq for FlowKey {}
+
+/// Hashes the packed words: the derived impl writes each field, and each address's length
+/// and bytes, separately, which cost the flow cache more than its lookup.
+impl Hash for FlowKey {
+    #[inline]
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        for word in self.small_fields() {
+            state.write_u64(word);
+        }
+        for ip in [self.ip_src, self.ip_dst] {
+            let (family, bits) = ip_bits(ip);
+            state.write_u128(bits);
+            state.write_u8(family);
+        }
+    }
+}
+
+/// An address as its family (0: none, 4 or 6) and its bits.
+#[inline(always)]
+fn ip_bits(ip: Option<IpAddr>) -> (u8, u128) {
+    match ip {
+        None => (0, 0),
+        Some(IpAddr::V4(a)) => (4, u128::from(a.to_bits())),
+        Some(IpAddr::V6(a)) => (6, a.to_bits()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use core::hash::BuildHasher;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::flow_table::proptests::flow_key;
+
+    /// Field by field, as `#[derive(PartialEq)]` compares.
+    fn fields_equal(a: &FlowKey, b: &FlowKey) -> bool {
+        (a.in_port, a.dst_mac, a.src_mac, a.vlan, a.ethertype)
+            == (b.in_port, b.dst_mac, b.src_mac, b.vlan, b.ethertype)
+            && (a.ip_src, a.ip_dst, a.ip_proto, a.l4_src, a.l4_dst)
+                == (b.ip_src, b.ip_dst, b.ip_proto, b.l4_src, b.l4_dst)
+    }
+
+    /// `a` with at most one field (`which`, 0 to 9; 10: none) taken from `other`.
+    fn with_field_of(a: FlowKey, other: FlowKey, which: u8) -> FlowKey {
+        let mut b = a;
+        match which {
+            0 => b.in_port = other.in_port,
+            1 => b.dst_mac = other.dst_mac,
+            2 => b.src_mac = other.src_mac,
+            3 => b.vlan = other.vlan,
+            4 => b.ethertype = other.ethertype,
+            5 => b.ip_src = other.ip_src,
+            6 => b.ip_dst = other.ip_dst,
+            7 => b.ip_proto = other.ip_proto,
+            8 => b.l4_src = other.l4_src,
+            9 => b.l4_dst = other.l4_dst,
+            _ => {}
+        }
+        b
+    }
+
+    proptest! {
+        #[test]
+        fn keys_are_equal_exactly_when_every_field_is_and_equal_keys_hash_alike(
+            a in flow_key(),
+            other in flow_key(),
+            which in 0u8..=10,
+        ) {
+            let b = with_field_of(a, other, which);
+            prop_assert_eq!(a == b, fields_equal(&a, &b));
+            let hasher = foldhash::fast::RandomState::default();
+            if a == b {
+                prop_assert_eq!(hasher.hash_one(a), hasher.hash_one(b));
+            }
+        }
+    }
 }

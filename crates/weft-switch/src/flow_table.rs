@@ -246,4 +246,4 @@ impl Default for FlowTable {
 mod tests;
 
 #[cfg(test)]
-mod proptests;
+pub(crate) mod proptests;

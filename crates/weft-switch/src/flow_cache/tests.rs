@@ -64,6 +64,22 @@ fn reinserting_a_key_overwrites_its_value() {
 }
 
 #[test]
+fn a_repeated_hit_follows_inserts_generations_and_clears() {
+    let mut cache = FlowCache::new(64);
+    cache.insert(key(1), 1, 'a');
+    assert_eq!(cache.get(&key(1), 1), Some('a'));
+    assert_eq!(cache.get(&key(1), 1), Some('a'));
+    cache.insert(key(1), 1, 'b');
+    assert_eq!(cache.get(&key(1), 1), Some('b'));
+    assert_eq!(cache.get(&key(1), 2), None);
+    assert_eq!(cache.get(&key(1), 1), Some('b'));
+    cache.clear();
+    assert_eq!(cache.get(&key(1), 1), None);
+    let stats = cache.stats();
+    assert_eq!((stats.hits, stats.misses), (4, 2));
+}
+
+#[test]
 fn capacity_bound_holds_under_100_000_random_inserts() {
     let mut cache = FlowCache::new(1000);
     assert_eq!(cache.capacity(), 1024);

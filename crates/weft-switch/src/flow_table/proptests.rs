@@ -186,7 +186,8 @@ fn flow_rule() -> impl Strategy<Value = FlowRule> {
         })
 }
 
-fn flow_key() -> impl Strategy<Value = FlowKey> {
+/// Keys from a few values per field (so that random pairs often match), families mixed.
+pub(crate) fn flow_key() -> impl Strategy<Value = FlowKey> {
     let addrs = prop_oneof![
         Just((0x0806u16, None, None)),
         (v4(), v4()).prop_map(|(s, d)| (0x0800, Some(s), Some(d))),

@@ -20,7 +20,7 @@ mod policy;
 mod read;
 
 use policy::BatchPolicy;
-use read::{read_key, read_l2, PortIngress};
+use read::{ipv4_flow_words, read_key, read_l2, PortIngress};
 
 /// What the pipeline keeps per packet between stages (with the port's [`RxDesc`], which
 /// holds its offload state). Small, as it is written for every packet.
@@ -207,10 +207,8 @@ impl Switch {
         let mut generation = self.fdb.generation();
         let mut memo_key = u64::MAX;
         let mut memo = Verdict::Pending;
-        // The output every packet so far has (`all_same` false once two differ or one is
-        // dropped). A memo hit repeats a verdict already counted here.
-        let mut uniform: Option<Output> = None;
-        let mut all_same = true;
+        // A memo hit repeats a verdict already noted here.
+        let mut uniform = UniformOutput::default();
         // The first 14 bytes of the packet before when it was untagged and admitted: a
         // packet that starts with the same (and has no offload to check) has the same meta
         // and verdict, and nothing to learn; the steps below would find just that.
@@ -231,8 +229,8 @@ impl Switch {
             {
                 Ok(l2) => l2,
                 Err(reason) => {
-                    all_same = false;
                     verdicts[i] = Verdict::Drop(reason);
+                    uniform.note(verdicts[i]);
                     continue;
                 }
             };
@@ -268,18 +266,11 @@ impl Switch {
                     previous = None;
                 }
             }
-            match verdict {
-                Verdict::Single(o) => match uniform {
-                    None => uniform = Some(o),
-                    Some(u) => all_same &= u == o,
-                },
-                _ => all_same = false,
-            }
+            uniform.note(verdict);
             verdicts[i] = verdict;
         }
         s.len = n;
-        // Only when every packet of the batch was read.
-        s.uniform = uniform.filter(|_| all_same && all_read);
+        s.uniform = uniform.output(all_read);
         rx_bytes
     }
 
@@ -294,35 +285,59 @@ impl Switch {
         // Stage 1: read every header first (VALE's prefetch stage).
         let s = &mut self.scratch;
         let descs = self.batch.descs();
-        for ((((desc, frame), key), meta), verdict) in descs
-            .iter()
-            .zip(frames)
-            .zip(s.keys.iter_mut())
-            .zip(s.meta.iter_mut())
-            .zip(s.verdicts.iter_mut())
-        {
+        let n = descs
+            .len()
+            .min(frames.len())
+            .min(s.verdicts.len())
+            .min(s.keys.len())
+            .min(s.meta.len());
+        let all_read = n == descs.len();
+        let (descs, frames) = (&descs[..n], &frames[..n]);
+        let (keys, metas, verdicts) = (&mut s.keys[..n], &mut s.meta[..n], &mut s.verdicts[..n]);
+        // What decided the last key read whole: a packet of the same flow after it has the
+        // same key, read without a parse (see `ipv4_flow_words`).
+        let mut previous: Option<RepeatableHeader> = None;
+        for i in 0..n {
+            let (frame, offload) = (frames[i], descs[i].offload);
             rx_bytes += frame.len() as u64;
-            *verdict = match read_key(in_port, *frame, desc.offload, &ingress, meta) {
-                Ok(k) => {
-                    *key = k;
-                    match policy.check_source(*frame) {
-                        Ok(()) => Verdict::Pending,
-                        Err(reason) => Verdict::Drop(reason),
+            let header = ipv4_flow_words(frame.head).map(|words| RepeatableHeader {
+                words,
+                head_len: frame.head.len(),
+                len: frame.len(),
+                offload,
+            });
+            let repeat = matches!((&header, &previous), (Some(h), Some(p)) if h.same_as(p));
+            let read = if repeat && i > 0 {
+                keys[i] = keys[i - 1];
+                metas[i] = metas[i - 1];
+                Ok(())
+            } else {
+                previous = None;
+                match read_key(in_port, frame, offload, &ingress, &mut metas[i]) {
+                    Ok(k) => {
+                        keys[i] = k;
+                        previous = header;
+                        Ok(())
+                    }
+                    Err((k, reason)) => {
+                        keys[i] = k;
+                        Err(reason)
                     }
                 }
-                Err((k, reason)) => {
-                    *key = k;
-                    Verdict::Drop(reason)
-                }
+            };
+            verdicts[i] = match read.and_then(|()| policy.check_source(frame)) {
+                Ok(()) => Verdict::Pending,
+                Err(reason) => Verdict::Drop(reason),
             };
         }
-        s.len = descs.len().min(frames.len()).min(s.verdicts.len());
+        s.len = n;
         // Stage 2: decide, then learn, in arrival order (a source learned by one packet is
         // known to the next; one a packet's verdict dropped is not learned).
         let mut learned = LearnMemo::default();
         let own = self.batch.own_frames();
         // Rule hits, summed while consecutive packets hit the same rule.
         let mut hits = RuleHits::default();
+        let mut uniform = UniformOutput::default();
         for i in 0..self.scratch.len {
             if matches!(self.scratch.verdicts[i], Verdict::Pending) {
                 let key = self.scratch.keys[i];
@@ -363,9 +378,70 @@ impl Switch {
                 }
                 self.scratch.verdicts[i] = verdict;
             }
+            uniform.note(self.scratch.verdicts[i]);
         }
         hits.flush(&mut self.table);
+        self.scratch.uniform = uniform.output(all_read);
         rx_bytes
+    }
+}
+
+/// The bytes, sizes and offload state that decided a frame's key (see `ipv4_flow_words`).
+#[derive(Clone, Copy)]
+struct RepeatableHeader {
+    words: [u64; 5],
+    head_len: usize,
+    len: usize,
+    offload: weft_packet::OffloadInfo,
+}
+
+impl RepeatableHeader {
+    /// Whether `other` decides the same key. The words' XORs are folded, not compared as
+    /// arrays, which is a `memcmp` call per packet.
+    #[inline(always)]
+    fn same_as(&self, other: &RepeatableHeader) -> bool {
+        let differ = self
+            .words
+            .iter()
+            .zip(&other.words)
+            .fold(0, |acc, (a, b)| acc | (a ^ b));
+        differ == 0
+            && (self.head_len, self.len) == (other.head_len, other.len)
+            && self.offload == other.offload
+    }
+}
+
+/// Whether every verdict of a batch is one and the same output, which lets stage 3 send
+/// the batch straight through.
+struct UniformOutput {
+    first: Option<Output>,
+    /// False once two outputs differ, or a verdict is not a single output.
+    all_same: bool,
+}
+
+impl Default for UniformOutput {
+    fn default() -> Self {
+        UniformOutput {
+            first: None,
+            all_same: true,
+        }
+    }
+}
+
+impl UniformOutput {
+    #[inline(always)]
+    fn note(&mut self, verdict: Verdict) {
+        match (verdict, self.first) {
+            (Verdict::Single(o), None) => self.first = Some(o),
+            (Verdict::Single(o), Some(first)) => self.all_same &= first == o,
+            _ => self.all_same = false,
+        }
+    }
+
+    /// The one output, if every packet had it and every packet of the batch was read
+    /// (`all_read`).
+    fn output(&self, all_read: bool) -> Option<Output> {
+        self.first.filter(|_| self.all_same && all_read)
     }
 }
 
