@@ -13,6 +13,16 @@ use crate::cvt;
 /// Longest interface name (without the NUL).
 pub const MAX_IFNAME: usize = libc::IFNAMSIZ - 1;
 
+/// Whether `name` is a name the kernel takes for an interface: 1 to [`MAX_IFNAME`] bytes,
+/// no '/', ':', whitespace or NUL (what `dev_valid_name` refuses, and ':' for aliases).
+pub fn is_valid_ifname(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_IFNAME
+        && !name
+            .chars()
+            .any(|c| c == '/' || c == ':' || c == '\0' || c.is_whitespace())
+}
+
 /// A `struct ifreq`: an interface name and one integer the request reads or fills in.
 #[derive(Clone, Copy)]
 pub struct IfReq(libc::ifreq);
@@ -156,6 +166,16 @@ mod tests {
         assert_eq!(IfReq::new("wt-a").name(), "wt-a");
         assert_eq!(IfReq::new("123456789012345").name(), "123456789012345");
         assert_eq!(IfReq::new("1234567890123456").name(), "123456789012345");
+    }
+
+    #[test]
+    fn interface_names_the_kernel_refuses_are_invalid() {
+        for ok in ["eth0", "wt-a", "123456789012345", "br0.10", "vxlan_42"] {
+            assert!(is_valid_ifname(ok), "{ok:?}");
+        }
+        for bad in ["", "1234567890123456", "a/b", "eth0:1", "a b", "a\tb", "a\0b"] {
+            assert!(!is_valid_ifname(bad), "{bad:?}");
+        }
     }
 
     #[test]

@@ -11,7 +11,6 @@ use weft_sys::IoVec;
 
 use crate::error::PortError;
 
-pub(crate) use weft_sys::ifreq::MAX_IFNAME;
 pub(crate) use weft_sys::iovec::writev;
 pub(crate) use weft_sys::socket::{bind_packet, set_nonblocking, socket};
 pub(crate) use weft_sys::sockopt::{opt, set as setsockopt};
@@ -23,12 +22,7 @@ const IFF_UP_FLAG: libc::c_short = libc::IFF_UP as libc::c_short;
 
 /// Checks an interface name: 1..=15 bytes, no '/', ':' or whitespace, no NUL.
 pub(crate) fn check_ifname(name: &str) -> Result<(), PortError> {
-    let ok = !name.is_empty()
-        && name.len() <= MAX_IFNAME
-        && !name
-            .chars()
-            .any(|c| c == '/' || c == ':' || c == '\0' || c.is_whitespace());
-    if ok {
+    if weft_sys::ifreq::is_valid_ifname(name) {
         Ok(())
     } else {
         Err(PortError::BadName(name.to_string()))

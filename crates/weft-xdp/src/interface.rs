@@ -2,12 +2,9 @@
 
 use std::os::unix::fs::MetadataExt;
 
-use weft_sys::ifreq::{ioctl_ifreq, IfReq, IfReqRequest};
+use weft_sys::ifreq::{ioctl_ifreq, is_valid_ifname, IfReq, IfReqRequest, MAX_IFNAME};
 
 use crate::error::XdpError;
-
-/// The longest interface name (`IFNAMSIZ` less the terminating zero).
-const MAX_IFNAME: usize = 15;
 
 /// An interface of the current network namespace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,12 +18,7 @@ pub(crate) struct Interface {
 }
 
 pub(crate) fn check_name(name: &str) -> Result<(), XdpError> {
-    let ok = !name.is_empty()
-        && name.len() <= MAX_IFNAME
-        && !name
-            .chars()
-            .any(|c| c == '/' || c == ':' || c == '\0' || c.is_whitespace());
-    if ok {
+    if is_valid_ifname(name) {
         Ok(())
     } else {
         Err(XdpError::BadOption(format!(
