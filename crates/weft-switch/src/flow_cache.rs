@@ -147,6 +147,12 @@ impl<V: Copy> FlowCache<V> {
         None
     }
 
+    /// Counts a hit its caller answered itself, from a value this cache returned for the same
+    /// key and generation (the flow loop's next packets of one flow).
+    pub(crate) fn note_repeated_hit(&mut self) {
+        self.stats.hits += 1;
+    }
+
     /// Caches `value` for `key` under `generation`, replacing what the key had. Always
     /// stores: when the key's window is full, another entry is replaced (see the type).
     pub fn insert(&mut self, key: FlowKey, generation: u64, value: V) {

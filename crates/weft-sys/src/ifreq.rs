@@ -173,7 +173,15 @@ mod tests {
         for ok in ["eth0", "wt-a", "123456789012345", "br0.10", "vxlan_42"] {
             assert!(is_valid_ifname(ok), "{ok:?}");
         }
-        for bad in ["", "1234567890123456", "a/b", "eth0:1", "a b", "a\tb", "a\0b"] {
+        for bad in [
+            "",
+            "1234567890123456",
+            "a/b",
+            "eth0:1",
+            "a b",
+            "a\tb",
+            "a\0b",
+        ] {
             assert!(!is_valid_ifname(bad), "{bad:?}");
         }
     }

@@ -338,33 +338,63 @@ impl Switch {
         // Rule hits, summed while consecutive packets hit the same rule.
         let mut hits = RuleHits::default();
         let mut uniform = UniformOutput::default();
+        // The last flow decided, for the packets of the same flow after it.
+        let mut last: Option<DecidedFlow> = None;
         for i in 0..self.scratch.len {
             if matches!(self.scratch.verdicts[i], Verdict::Pending) {
                 let key = self.scratch.keys[i];
                 let generation =
                     super::cache_generation(&self.fdb, &self.table, self.port_generation);
-                let d = match self.cache.get(&key, generation) {
-                    Some(d) => {
-                        // Tests check the cache against the uncached decision, packet by packet.
-                        #[cfg(test)]
-                        if d != decide(&key, &self.fdb, &self.table, now) {
-                            self.cache_mismatches += 1;
-                        }
-                        d
+                let len = frames.get(i).map_or(0, |f| f.len());
+                let flow = match last {
+                    Some(flow) if flow.generation == generation && flow.key == key => {
+                        // What the cache would have answered: counted as its hit.
+                        self.cache.note_repeated_hit();
+                        flow
                     }
-                    None => {
-                        let d = decide(&key, &self.fdb, &self.table, now);
-                        self.cache.insert(key, generation, d);
-                        d
+                    _ => {
+                        let d = match self.cache.get(&key, generation) {
+                            Some(d) => {
+                                // Tests check the cache against the uncached decision.
+                                #[cfg(test)]
+                                if d != decide(&key, &self.fdb, &self.table, now) {
+                                    self.cache_mismatches += 1;
+                                }
+                                d
+                            }
+                            None => {
+                                let d = decide(&key, &self.fdb, &self.table, now);
+                                self.cache.insert(key, generation, d);
+                                d
+                            }
+                        };
+                        let flow = DecidedFlow {
+                            key,
+                            generation,
+                            verdict: self.scratch.verdict_of(d),
+                            rule: d.rule,
+                            goes_out: d.drop.is_none(),
+                        };
+                        // A `Multi` verdict's outputs are one packet's entry in `multi`.
+                        last = (!matches!(flow.verdict, Verdict::Multi(_))).then_some(flow);
+                        flow
                     }
                 };
-                let len = frames.get(i).map_or(0, |f| f.len());
-                if let Some(rule) = d.rule {
+                if let Some(rule) = flow.rule {
                     hits.add(rule, len as u64, &mut self.table);
                 }
-                let mut verdict = self.scratch.verdict_of(d);
-                if d.drop.is_none() {
-                    if let Err(reason) = policy.check_flood(key.dst_mac, len, d.outputs()) {
+                let mut verdict = flow.verdict;
+                if flow.goes_out {
+                    let outputs = match verdict {
+                        Verdict::Single(ref o) => core::slice::from_ref(o),
+                        Verdict::Multi(k) => self
+                            .scratch
+                            .multi
+                            .get(usize::from(k))
+                            .map_or(&[][..], |d| d.outputs()),
+                        _ => &[],
+                    };
+                    if let Err(reason) = policy.check_flood(key.dst_mac, len, outputs) {
                         verdict = Verdict::Drop(reason);
                     }
                 }
@@ -384,6 +414,19 @@ impl Switch {
         self.scratch.uniform = uniform.output(all_read);
         rx_bytes
     }
+}
+
+/// A flow's decision as the flow loop applies it, kept for the flow's next packets.
+#[derive(Clone, Copy)]
+struct DecidedFlow {
+    key: FlowKey,
+    /// The cache generation it was decided under.
+    generation: u64,
+    /// A `Single` or a `Drop` (a `Multi` is never kept).
+    verdict: Verdict,
+    rule: Option<RuleId>,
+    /// Not dropped by the decision: storm control looks at its outputs.
+    goes_out: bool,
 }
 
 /// The bytes, sizes and offload state that decided a frame's key (see `ipv4_flow_words`).
