@@ -209,8 +209,8 @@ impl Run {
     }
 
     /// Runs `step`; returns what each port sent and its counters (receive batches aside:
-    /// they are what differs).
-    fn run(&mut self, step: &Step) -> Vec<Option<Observed>> {
+    /// they are what differs), and each rule's hits.
+    fn run(&mut self, step: &Step) -> (Vec<Option<Observed>>, Vec<(u64, u64)>) {
         match step {
             Step::Send { slot, packets } => {
                 if let Some((id, handle)) = self.ports[slot % self.ports.len()].clone() {
@@ -237,7 +237,8 @@ impl Run {
                 self.sw.expire(self.now);
             }
         }
-        self.ports
+        let ports = self
+            .ports
             .iter()
             .map(|p| {
                 let (id, handle) = p.as_ref()?;
@@ -248,7 +249,14 @@ impl Run {
                     counters,
                 })
             })
-            .collect()
+            .collect();
+        let rules = self
+            .sw
+            .flow_table()
+            .rules()
+            .map(|(_, _, stats)| (stats.packets, stats.bytes))
+            .collect();
+        (ports, rules)
     }
 
     fn poll(&mut self, id: PortId, handle: &MemoryPortHandle) {

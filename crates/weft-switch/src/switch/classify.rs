@@ -1,9 +1,11 @@
 //! Stages 1 and 2 of the pipeline: read each packet's headers, learn its source, and decide
 //! where it goes (flow cache → flow table → learning bridge).
 //!
-//! Two loops share the per-packet steps. Without flow rules (the plain learning bridge) only
-//! the Ethernet header and tag are read and the verdict is computed in the same pass, with
-//! no flow key at all. With rules, the full key is built, and decisions are cached per key.
+//! Two loops share the per-packet steps, each in one pass. Without flow rules (the plain
+//! learning bridge) only the Ethernet header and tag are read, with no flow key at all. With
+//! rules, the full key is built and decisions are cached per key. Both let a packet whose
+//! header matches the one before's take its verdict, as packets of one flow mostly come in
+//! runs.
 
 use weft_packet::MacAddr;
 
@@ -275,16 +277,21 @@ impl Switch {
     }
 
     /// The flow loop: full key, flow cache in front of the rules. Returns the bytes received.
+    ///
+    /// One pass, as the bridge loop: each packet is read, decided and learned from before the
+    /// next (a source learned by one packet is known to the next; one a packet's verdict
+    /// dropped is not learned).
     fn classify_flows(&mut self, in_port: PortId, frames: &Frames<'_>, now: Timestamp) -> u64 {
         let Some(slot) = self.ports.get(in_port.index()).and_then(Option::as_ref) else {
             return 0;
         };
         let (ingress, learning) = (PortIngress::new(&slot.options.vlan), slot.options.learning);
         let mut policy = BatchPolicy::new(&slot.options, now);
-        let mut rx_bytes = 0u64;
-        // Stage 1: read every header first (VALE's prefetch stage).
-        let s = &mut self.scratch;
+        // Frames checked one by one (port security, storm control) never share a verdict.
+        let share_verdicts = !policy.checks_frames();
         let descs = self.batch.descs();
+        let own = self.batch.own_frames();
+        let s = &mut self.scratch;
         let n = descs
             .len()
             .min(frames.len())
@@ -293,123 +300,143 @@ impl Switch {
             .min(s.meta.len());
         let all_read = n == descs.len();
         let (descs, frames) = (&descs[..n], &frames[..n]);
-        let (keys, metas, verdicts) = (&mut s.keys[..n], &mut s.meta[..n], &mut s.verdicts[..n]);
-        // What decided the last key read whole: a packet of the same flow after it has the
-        // same key, read without a parse (see `ipv4_flow_words`).
-        let mut previous: Option<RepeatableHeader> = None;
-        for i in 0..n {
-            let (frame, offload) = (frames[i], descs[i].offload);
-            rx_bytes += frame.len() as u64;
-            let header = ipv4_flow_words(frame.head).map(|words| RepeatableHeader {
-                words,
-                head_len: frame.head.len(),
-                len: frame.len(),
-                offload,
-            });
-            let repeat = matches!((&header, &previous), (Some(h), Some(p)) if h.same_as(p));
-            let read = if repeat && i > 0 {
-                keys[i] = keys[i - 1];
-                metas[i] = metas[i - 1];
-                Ok(())
-            } else {
-                previous = None;
-                match read_key(in_port, frame, offload, &ingress, &mut metas[i]) {
-                    Ok(k) => {
-                        keys[i] = k;
-                        previous = header;
-                        Ok(())
-                    }
-                    Err((k, reason)) => {
-                        keys[i] = k;
-                        Err(reason)
-                    }
-                }
-            };
-            verdicts[i] = match read.and_then(|()| policy.check_source(frame)) {
-                Ok(()) => Verdict::Pending,
-                Err(reason) => Verdict::Drop(reason),
-            };
-        }
-        s.len = n;
-        // Stage 2: decide, then learn, in arrival order (a source learned by one packet is
-        // known to the next; one a packet's verdict dropped is not learned).
+        let mut rx_bytes = 0u64;
         let mut learned = LearnMemo::default();
-        let own = self.batch.own_frames();
         // Rule hits, summed while consecutive packets hit the same rule.
         let mut hits = RuleHits::default();
         let mut uniform = UniformOutput::default();
         // The last flow decided, for the packets of the same flow after it.
         let mut last: Option<DecidedFlow> = None;
-        for i in 0..self.scratch.len {
-            if matches!(self.scratch.verdicts[i], Verdict::Pending) {
-                let key = self.scratch.keys[i];
-                let generation =
-                    super::cache_generation(&self.fdb, &self.table, self.port_generation);
-                let len = frames.get(i).map_or(0, |f| f.len());
-                let flow = match last {
-                    Some(flow) if flow.generation == generation && flow.key == key => {
-                        // What the cache would have answered: counted as its hit.
-                        self.cache.note_repeated_hit();
-                        flow
+        // The header of the packet before, when its key was read and a packet of the same
+        // flow after it has the same key (see `ipv4_flow_words`).
+        let mut previous: Option<RepeatableHeader> = None;
+        // Set when the packet before's verdict is the next one's if their keys are equal: its
+        // rule, if any. Never across a change learning made to the FDB.
+        let mut shared: Option<Option<RuleId>> = None;
+        let mut generation = super::cache_generation(&self.fdb, &self.table, self.port_generation);
+        for i in 0..n {
+            let (frame, offload) = (frames[i], descs[i].offload);
+            let len = frame.len();
+            rx_bytes += len as u64;
+            let header = ipv4_flow_words(frame.head).map(|words| RepeatableHeader {
+                words,
+                head_len: frame.head.len(),
+                len,
+                offload,
+            });
+            let repeat =
+                i > 0 && matches!((&header, &previous), (Some(h), Some(p)) if h.same_as(p));
+            if repeat {
+                if let Some(rule) = shared {
+                    // The same key, meta and verdict as the packet before; nothing to learn.
+                    self.scratch.meta[i] = self.scratch.meta[i - 1];
+                    self.scratch.verdicts[i] = self.scratch.verdicts[i - 1];
+                    if let Some(rule) = rule {
+                        hits.add(rule, len as u64, &mut self.table);
                     }
-                    _ => {
-                        let d = match self.cache.get(&key, generation) {
-                            Some(d) => {
-                                // Tests check the cache against the uncached decision.
-                                #[cfg(test)]
-                                if d != decide(&key, &self.fdb, &self.table, now) {
-                                    self.cache_mismatches += 1;
-                                }
-                                d
-                            }
-                            None => {
-                                let d = decide(&key, &self.fdb, &self.table, now);
-                                self.cache.insert(key, generation, d);
-                                d
-                            }
-                        };
-                        let flow = DecidedFlow {
-                            key,
-                            generation,
-                            verdict: self.scratch.verdict_of(d),
-                            rule: d.rule,
-                            goes_out: d.drop.is_none(),
-                        };
-                        // A `Multi` verdict's outputs are one packet's entry in `multi`.
-                        last = (!matches!(flow.verdict, Verdict::Multi(_))).then_some(flow);
-                        flow
-                    }
-                };
-                if let Some(rule) = flow.rule {
-                    hits.add(rule, len as u64, &mut self.table);
+                    continue;
                 }
-                let mut verdict = flow.verdict;
-                if flow.goes_out {
-                    let outputs = match verdict {
-                        Verdict::Single(ref o) => core::slice::from_ref(o),
-                        Verdict::Multi(k) => self
-                            .scratch
-                            .multi
-                            .get(usize::from(k))
-                            .map_or(&[][..], |d| d.outputs()),
-                        _ => &[],
-                    };
-                    if let Err(reason) = policy.check_flood(key.dst_mac, len, outputs) {
-                        verdict = Verdict::Drop(reason);
+                self.scratch.keys[i] = self.scratch.keys[i - 1];
+                self.scratch.meta[i] = self.scratch.meta[i - 1];
+            } else {
+                previous = None;
+                let read = read_key(in_port, frame, offload, &ingress, &mut self.scratch.meta[i]);
+                match read {
+                    Ok(k) => {
+                        self.scratch.keys[i] = k;
+                        previous = header;
+                    }
+                    Err((k, reason)) => {
+                        self.scratch.keys[i] = k;
+                        self.scratch.verdicts[i] = Verdict::Drop(reason);
+                        uniform.note(Verdict::Drop(reason));
+                        shared = None;
+                        continue;
                     }
                 }
-                if learning && i >= own && learns_from(verdict) {
-                    let source = (key.vlan, key.src_mac);
-                    if let Some(reason) =
-                        learned.learn(&mut self.fdb, &policy, source, in_port, now)
-                    {
-                        verdict = Verdict::Drop(reason);
-                    }
-                }
-                self.scratch.verdicts[i] = verdict;
             }
-            uniform.note(self.scratch.verdicts[i]);
+            shared = None;
+            if let Err(reason) = policy.check_source(frame) {
+                self.scratch.verdicts[i] = Verdict::Drop(reason);
+                uniform.note(Verdict::Drop(reason));
+                continue;
+            }
+            let key = self.scratch.keys[i];
+            let flow = match last {
+                Some(flow) if flow.generation == generation && flow.key == key => {
+                    // What the cache would have answered: counted as its hit.
+                    self.cache.note_repeated_hit();
+                    flow
+                }
+                _ => {
+                    let d = match self.cache.get(&key, generation) {
+                        Some(d) => {
+                            // Tests check the cache against the uncached decision.
+                            #[cfg(test)]
+                            if d != decide(&key, &self.fdb, &self.table, now) {
+                                self.cache_mismatches += 1;
+                            }
+                            d
+                        }
+                        None => {
+                            let d = decide(&key, &self.fdb, &self.table, now);
+                            self.cache.insert(key, generation, d);
+                            d
+                        }
+                    };
+                    let flow = DecidedFlow {
+                        key,
+                        generation,
+                        verdict: self.scratch.verdict_of(d),
+                        rule: d.rule,
+                        goes_out: d.drop.is_none(),
+                    };
+                    // A `Multi` verdict's outputs are one packet's entry in `multi`.
+                    last = (!matches!(flow.verdict, Verdict::Multi(_))).then_some(flow);
+                    flow
+                }
+            };
+            if let Some(rule) = flow.rule {
+                hits.add(rule, len as u64, &mut self.table);
+            }
+            let mut verdict = flow.verdict;
+            if flow.goes_out {
+                let outputs = match verdict {
+                    Verdict::Single(ref o) => core::slice::from_ref(o),
+                    Verdict::Multi(k) => self
+                        .scratch
+                        .multi
+                        .get(usize::from(k))
+                        .map_or(&[][..], |d| d.outputs()),
+                    _ => &[],
+                };
+                if let Err(reason) = policy.check_flood(key.dst_mac, len, outputs) {
+                    verdict = Verdict::Drop(reason);
+                }
+            }
+            if learning && i >= own && learns_from(verdict) {
+                let source = (key.vlan, key.src_mac);
+                if let Some(reason) = learned.learn(&mut self.fdb, &policy, source, in_port, now) {
+                    verdict = Verdict::Drop(reason);
+                }
+                let now_generation =
+                    super::cache_generation(&self.fdb, &self.table, self.port_generation);
+                if now_generation != generation {
+                    generation = now_generation;
+                    // What this packet taught may change the next one's verdict.
+                    previous = None;
+                }
+            }
+            // The next packet of this flow may take this verdict when nothing about it was
+            // one packet's own: not a `Multi` (its entry in `multi`), not checked frame by
+            // frame, not an own frame (which teaches nothing; the next may).
+            if share_verdicts && i >= own && !matches!(verdict, Verdict::Multi(_)) {
+                shared = Some(flow.rule);
+            }
+            self.scratch.verdicts[i] = verdict;
+            uniform.note(verdict);
         }
+        self.scratch.len = n;
         hits.flush(&mut self.table);
         self.scratch.uniform = uniform.output(all_read);
         rx_bytes

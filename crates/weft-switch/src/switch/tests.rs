@@ -786,3 +786,33 @@ fn a_mac_restored_on_a_port_the_switch_does_not_have_is_not_learned() {
         .restore_learned(0, MacAddr::BROADCAST, r.ports[0].0, T0));
     assert_eq!(r.sw.fdb().lookup(0, mac(5), T0), None);
 }
+
+/// A frame to its own source, twice in one batch, before the switch knows the source: the
+/// first is flooded and teaches the FDB that the source is behind the ingress port, so the
+/// second goes nowhere. Without rules (the bridge loop) and with them (the flow loop, whose
+/// next packets of a flow otherwise take the first one's verdict).
+#[test]
+fn a_frame_to_its_own_source_floods_once_then_is_dropped_within_one_batch() {
+    for with_rules in [false, true] {
+        let mut r = Rig::new(2);
+        if with_rules {
+            r.sw.add_rule(rule(0, FlowMatch::ANY, &[Action::Normal]))
+                .unwrap();
+        }
+        let mut f = Vec::new();
+        etherparse::PacketBuilder::ethernet2(mac(1).0, mac(1).0)
+            .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .udp(1000, 2000)
+            .write(&mut f, &[0x5a; 18])
+            .unwrap();
+        let (p0, h0) = r.ports[0].clone();
+        assert!(h0.inject(&f) && h0.inject(&f));
+        assert_eq!(r.sw.poll(p0, T0), 2, "one batch of two");
+        assert_eq!(r.sent(1), vec![f], "rules: {with_rules}");
+        assert_eq!(
+            r.counters(0).drops(DropReason::SamePort),
+            1,
+            "rules: {with_rules}"
+        );
+    }
+}
