@@ -329,6 +329,8 @@ impl Switch {
             if repeat {
                 if let Some(rule) = shared {
                     // The same key, meta and verdict as the packet before; nothing to learn.
+                    // Decided by a cached decision: counted as the cache's hit.
+                    self.cache.note_repeated_hit();
                     self.scratch.meta[i] = self.scratch.meta[i - 1];
                     self.scratch.verdicts[i] = self.scratch.verdicts[i - 1];
                     if let Some(rule) = rule {
