@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::ops::Range;
 use std::os::fd::{AsFd, AsRawFd};
 
-use crate::addr::SockAddr;
+use crate::addr::{socklen, SockAddr};
 use crate::iovec::{IoVec, IoVecMut};
 
 /// Room for a received datagram's control messages: a few `int`-sized ones
@@ -38,7 +38,20 @@ struct Message {
     named: bool,
 }
 
+/// A message's address: none, where it goes, or room for where it came from.
+#[derive(Clone, Copy)]
+enum Name<'s> {
+    None,
+    To(&'s SockAddr),
+    Room,
+}
+
 /// Storage for `sendmmsg` / `recvmmsg` batches, reused from batch to batch.
+///
+/// `headers` and `addrs` keep their entries from batch to batch (only `messages` says how
+/// many the current batch has): `link` sets every header field the kernel reads right
+/// before each call, and an address is written only where a message has one to send, so a
+/// batch of 64 receive buffers does not zero 64 headers and addresses on every poll.
 pub struct MmsgBatch {
     headers: Vec<libc::mmsghdr>,
     iovecs: Vec<libc::iovec>,
@@ -86,10 +99,8 @@ impl MmsgBatch {
     }
 
     fn clear(&mut self) {
-        self.headers.clear();
         self.iovecs.clear();
         self.messages.clear();
-        self.addrs.clear();
         self.received = 0;
     }
 
@@ -161,7 +172,7 @@ impl MmsgBatch {
         start..end
     }
 
-    fn add_message(&mut self, iovecs: Iovecs, to: Option<&SockAddr>) {
+    fn add_message(&mut self, iovecs: Iovecs, name: Name<'_>) {
         let iovecs = if iovecs
             .first
             .checked_add(iovecs.count)
@@ -171,12 +182,23 @@ impl MmsgBatch {
         } else {
             Iovecs::default()
         };
-        self.headers.push(empty_header());
+        let i = self.messages.len();
+        if self.headers.len() <= i {
+            self.headers.push(empty_header());
+        }
+        if self.addrs.len() <= i {
+            self.addrs.push(SockAddr::empty());
+        }
+        match name {
+            Name::None => {}
+            Name::To(to) => self.addrs[i] = *to,
+            // The kernel writes the sender's address and its length: only the room is set.
+            Name::Room => self.addrs[i].len = socklen::<libc::sockaddr_storage>(),
+        }
         self.messages.push(Message {
             iovecs,
-            named: to.is_some(),
+            named: !matches!(name, Name::None),
         });
-        self.addrs.push(to.copied().unwrap_or_default());
     }
 }
 
@@ -213,7 +235,8 @@ impl<'a> SendMsgs<'_, 'a> {
     /// Adds a message made of `iovecs` (from [`SendMsgs::add_iovecs`] in this batch; others
     /// make an empty message), to `to` (`None` for a connected or packet socket).
     pub fn push(&mut self, iovecs: Iovecs, to: Option<&SockAddr>) {
-        self.batch.add_message(iovecs, to);
+        self.batch
+            .add_message(iovecs, to.map_or(Name::None, Name::To));
     }
 
     /// Messages so far.
@@ -265,7 +288,7 @@ impl<'a> RecvMsgs<'_, 'a> {
         self.batch.iovecs.push(buf.raw());
         let i = self.batch.messages.len();
         self.batch
-            .add_message(Iovecs { first, count: 1 }, Some(&SockAddr::empty()));
+            .add_message(Iovecs { first, count: 1 }, Name::Room);
         if self.batch.controls.len() <= i {
             self.batch.controls.push(Control([0; CONTROL_LEN]));
         }

@@ -115,3 +115,67 @@ fn a_send_range_past_the_end_is_clamped() {
     assert_eq!(out.send(&tx, 0..10).unwrap(), 1);
     assert_eq!(out.send(&tx, 5..10).unwrap(), 0);
 }
+
+/// One `recvmmsg` from `sock` into `buffers`, a message each.
+fn receive_into(batch: &mut MmsgBatch, buffers: &mut [[u8; 8]], sock: &UdpSocket) -> usize {
+    let mut input = batch.receiving();
+    for buf in buffers {
+        input.push(IoVecMut::new(buf));
+    }
+    input.receive(sock).unwrap()
+}
+
+/// Headers and addresses are kept from batch to batch: a receive reports each batch's own
+/// senders (an IPv6 one after IPv4 ones), and an unnamed message sent after named ones goes
+/// where its connected socket points, not to a name left from before.
+#[test]
+fn a_reused_batch_reports_each_batchs_own_senders_and_sends_unnamed_messages_unnamed() {
+    let rx4 = receiver();
+    let tx4 = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut batch = MmsgBatch::new(2, 2);
+    let mut buffers = [[0u8; 8]; 2];
+    tx4.send_to(b"v4", rx4.local_addr().unwrap()).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(receive_into(&mut batch, &mut buffers, &rx4), 1);
+    assert_eq!(
+        batch.received(0).unwrap().source,
+        Some(tx4.local_addr().unwrap())
+    );
+    assert!(batch.received(1).is_none());
+
+    let Ok(rx6) = UdpSocket::bind("[::1]:0") else {
+        return; // no IPv6 loopback here
+    };
+    rx6.set_nonblocking(true).unwrap();
+    let tx6 = UdpSocket::bind("[::1]:0").unwrap();
+    tx6.send_to(b"v6", rx6.local_addr().unwrap()).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(receive_into(&mut batch, &mut buffers, &rx6), 1);
+    let got = batch.received(0).unwrap();
+    assert_eq!(got.source, Some(tx6.local_addr().unwrap()));
+    assert_eq!(&buffers[0][..got.len], b"v6");
+
+    // Named to rx4 first, then unnamed on a socket connected to another receiver.
+    let other = receiver();
+    let connected = UdpSocket::bind("127.0.0.1:0").unwrap();
+    connected.connect(other.local_addr().unwrap()).unwrap();
+    let to_rx4 = SockAddr::new(rx4.local_addr().unwrap());
+    {
+        let mut out = batch.sending();
+        let m = out.add_iovecs(&[IoVec::new(b"named")]);
+        out.push(m, Some(&to_rx4));
+        assert_eq!(out.send(&tx4, 0..1).unwrap(), 1);
+    }
+    {
+        let mut out = batch.sending();
+        let m = out.add_iovecs(&[IoVec::new(b"plain")]);
+        out.push(m, None);
+        assert_eq!(out.send(&connected, 0..1).unwrap(), 1);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let mut buf = [0u8; 8];
+    assert_eq!(other.recv(&mut buf).unwrap(), 5);
+    assert_eq!(&buf[..5], b"plain");
+    assert_eq!(rx4.recv(&mut buf).unwrap(), 5);
+    assert_eq!(&buf[..5], b"named");
+}
