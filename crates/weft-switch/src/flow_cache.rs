@@ -72,18 +72,6 @@ pub struct FlowCache<V: Copy> {
     hand: usize,
     hasher: RandomState,
     stats: FlowCacheStats,
-    /// The last hit, repeated without hashing: a batch's packets mostly belong to one flow.
-    last_hit: Option<LastHit<V>>,
-}
-
-/// A copy of the entry the last `get` found. Only `insert` and `clear` change entries, and
-/// both forget it; its entry's reference bit was set by that `get` and only an insert's
-/// eviction sweep clears it.
-#[derive(Clone, Copy)]
-struct LastHit<V> {
-    key: FlowKey,
-    generation: u64,
-    value: V,
 }
 
 /// The low bits of a hash as an index (the caller masks them to the table size).
@@ -106,18 +94,11 @@ impl<V: Copy> FlowCache<V> {
             hand: 0,
             hasher: RandomState::default(),
             stats: FlowCacheStats::default(),
-            last_hit: None,
         }
     }
 
     /// The value cached for `key` under `generation`, if any.
     pub fn get(&mut self, key: &FlowKey, generation: u64) -> Option<V> {
-        if let Some(last) = &self.last_hit {
-            if last.key == *key && last.generation == generation {
-                self.stats.hits += 1;
-                return Some(last.value);
-            }
-        }
         let hash = self.hasher.hash_one(key);
         let home = low_bits(hash);
         for step in 0..PROBE_WINDOW {
@@ -130,11 +111,6 @@ impl<V: Copy> FlowCache<V> {
                     if e.generation == generation {
                         e.referenced = true;
                         self.stats.hits += 1;
-                        self.last_hit = Some(LastHit {
-                            key: *key,
-                            generation,
-                            value: e.value,
-                        });
                         return Some(e.value);
                     }
                     self.stats.stale_misses += 1;
@@ -157,7 +133,6 @@ impl<V: Copy> FlowCache<V> {
     /// stores: when the key's window is full, another entry is replaced (see the type).
     pub fn insert(&mut self, key: FlowKey, generation: u64, value: V) {
         self.stats.insertions += 1;
-        self.last_hit = None;
         let hash = self.hasher.hash_one(key);
         let home = low_bits(hash);
         let mut empty = None;
@@ -218,7 +193,6 @@ impl<V: Copy> FlowCache<V> {
     pub fn clear(&mut self) {
         self.slots.fill(None);
         self.len = 0;
-        self.last_hit = None;
     }
 
     /// The counters.

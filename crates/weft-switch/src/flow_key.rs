@@ -6,6 +6,7 @@ use core::net::IpAddr;
 
 use weft_packet::MacAddr;
 
+use crate::flow_match::PackedKey;
 use crate::types::{PortId, VlanId};
 
 /// Every field a flow rule can match, read once per packet in the collect stage.
@@ -37,32 +38,12 @@ pub struct FlowKey {
     pub l4_dst: u16,
 }
 
-impl FlowKey {
-    /// Every field but the addresses, packed without loss into three words.
-    #[inline(always)]
-    fn small_fields(&self) -> [u64; 3] {
-        [
-            self.dst_mac.to_u64() | (u64::from(self.in_port.0) << 48),
-            self.src_mac.to_u64() | (u64::from(self.vlan) << 48),
-            u64::from(self.ethertype)
-                | (u64::from(self.ip_proto) << 16)
-                | (u64::from(self.l4_src) << 24)
-                | (u64::from(self.l4_dst) << 40),
-        ]
-    }
-}
-
 /// Compares packed words: the derived impl compares the byte arrays of the addresses with
 /// calls to `memcmp`, and the flow loop compares a key per packet.
 impl PartialEq for FlowKey {
     #[inline(always)]
     fn eq(&self, other: &Self) -> bool {
-        // XORs folded together, not `==` on the arrays, which is a `memcmp` call.
-        let [a0, a1, a2] = self.small_fields();
-        let [b0, b1, b2] = other.small_fields();
-        ((a0 ^ b0) | (a1 ^ b1) | (a2 ^ b2)) == 0
-            && ip_bits(self.ip_src) == ip_bits(other.ip_src)
-            && ip_bits(self.ip_dst) == ip_bits(other.ip_dst)
+        PackedKey::new(self).same_as(&PackedKey::new(other))
     }
 }
 
@@ -73,24 +54,9 @@ impl Eq for FlowKey {}
 impl Hash for FlowKey {
     #[inline]
     fn hash<H: Hasher>(&self, state: &mut H) {
-        for word in self.small_fields() {
+        for word in PackedKey::new(self).words() {
             state.write_u64(word);
         }
-        for ip in [self.ip_src, self.ip_dst] {
-            let (family, bits) = ip_bits(ip);
-            state.write_u128(bits);
-            state.write_u8(family);
-        }
-    }
-}
-
-/// An address as its family (0: none, 4 or 6) and its bits.
-#[inline(always)]
-fn ip_bits(ip: Option<IpAddr>) -> (u8, u128) {
-    match ip {
-        None => (0, 0),
-        Some(IpAddr::V4(a)) => (4, u128::from(a.to_bits())),
-        Some(IpAddr::V6(a)) => (6, a.to_bits()),
     }
 }
 

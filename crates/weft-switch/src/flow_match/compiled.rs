@@ -36,9 +36,17 @@ const FAMILY_V6: u64 = 2;
 const MAC_MASK: u64 = (1 << 48) - 1;
 const U16_MASK: u64 = 0xffff;
 
-/// A [`FlowKey`] as fixed words.
+/// A [`FlowKey`] as fixed words, without loss: two keys are equal exactly when their packed
+/// words are (what `FlowKey`'s `Eq` and `Hash` use).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PackedKey([u64; WORDS]);
+
+/// Whether two arrays of words are equal, their XORs folded: `==` on arrays is a `memcmp`
+/// call, which the per-packet comparisons cannot afford.
+#[inline(always)]
+pub(crate) fn words_equal<const N: usize>(a: &[u64; N], b: &[u64; N]) -> bool {
+    a.iter().zip(b).fold(0, |acc, (x, y)| acc | (x ^ y)) == 0
+}
 
 /// A [`FlowMatch`] as a (mask, value) pair: a packed key `k` matches when
 /// `k[i] & mask[i] == value[i]` for every word.
@@ -80,6 +88,18 @@ impl PackedKey {
         (w[IP_SRC_WORD], w[IP_SRC_WORD + 1]) = split_u128(src);
         (w[IP_DST_WORD], w[IP_DST_WORD + 1]) = split_u128(dst);
         PackedKey(w)
+    }
+
+    /// The words.
+    #[inline(always)]
+    pub(crate) fn words(&self) -> [u64; WORDS] {
+        self.0
+    }
+
+    /// Whether `other` packs the same key.
+    #[inline(always)]
+    pub(crate) fn same_as(&self, other: &PackedKey) -> bool {
+        words_equal(&self.0, &other.0)
     }
 }
 

@@ -13,6 +13,7 @@ use crate::counters::DropReason;
 use crate::decision::{Decision, Output, Target, VlanState};
 use crate::fdb::Fdb;
 use crate::flow_key::FlowKey;
+use crate::flow_match::words_equal;
 use crate::flow_table::{Action, FlowRule, FlowTable, RuleId};
 use crate::types::{PortId, Timestamp, VlanId};
 
@@ -468,16 +469,10 @@ struct RepeatableHeader {
 }
 
 impl RepeatableHeader {
-    /// Whether `other` decides the same key. The words' XORs are folded, not compared as
-    /// arrays, which is a `memcmp` call per packet.
+    /// Whether `other` decides the same key.
     #[inline(always)]
     fn same_as(&self, other: &RepeatableHeader) -> bool {
-        let differ = self
-            .words
-            .iter()
-            .zip(&other.words)
-            .fold(0, |acc, (a, b)| acc | (a ^ b));
-        differ == 0
+        words_equal(&self.words, &other.words)
             && (self.head_len, self.len) == (other.head_len, other.len)
             && self.offload == other.offload
     }
