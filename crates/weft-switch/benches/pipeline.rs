@@ -7,7 +7,7 @@
 //!
 //! The matrix varies one dimension at a time around the headline case (learning bridge,
 //! 64 B unicast, batch 64, 2 ports, no flow rules), plus broadcast and a flow cache
-//! hit/miss pair and a port-to-port rule. `scripts/bench-core` runs it and prints the table in
+//! hit/miss pair and a port-to-port rule (IPv4 and IPv6). `scripts/bench-core` runs it and prints the table in
 //! `docs/PERFORMANCE.md`. Every case checks, before and after it is measured, that the
 //! traffic does what its name says (no flooding in unicast cases, every packet delivered,
 //! no drops, cache hits or misses as intended), so a number never describes a different
@@ -51,6 +51,8 @@ enum Traffic {
     /// Every frame to one learned station behind `p1`, forwarded by the rule
     /// `in_port=p0 actions=output:p1` (a switch programmed port to port by a controller).
     PortRule,
+    /// As `PortRule`, the frames UDP over IPv6.
+    PortRuleV6,
 }
 
 /// One benchmark case.
@@ -133,6 +135,11 @@ fn cases() -> Vec<Case> {
         traffic: Traffic::PortRule,
         ..h
     });
+    v.push(Case {
+        kind: "port_rule_v6",
+        traffic: Traffic::PortRuleV6,
+        ..h
+    });
     v
 }
 
@@ -153,6 +160,22 @@ fn udp_frame(dst: MacAddr, src: MacAddr, src_port: u16, len: usize) -> Vec<u8> {
     frame
 }
 
+/// As [`udp_frame`], over IPv6.
+fn udp6_frame(dst: MacAddr, src: MacAddr, src_port: u16, len: usize) -> Vec<u8> {
+    let (a, b) = (
+        [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+        [0xfd; 16],
+    );
+    let builder = etherparse::PacketBuilder::ethernet2(src.0, dst.0)
+        .ipv6(a, b, 64)
+        .udp(src_port, 4791);
+    let payload = vec![0x5a; len - builder.size(0)];
+    let mut frame = Vec::with_capacity(len);
+    builder.write(&mut frame, &payload).unwrap();
+    assert_eq!(frame.len(), len);
+    frame
+}
+
 /// The frames the ingress port replays for `case`.
 fn ingress_frames(case: &Case) -> Vec<Vec<u8>> {
     let src = station(0);
@@ -160,6 +183,9 @@ fn ingress_frames(case: &Case) -> Vec<Vec<u8>> {
     match case.traffic {
         Traffic::Unicast | Traffic::PortRule => (0..RING)
             .map(|_| udp_frame(station(1), src, 1000, len))
+            .collect(),
+        Traffic::PortRuleV6 => (0..RING)
+            .map(|_| udp6_frame(station(1), src, 1000, len))
             .collect(),
         Traffic::UnicastSpread => (0..RING)
             .map(|i| udp_frame(station(1 + i % (case.ports - 1)), src, 1000, len))
@@ -216,7 +242,7 @@ fn build(case: &Case) -> (Switch, PortId) {
         ))
         .unwrap();
     }
-    if let Traffic::PortRule = case.traffic {
+    if let Traffic::PortRule | Traffic::PortRuleV6 = case.traffic {
         let from_p0 = FlowMatch {
             in_port: Some(ids[0]),
             ..FlowMatch::ANY
@@ -305,7 +331,7 @@ impl Snapshot {
                     "{id}: under 90% misses ({misses}/{rx})"
                 );
             }
-            Traffic::PortRule => {
+            Traffic::PortRule | Traffic::PortRuleV6 => {
                 assert_eq!(hits + misses, rx, "{id}: packets bypassed the flow cache");
                 assert_eq!(misses, 0, "{id}: the flow cache missed");
             }
