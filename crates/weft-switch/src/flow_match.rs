@@ -319,7 +319,7 @@ impl FlowMatch {
 
 mod compiled;
 
-pub(crate) use compiled::{words_equal, CompiledMatch, PackedKey};
+pub(crate) use compiled::{CompiledMatch, PackedKey};
 
 #[cfg(test)]
 mod tests;

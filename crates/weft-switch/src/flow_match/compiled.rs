@@ -44,7 +44,7 @@ pub(crate) struct PackedKey([u64; WORDS]);
 /// Whether two arrays of words are equal, their XORs folded: `==` on arrays is a `memcmp`
 /// call, which the per-packet comparisons cannot afford.
 #[inline(always)]
-pub(crate) fn words_equal<const N: usize>(a: &[u64; N], b: &[u64; N]) -> bool {
+fn words_equal<const N: usize>(a: &[u64; N], b: &[u64; N]) -> bool {
     a.iter().zip(b).fold(0, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

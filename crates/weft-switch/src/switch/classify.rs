@@ -13,7 +13,6 @@ use crate::counters::DropReason;
 use crate::decision::{Decision, Output, Target, VlanState};
 use crate::fdb::Fdb;
 use crate::flow_key::FlowKey;
-use crate::flow_match::words_equal;
 use crate::flow_table::{Action, FlowRule, FlowTable, RuleId};
 use crate::types::{PortId, Timestamp, VlanId};
 
@@ -23,7 +22,7 @@ mod policy;
 mod read;
 
 use policy::BatchPolicy;
-use read::{ipv4_flow_words, read_key, read_l2, PortIngress};
+use read::{read_key, read_l2, FlowLayout, PortIngress};
 
 /// What the pipeline keeps per packet between stages (with the port's [`RxDesc`], which
 /// holds its offload state). Small, as it is written for every packet.
@@ -309,7 +308,7 @@ impl Switch {
         // The last flow decided, for the packets of the same flow after it.
         let mut last: Option<DecidedFlow> = None;
         // The header of the packet before, when its key was read and a packet of the same
-        // flow after it has the same key (see `ipv4_flow_words`).
+        // flow after it has the same key (see `FlowLayout`).
         let mut previous: Option<RepeatableHeader> = None;
         // Set when the packet before's verdict is the next one's if their keys are equal: its
         // rule, if any. Never across a change learning made to the FDB.
@@ -319,14 +318,15 @@ impl Switch {
             let (frame, offload) = (frames[i], descs[i].offload);
             let len = frame.len();
             rx_bytes += len as u64;
-            let header = ipv4_flow_words(frame.head).map(|words| RepeatableHeader {
-                words,
+            let header = FlowLayout::of(frame.head).map(|layout| RepeatableHeader {
+                layout,
                 head_len: frame.head.len(),
                 len,
                 offload,
             });
-            let repeat =
-                i > 0 && matches!((&header, &previous), (Some(h), Some(p)) if h.same_as(p));
+            let repeat = i > 0
+                && matches!((&header, &previous), (Some(h), Some(p)) if h == p
+                    && h.layout.same_words(frames[i - 1].head, frame.head));
             if repeat {
                 if let Some(rule) = shared {
                     // The same key, meta and verdict as the packet before; nothing to learn.
@@ -459,23 +459,14 @@ struct DecidedFlow {
     goes_out: bool,
 }
 
-/// The bytes, sizes and offload state that decided a frame's key (see `ipv4_flow_words`).
-#[derive(Clone, Copy)]
+/// Besides its flow words, what decided a frame's key (see `FlowLayout`): two frames
+/// with equal `RepeatableHeader`s and equal flow words get the same key.
+#[derive(Clone, Copy, PartialEq, Eq)]
 struct RepeatableHeader {
-    words: [u64; 5],
+    layout: FlowLayout,
     head_len: usize,
     len: usize,
     offload: weft_packet::OffloadInfo,
-}
-
-impl RepeatableHeader {
-    /// Whether `other` decides the same key.
-    #[inline(always)]
-    fn same_as(&self, other: &RepeatableHeader) -> bool {
-        words_equal(&self.words, &other.words)
-            && (self.head_len, self.len) == (other.head_len, other.len)
-            && self.offload == other.offload
-    }
 }
 
 /// Whether every verdict of a batch is one and the same output, which lets stage 3 send

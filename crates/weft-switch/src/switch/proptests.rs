@@ -222,7 +222,7 @@ pub(super) fn packet_spec() -> impl Strategy<Value = PacketSpec> {
         .prop_map(|(src, dst, tag, l3)| PacketSpec { src, dst, tag, l3 })
 }
 
-fn vlan_mode() -> impl Strategy<Value = PortVlanMode> {
+pub(super) fn vlan_mode() -> impl Strategy<Value = PortVlanMode> {
     prop_oneof![
         3 => Just(PortVlanMode::plain()),
         1 => select(vec![10u16, 20]).prop_map(|v| PortVlanMode::access(v).unwrap()),

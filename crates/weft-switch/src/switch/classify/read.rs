@@ -202,38 +202,150 @@ pub(super) fn read_key(
     Ok(key)
 }
 
-/// What [`read_key`] reads from an untagged IPv4 frame without options (the L2 header,
-/// the IPv4 header and the first four bytes after it), as five words with the bytes it
-/// does not read masked out: the identification, the TTL, the header checksum, and the
-/// bytes after the L4 ports. Two frames with equal words, equal heads and lengths and the
-/// same offload state get the same key and the same drop, so the second needs no parse: the
-/// packets of a flow differ in just those bytes (and in their payload).
+/// The bytes [`read_key`] reads from a frame whose IP header (of `version`: no IPv4
+/// options, no IPv6 extension headers) starts at `l3`, as a mask over the first 64 bytes in
+/// little-endian words: all before the IP header (addresses, tag, EtherType), the IP header
+/// but for what no key or check depends on, and the four bytes after it (the L4 ports, or
+/// the ICMP type and code). Left out: IPv4's identification, TTL and header checksum; IPv6's
+/// traffic class and flow label (all but the version nibble of its first four bytes) and
+/// its hop limit.
+const fn keep_mask(l3: usize, version: u8) -> [u64; 8] {
+    let mut mask = [0u64; 8];
+    let ip_len = if version == 4 { 20 } else { 40 };
+    let end = l3 + ip_len + 4;
+    let mut at = 0;
+    while at < end {
+        let offset = at.wrapping_sub(l3);
+        let byte: u64 = match (version, offset) {
+            (4, 4 | 5 | 8 | 10 | 11) => 0,
+            (6, 0) => 0xf0,
+            (6, 1..=3 | 7) => 0,
+            _ => 0xff,
+        };
+        mask[at / 8] |= byte << ((at % 8) * 8);
+        at += 1;
+    }
+    mask
+}
+
+/// The frame layouts whose flow words the flow loop compares: IPv4 without options or IPv6
+/// without extension headers, untagged or behind one 802.1Q tag.
 ///
-/// `None` for every other frame (tagged, IPv6, IPv4 with options, a head under 40 bytes).
+/// Two frames of one layout whose heads have equal flow words ([`FlowLayout::same_words`]:
+/// equal in every byte [`keep_mask`] keeps), with equal head and frame lengths and the same
+/// offload state, get the same key, meta and drop from [`read_key`], so the second needs no
+/// parse: the packets of a flow differ in just the bytes left out (and in their payload).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum FlowLayout {
+    Ipv4,
+    Ipv4Tagged,
+    Ipv6,
+    Ipv6Tagged,
+}
+
+impl FlowLayout {
+    /// The layout of the frame with `head`, when it is one of these and the head holds every
+    /// byte its flow words take; `None` for every other frame (QinQ or another TPID, IPv4
+    /// with options, IPv6 with an extension header, non-IP, a head too short).
+    #[inline(always)]
+    pub(super) fn of(head: &[u8]) -> Option<FlowLayout> {
+        use weft_packet::ipv6::next_header as nh;
+        let tagged = head.get(12..14)? == [0x81, 0x00];
+        let l3 = if tagged { 18 } else { 14 };
+        let (ethertype, first) = (head.get(l3 - 2..l3)?, *head.get(l3)?);
+        let layout = match (ethertype, first, tagged) {
+            ([0x08, 0x00], 0x45, false) => FlowLayout::Ipv4,
+            ([0x08, 0x00], 0x45, true) => FlowLayout::Ipv4Tagged,
+            ([0x86, 0xdd], _, _) if first >> 4 == 6 => {
+                // An extension header moves the L4 header beyond the bytes compared.
+                let next = *head.get(l3 + 6)?;
+                let extension = [
+                    nh::HOP_BY_HOP,
+                    nh::ROUTING,
+                    nh::FRAGMENT,
+                    nh::DEST_OPTS,
+                    nh::AUTH,
+                ];
+                if extension.contains(&next) {
+                    return None;
+                }
+                if tagged {
+                    FlowLayout::Ipv6Tagged
+                } else {
+                    FlowLayout::Ipv6
+                }
+            }
+            _ => return None,
+        };
+        (head.len() >= layout.end()).then_some(layout)
+    }
+
+    /// Where the bytes its flow words take end: four past the IP header.
+    fn end(self) -> usize {
+        match self {
+            FlowLayout::Ipv4 => 14 + 24,
+            FlowLayout::Ipv4Tagged => 18 + 24,
+            FlowLayout::Ipv6 => 14 + 44,
+            FlowLayout::Ipv6Tagged => 18 + 44,
+        }
+    }
+
+    /// Whether heads `a` and `b`, both of this layout (as [`FlowLayout::of`] found), have
+    /// equal flow words. One copy per layout, its mask constant: the bytes it leaves out
+    /// cost nothing, and a layout's words past its end are not read.
+    #[inline(always)]
+    pub(super) fn same_words(self, a: &[u8], b: &[u8]) -> bool {
+        match self {
+            FlowLayout::Ipv4 => same_masked::<14, 4, 40>(a, b),
+            FlowLayout::Ipv4Tagged => same_masked::<18, 4, 48>(a, b),
+            FlowLayout::Ipv6 => same_masked::<14, 6, 64>(a, b),
+            FlowLayout::Ipv6Tagged => same_masked::<18, 6, 64>(a, b),
+        }
+    }
+}
+
+/// Whether the first `BYTES` bytes (whole words) of `a` and `b` are equal under
+/// [`keep_mask`]`(L3, VERSION)`; zeros stand in for bytes past a head's end.
 #[inline(always)]
-pub(super) fn ipv4_flow_words(head: &[u8]) -> Option<[u64; 5]> {
-    const MASK: [u64; 5] = [
-        u64::MAX,
-        u64::MAX,
-        // Bytes 16..24: total length kept; identification (18, 19) and TTL (22) not.
-        u64::from_le_bytes([0xff, 0xff, 0, 0, 0xff, 0xff, 0, 0xff]),
-        // Bytes 24..32: the header checksum (24, 25) not.
-        u64::from_le_bytes([0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]),
-        // Bytes 32..40: the L4 ports end at 38.
-        u64::from_le_bytes([0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0]),
-    ];
-    let bytes: &[u8; 40] = head.get(..40)?.try_into().ok()?;
-    // EtherType IPv4 right after the addresses, version 4 with a 20-byte header.
-    if (bytes[12], bytes[13], bytes[14]) != (0x08, 0x00, 0x45) {
-        return None;
+fn same_masked<const L3: usize, const VERSION: u8, const BYTES: usize>(a: &[u8], b: &[u8]) -> bool {
+    let mask = const { keep_mask(L3, VERSION) };
+    let (Some(a), Some(b)) = (a.first_chunk::<BYTES>(), b.first_chunk::<BYTES>()) else {
+        return same_masked_short::<BYTES>(a, b, &mask);
+    };
+    let mut differ = 0u64;
+    for ((a, b), mask) in a.chunks_exact(8).zip(b.chunks_exact(8)).zip(mask) {
+        let (a, b) = (
+            a.try_into().unwrap_or([0; 8]),
+            b.try_into().unwrap_or([0; 8]),
+        );
+        differ |= (u64::from_le_bytes(a) ^ u64::from_le_bytes(b)) & mask;
     }
-    let mut words = [0u64; 5];
-    for (i, (word, mask)) in words.iter_mut().zip(MASK).enumerate() {
-        let at = i * 8;
-        let chunk: [u8; 8] = bytes[at..at + 8].try_into().ok()?;
-        *word = u64::from_le_bytes(chunk) & mask;
-    }
-    Some(words)
+    differ == 0
+}
+
+/// [`same_masked`] for heads shorter than `BYTES`: padded with zeros.
+#[cold]
+#[inline(never)]
+fn same_masked_short<const BYTES: usize>(a: &[u8], b: &[u8], mask: &[u64; 8]) -> bool {
+    let pad = |head: &[u8]| {
+        let mut bytes = [0u8; 64];
+        for (to, from) in bytes.iter_mut().zip(head) {
+            *to = *from;
+        }
+        bytes
+    };
+    let (a, b) = (pad(a), pad(b));
+    a.chunks_exact(8)
+        .zip(b.chunks_exact(8))
+        .zip(mask)
+        .take(BYTES / 8)
+        .all(|((a, b), mask)| {
+            let (a, b) = (
+                a.try_into().unwrap_or([0; 8]),
+                b.try_into().unwrap_or([0; 8]),
+            );
+            (u64::from_le_bytes(a) ^ u64::from_le_bytes(b)) & mask == 0
+        })
 }
 
 #[cfg(test)]
