@@ -24,6 +24,13 @@ pub mod next_header {
     pub const NO_NEXT_HEADER: u8 = 59;
     /// Destination Options.
     pub const DEST_OPTS: u8 = 60;
+
+    /// Whether `next` names an extension header the walk steps over (rather than the
+    /// upper-layer protocol, or ESP and No Next Header, where it stops).
+    #[inline]
+    pub fn is_walked_extension(next: u8) -> bool {
+        matches!(next, HOP_BY_HOP | ROUTING | FRAGMENT | DEST_OPTS | AUTH)
+    }
 }
 
 /// Most extension headers the walk accepts before giving up with

@@ -192,14 +192,7 @@ impl FrameSummary {
                 }
                 // The IPv6 next-header field, 6 bytes into the fixed header.
                 let next = prefix.get(stack.payload_offset() + 6).copied();
-                let extension = [
-                    nh::HOP_BY_HOP,
-                    nh::ROUTING,
-                    nh::FRAGMENT,
-                    nh::DEST_OPTS,
-                    nh::AUTH,
-                ];
-                if next.is_some_and(|n| !extension.contains(&n)) {
+                if next.is_some_and(|n| !nh::is_walked_extension(n)) {
                     return true;
                 }
             }

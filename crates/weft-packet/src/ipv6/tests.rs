@@ -125,6 +125,25 @@ fn no_extension_headers_gives_the_upper_layer_at_40() {
 }
 
 #[test]
+fn is_walked_extension_names_exactly_the_next_headers_the_walk_steps_over() {
+    // Behind each value, a Destination Options header leading to UDP: the walk stops at
+    // the value itself (offset 40) exactly when it is not a walked extension.
+    let mut chain = ext(UDP, 8);
+    chain.extend_from_slice(&[0; 8]);
+    for next in 0..=u8::MAX {
+        let stops_at_it = matches!(
+            walk(&packet(next, &chain, 0)),
+            Ok(Ipv6UpperLayer { protocol, offset: 40, .. }) if protocol == next
+        );
+        assert_eq!(
+            next_header::is_walked_extension(next),
+            !stops_at_it,
+            "next header {next}"
+        );
+    }
+}
+
+#[test]
 fn full_chain_is_walked_to_the_upper_layer() {
     let mut chain = ext(DEST_OPTS, 8);
     chain.extend(ext(ROUTING, 16));

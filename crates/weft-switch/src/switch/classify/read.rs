@@ -258,15 +258,7 @@ impl FlowLayout {
             ([0x08, 0x00], 0x45, true) => FlowLayout::Ipv4Tagged,
             ([0x86, 0xdd], _, _) if first >> 4 == 6 => {
                 // An extension header moves the L4 header beyond the bytes compared.
-                let next = *head.get(l3 + 6)?;
-                let extension = [
-                    nh::HOP_BY_HOP,
-                    nh::ROUTING,
-                    nh::FRAGMENT,
-                    nh::DEST_OPTS,
-                    nh::AUTH,
-                ];
-                if extension.contains(&next) {
+                if nh::is_walked_extension(*head.get(l3 + 6)?) {
                     return None;
                 }
                 if tagged {
