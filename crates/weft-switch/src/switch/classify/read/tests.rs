@@ -57,7 +57,7 @@ proptest! {
         mode in vlan_mode(),
         id in any::<u32>(),
         edits in prop::collection::vec((0usize..80, any::<u8>()), 1..4),
-        cut in prop::option::weighted(0.2, 40usize..80),
+        cut in prop::option::weighted(0.2, 30usize..80),
     ) {
         let frame = build_frame(&spec, id);
         let mut other = frame.clone();
