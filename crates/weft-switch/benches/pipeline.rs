@@ -148,27 +148,17 @@ fn station(i: usize) -> MacAddr {
     MacAddr([0x02, 0x00, 0x00, 0x00, hi, lo])
 }
 
-/// A UDP/IPv4 frame of exactly `len` bytes (FCS excluded), checksums filled in.
-fn udp_frame(dst: MacAddr, src: MacAddr, src_port: u16, len: usize) -> Vec<u8> {
-    let builder = etherparse::PacketBuilder::ethernet2(src.0, dst.0)
-        .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
-        .udp(src_port, 4791);
-    let payload = vec![0x5a; len - builder.size(0)];
-    let mut frame = Vec::with_capacity(len);
-    builder.write(&mut frame, &payload).unwrap();
-    assert_eq!(frame.len(), len);
-    frame
-}
-
-/// As [`udp_frame`], over IPv6.
-fn udp6_frame(dst: MacAddr, src: MacAddr, src_port: u16, len: usize) -> Vec<u8> {
-    let (a, b) = (
-        [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
-        [0xfd; 16],
-    );
-    let builder = etherparse::PacketBuilder::ethernet2(src.0, dst.0)
-        .ipv6(a, b, 64)
-        .udp(src_port, 4791);
+/// A UDP frame (over IPv6 when `ipv6`, else IPv4) of exactly `len` bytes (FCS excluded),
+/// checksums filled in.
+fn udp_frame(dst: MacAddr, src: MacAddr, src_port: u16, len: usize, ipv6: bool) -> Vec<u8> {
+    let eth = etherparse::PacketBuilder::ethernet2(src.0, dst.0);
+    let ip = if ipv6 {
+        let a = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+        eth.ipv6(a, [0xfd; 16], 64)
+    } else {
+        eth.ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+    };
+    let builder = ip.udp(src_port, 4791);
     let payload = vec![0x5a; len - builder.size(0)];
     let mut frame = Vec::with_capacity(len);
     builder.write(&mut frame, &payload).unwrap();
@@ -182,21 +172,21 @@ fn ingress_frames(case: &Case) -> Vec<Vec<u8>> {
     let len = case.frame_len;
     match case.traffic {
         Traffic::Unicast | Traffic::PortRule => (0..RING)
-            .map(|_| udp_frame(station(1), src, 1000, len))
+            .map(|_| udp_frame(station(1), src, 1000, len, false))
             .collect(),
         Traffic::PortRuleV6 => (0..RING)
-            .map(|_| udp6_frame(station(1), src, 1000, len))
+            .map(|_| udp_frame(station(1), src, 1000, len, true))
             .collect(),
         Traffic::UnicastSpread => (0..RING)
-            .map(|i| udp_frame(station(1 + i % (case.ports - 1)), src, 1000, len))
+            .map(|i| udp_frame(station(1 + i % (case.ports - 1)), src, 1000, len, false))
             .collect(),
         Traffic::Broadcast => (0..RING)
-            .map(|_| udp_frame(MacAddr::BROADCAST, src, 1000, len))
+            .map(|_| udp_frame(MacAddr::BROADCAST, src, 1000, len, false))
             .collect(),
         Traffic::CachedFlows { flows } => (0..RING.max(flows))
             .map(|i| {
                 let port = u16::try_from(i % flows).unwrap();
-                udp_frame(station(1), src, port, len)
+                udp_frame(station(1), src, port, len, false)
             })
             .collect(),
     }
@@ -215,7 +205,7 @@ fn build(case: &Case) -> (Switch, PortId) {
             ingress_frames(case)
         } else {
             // Each other port announces its station once, so the bridge learns it.
-            vec![udp_frame(station(0), station(i), 1000, 64)]
+            vec![udp_frame(station(0), station(i), 1000, 64, false)]
         };
         let (rx, tx) = replay_port(frames, PortCaps::plain(1500));
         let id = sw
