@@ -296,13 +296,13 @@ impl FlowLayout {
     }
 }
 
-/// Whether the first `BYTES` bytes (whole words) of `a` and `b` are equal under
+/// Whether the first `BYTES` bytes (whole words, at most 64) of `a` and `b` are equal under
 /// [`keep_mask`]`(L3, VERSION)`; zeros stand in for bytes past a head's end.
 #[inline(always)]
 fn same_masked<const L3: usize, const VERSION: u8, const BYTES: usize>(a: &[u8], b: &[u8]) -> bool {
     let mask = const { keep_mask(L3, VERSION) };
     let (Some(a), Some(b)) = (a.first_chunk::<BYTES>(), b.first_chunk::<BYTES>()) else {
-        return same_masked_short::<BYTES>(a, b, &mask);
+        return same_masked_short::<L3, VERSION, BYTES>(a, b);
     };
     let mut differ = 0u64;
     for ((a, b), mask) in a.chunks_exact(8).zip(b.chunks_exact(8)).zip(mask) {
@@ -315,10 +315,13 @@ fn same_masked<const L3: usize, const VERSION: u8, const BYTES: usize>(a: &[u8],
     differ == 0
 }
 
-/// [`same_masked`] for heads shorter than `BYTES`: padded with zeros.
+/// [`same_masked`] for heads shorter than `BYTES`: compared padded with zeros to 64 bytes.
 #[cold]
 #[inline(never)]
-fn same_masked_short<const BYTES: usize>(a: &[u8], b: &[u8], mask: &[u64; 8]) -> bool {
+fn same_masked_short<const L3: usize, const VERSION: u8, const BYTES: usize>(
+    a: &[u8],
+    b: &[u8],
+) -> bool {
     let pad = |head: &[u8]| {
         let mut bytes = [0u8; 64];
         for (to, from) in bytes.iter_mut().zip(head) {
@@ -326,18 +329,7 @@ fn same_masked_short<const BYTES: usize>(a: &[u8], b: &[u8], mask: &[u64; 8]) ->
         }
         bytes
     };
-    let (a, b) = (pad(a), pad(b));
-    a.chunks_exact(8)
-        .zip(b.chunks_exact(8))
-        .zip(mask)
-        .take(BYTES / 8)
-        .all(|((a, b), mask)| {
-            let (a, b) = (
-                a.try_into().unwrap_or([0; 8]),
-                b.try_into().unwrap_or([0; 8]),
-            );
-            (u64::from_le_bytes(a) ^ u64::from_le_bytes(b)) & mask == 0
-        })
+    same_masked::<L3, VERSION, BYTES>(&pad(a), &pad(b))
 }
 
 #[cfg(test)]
